@@ -1,0 +1,584 @@
+// fastlaunch._C: the hand-written CPython entry points.
+//
+//   fast_launch(data) -> list[Tensor]   unpack + check + launch; returns the caller's C tensors
+//   unpack(data) -> int                 the same unpack and checks without device checks or launch
+//   pack(data) -> tuple[int, ...]       the int64 buffer unpack() fills, for tests and tools
+//   launch_repeat(data, iters) -> float host ns per launcher call, from a C loop (benchmarks)
+//   plan(m, n) -> tuple                 the sm90 tile plan of one group (tests)
+//
+// The walk reads the nested tuples/lists with borrowed references and runs no Python code (no
+// __index__, no isinstance hooks, no tensor subclass dispatch), so nothing can change the input
+// under it. Error text is only built in the cold functions of the "errors" section.
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <c10/cuda/CUDAStream.h>
+#include <torch/csrc/autograd/python_variable.h>
+
+#include <cstdarg>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+
+#include "../kernels/launcher.h"
+#include "../kernels/plan.h"
+
+#define FL_LIKELY(x) __builtin_expect(!!(x), 1)
+#define FL_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define FL_COLD __attribute__((cold, noinline))
+
+namespace {
+
+// ============================================================================ the buffer
+// [a b c sfa sfb m n k] x G, int64. Static for up to kStaticGroups groups; larger G grows a heap
+// buffer that is kept. The GIL serialises callers.
+constexpr int kFields = 8;
+constexpr Py_ssize_t kStaticGroups = 256;
+int64_t g_static_buf[kFields * kStaticGroups];
+int64_t* g_heap_buf = nullptr;
+Py_ssize_t g_heap_groups = 0;
+
+int64_t* buffer_for(Py_ssize_t groups) {
+  if (FL_LIKELY(groups <= kStaticGroups)) return g_static_buf;
+  if (groups > g_heap_groups) {
+    int64_t* grown = static_cast<int64_t*>(PyMem_Realloc(g_heap_buf, sizeof(int64_t) * kFields * groups));
+    if (!grown) {
+      PyErr_NoMemory();
+      return nullptr;
+    }
+    g_heap_buf = grown;
+    g_heap_groups = groups;
+  }
+  return g_heap_buf;
+}
+
+// ============================================================================ errors
+// One pattern: "group G: FIELD <what>, expected X, got Y". All cold and out of line.
+
+FL_COLD PyObject* raise(PyObject* type, const char* fmt, ...) {
+  char msg[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof(msg), fmt, ap);
+  va_end(ap);
+  PyErr_SetString(type, msg);
+  return nullptr;
+}
+
+FL_COLD const char* dtype_name(c10::ScalarType t) {
+  switch (t) {
+    case c10::ScalarType::Byte: return "uint8";
+    case c10::ScalarType::Char: return "int8";
+    case c10::ScalarType::Short: return "int16";
+    case c10::ScalarType::Int: return "int32";
+    case c10::ScalarType::Long: return "int64";
+    case c10::ScalarType::Half: return "float16";
+    case c10::ScalarType::BFloat16: return "bfloat16";
+    case c10::ScalarType::Float: return "float32";
+    case c10::ScalarType::Double: return "float64";
+    case c10::ScalarType::Bool: return "bool";
+    case c10::ScalarType::Float8_e4m3fn: return "float8_e4m3fn";
+    case c10::ScalarType::Float8_e5m2: return "float8_e5m2";
+    case c10::ScalarType::Float8_e4m3fnuz: return "float8_e4m3fnuz";
+    case c10::ScalarType::Float8_e5m2fnuz: return "float8_e5m2fnuz";
+    case c10::ScalarType::Float8_e8m0fnu: return "float8_e8m0fnu";
+    case c10::ScalarType::Float4_e2m1fn_x2: return "float4_e2m1fn_x2";
+    default: return c10::toString(t);
+  }
+}
+
+// "(96, 128, 1)"
+FL_COLD void format_dims(char* out, size_t len, c10::IntArrayRef dims) {
+  size_t used = (size_t)snprintf(out, len, "(");
+  for (size_t i = 0; i < dims.size() && used < len; ++i)
+    used += (size_t)snprintf(out + used, len - used, i ? ", %lld" : "%lld", (long long)dims[i]);
+  if (used < len) snprintf(out + used, len - used, dims.size() == 1 ? ",)" : ")");
+}
+
+FL_COLD void format_dims(char* out, size_t len, const int64_t* dims, size_t n) {
+  format_dims(out, len, c10::IntArrayRef(dims, n));
+}
+
+FL_COLD PyObject* err_sequence(const char* where, const char* what, PyObject* got) {
+  return raise(PyExc_TypeError, "%s must be a tuple or list%s, got %s", where, what, Py_TYPE(got)->tp_name);
+}
+
+FL_COLD PyObject* err_length(const char* where, const char* what, Py_ssize_t expected, Py_ssize_t got) {
+  return raise(PyExc_ValueError, "%s must have %zd items%s, got %zd", where, expected, what, got);
+}
+
+FL_COLD PyObject* err_not_tensor(Py_ssize_t g, const char* field, PyObject* got) {
+  return raise(PyExc_TypeError, "group %zd: %s must be a torch.Tensor, got %s", g, field, Py_TYPE(got)->tp_name);
+}
+
+FL_COLD PyObject* err_dtype(Py_ssize_t g, const char* field, const char* expected, c10::ScalarType got) {
+  return raise(PyExc_TypeError, "group %zd: %s must be %s, got %s", g, field, expected, dtype_name(got));
+}
+
+FL_COLD PyObject* err_kind(Py_ssize_t g, const char* field, const char* what) {
+  return raise(PyExc_ValueError, "group %zd: %s %s", g, field, what);
+}
+
+FL_COLD PyObject* err_shape(Py_ssize_t g, const char* field, c10::IntArrayRef got, const int64_t* expected,
+                            size_t ndim, const char* n0, int64_t v0, const char* n1, int64_t v1) {
+  char e[160], a[160];
+  format_dims(e, sizeof(e), expected, ndim);
+  format_dims(a, sizeof(a), got);
+  return raise(PyExc_ValueError, "group %zd: %s has shape %s, expected %s for %s=%lld, %s=%lld", g, field, a, e, n0,
+               (long long)v0, n1, (long long)v1);
+}
+
+FL_COLD PyObject* err_strides(Py_ssize_t g, const char* field, c10::IntArrayRef got, const int64_t* expected,
+                              size_t ndim, const char* layout) {
+  char e[160], a[160];
+  format_dims(e, sizeof(e), expected, ndim);
+  format_dims(a, sizeof(a), got);
+  return raise(PyExc_ValueError, "group %zd: %s has strides %s, expected %s (%s)", g, field, a, e, layout);
+}
+
+FL_COLD PyObject* err_size(Py_ssize_t g, const char* name, const char* rule, PyObject* got) {
+  if (PyLong_Check(got) && !PyBool_Check(got)) {
+    long long v = PyLong_AsLongLong(got);
+    if (v == -1 && PyErr_Occurred()) {
+      PyErr_Clear();
+      return raise(PyExc_ValueError, "group %zd: %s must be %s, got an int that does not fit int64", g, name, rule);
+    }
+    return raise(PyExc_ValueError, "group %zd: %s must be %s, got %lld", g, name, rule, v);
+  }
+  return raise(PyExc_TypeError, "group %zd: %s must be an int, got %s", g, name, Py_TYPE(got)->tp_name);
+}
+
+FL_COLD PyObject* err_device(Py_ssize_t g, const char* field, const c10::Device& got, const c10::Device& want,
+                             const char* want_src) {
+  return raise(PyExc_ValueError, "group %zd: %s is on %s, expected %s like %s", g, field, got.str().c_str(),
+               want.str().c_str(), want_src);
+}
+
+FL_COLD PyObject* err_not_cuda(Py_ssize_t g, const char* field, const c10::Device& got) {
+  return raise(PyExc_ValueError, "group %zd: %s must be on a CUDA device, got %s", g, field, got.str().c_str());
+}
+
+FL_COLD PyObject* err_align(Py_ssize_t g, const char* field, uintptr_t ptr, int align) {
+  return raise(PyExc_ValueError, "group %zd: %s data pointer 0x%llx must be %d-byte aligned", g, field,
+               (unsigned long long)ptr, align);
+}
+
+FL_COLD PyObject* err_storage(Py_ssize_t g, const char* field, int64_t need, int64_t have) {
+  return raise(PyExc_ValueError,
+               "group %zd: %s storage holds %lld bytes from its data pointer, expected at least %lld for the "
+               "reordered layout",
+               g, field, (long long)have, (long long)need);
+}
+
+FL_COLD PyObject* err_launch(int rc, const char* msg) {
+  return raise(rc == FL_ERR_VALUE ? PyExc_ValueError : PyExc_RuntimeError, "%s", msg);
+}
+
+FL_COLD PyObject* err_cpp(const char* what) { return raise(PyExc_RuntimeError, "fastlaunch: %s", what); }
+
+// ============================================================================ input walk
+
+// A tuple or list of exactly `n` items, as a borrowed item array.
+inline PyObject* const* seq_items(PyObject* obj, Py_ssize_t* n) {
+  if (PyTuple_Check(obj)) {
+    *n = PyTuple_GET_SIZE(obj);
+    return &PyTuple_GET_ITEM(obj, 0);
+  }
+  if (PyList_Check(obj)) {
+    *n = PyList_GET_SIZE(obj);
+    return PyList_GET_SIZE(obj) ? &PyList_GET_ITEM(obj, 0) : nullptr;
+  }
+  return nullptr;
+}
+
+// Python int (not bool) in [lo, hi] with an optional multiple-of rule; writes it to *out.
+inline bool read_size(PyObject* obj, Py_ssize_t g, const char* name, int64_t lo, int64_t hi, int64_t multiple,
+                      const char* rule, int64_t* out) {
+  if (FL_LIKELY(PyLong_CheckExact(obj)) || (PyLong_Check(obj) && !PyBool_Check(obj))) {
+    int overflow = 0;
+    const long long v = PyLong_AsLongLongAndOverflow(obj, &overflow);
+    if (FL_LIKELY(!overflow && v >= lo && v <= hi && v % multiple == 0)) {
+      *out = v;
+      return true;
+    }
+  }
+  err_size(g, name, rule, obj);
+  return false;
+}
+
+enum class Want { kFp4, kScale, kHalf };
+
+struct Expect {
+  const char* field;
+  Want kind;
+  const int64_t* shape;
+  const int64_t* strides;
+  size_t ndim;
+  const char* n0;  // the sizes the shape follows from, for messages: "M", m, "K", k
+  int64_t v0;
+  const char* n1;
+  int64_t v1;
+  const char* layout;  // for stride errors
+  int align;
+};
+
+struct DeviceSeen {
+  c10::Device device{c10::kCPU};
+  const char* src = nullptr;  // "group 0's a"
+  char src_buf[48];
+};
+
+// Reads one tensor argument: type, kind, dtype, shape, strides, device, alignment; returns its data
+// pointer in *ptr. `check_device`: all on one CUDA device (fast_launch) or anything with data (unpack).
+inline bool read_tensor(PyObject* obj, Py_ssize_t g, const Expect& ex, bool check_device, DeviceSeen* seen,
+                        int64_t* ptr) {
+  if (FL_UNLIKELY(!PyObject_TypeCheck(obj, reinterpret_cast<PyTypeObject*>(THPVariableClass)))) {
+    err_not_tensor(g, ex.field, obj);
+    return false;
+  }
+  const at::Tensor& t = THPVariable_Unpack(obj);
+  c10::TensorImpl* impl = t.unsafeGetTensorImpl();
+  if (FL_UNLIKELY(impl->is_python_dispatch())) {
+    err_kind(g, ex.field, "is a tensor subclass with __torch_dispatch__, which fast_launch cannot read");
+    return false;
+  }
+  if (FL_UNLIKELY(impl->is_nested() || impl->layout() != c10::kStrided)) {
+    err_kind(g, ex.field, "must be a dense strided tensor");
+    return false;
+  }
+  const c10::ScalarType st = impl->dtype().toScalarType();
+  switch (ex.kind) {
+    case Want::kFp4:
+      if (FL_UNLIKELY(st != c10::ScalarType::Float4_e2m1fn_x2 && st != c10::ScalarType::Byte)) {
+        err_dtype(g, ex.field, "float4_e2m1fn_x2 or uint8", st);
+        return false;
+      }
+      break;
+    case Want::kScale:
+      if (FL_UNLIKELY(st != c10::ScalarType::Float8_e4m3fn)) {
+        err_dtype(g, ex.field, "float8_e4m3fn", st);
+        return false;
+      }
+      break;
+    case Want::kHalf:
+      if (FL_UNLIKELY(st != c10::ScalarType::Half)) {
+        err_dtype(g, ex.field, "float16", st);
+        return false;
+      }
+      break;
+  }
+  const c10::Device dev = impl->device();
+  if (check_device) {
+    if (FL_UNLIKELY(dev.type() != c10::kCUDA)) {
+      err_not_cuda(g, ex.field, dev);
+      return false;
+    }
+  } else if (FL_UNLIKELY(dev.type() != c10::kCUDA && dev.type() != c10::kCPU)) {
+    err_kind(g, ex.field, "must be a CPU or CUDA tensor (a tensor with data)");
+    return false;
+  }
+  const c10::IntArrayRef sizes = impl->sizes();
+  if (FL_UNLIKELY(sizes.size() != ex.ndim || std::memcmp(sizes.data(), ex.shape, ex.ndim * sizeof(int64_t)))) {
+    err_shape(g, ex.field, sizes, ex.shape, ex.ndim, ex.n0, ex.v0, ex.n1, ex.v1);
+    return false;
+  }
+  // Strides matter only along dimensions longer than 1.
+  const c10::IntArrayRef strides = impl->strides();
+  for (size_t d = 0; d < ex.ndim; ++d) {
+    if (FL_UNLIKELY(ex.shape[d] > 1 && strides[d] != ex.strides[d])) {
+      err_strides(g, ex.field, strides, ex.strides, ex.ndim, ex.layout);
+      return false;
+    }
+  }
+  if (check_device) {
+    if (FL_UNLIKELY(!seen->src)) {
+      seen->device = dev;
+      snprintf(seen->src_buf, sizeof(seen->src_buf), "group %zd's %s", g, ex.field);
+      seen->src = seen->src_buf;
+    } else if (FL_UNLIKELY(dev != seen->device)) {
+      err_device(g, ex.field, dev, seen->device, seen->src);
+      return false;
+    }
+  }
+  if (FL_UNLIKELY(!impl->has_storage() || !impl->storage().data())) {
+    err_kind(g, ex.field, "has no data (a meta or storage-less tensor)");
+    return false;
+  }
+  // Outputs are written: materialise copy-on-write storage rather than write into a shared one.
+  const void* data = ex.kind == Want::kHalf ? impl->mutable_data() : impl->data();
+  const uintptr_t p = reinterpret_cast<uintptr_t>(data);
+  if (FL_UNLIKELY(p % ex.align)) {
+    err_align(g, ex.field, p, ex.align);
+    return false;
+  }
+  if (ex.kind == Want::kScale) {
+    const int64_t need = ex.shape[2] * ex.shape[4] * 512;  // ceil(rows/128) x K/64 blocks of 512 bytes
+    const int64_t have = (int64_t)impl->storage().nbytes() - impl->storage_offset();
+    if (FL_UNLIKELY(have < need)) {
+      err_storage(g, ex.field, need, have);
+      return false;
+    }
+  }
+  *ptr = (int64_t)p;
+  return true;
+}
+
+struct Unpacked {
+  Py_ssize_t groups = 0;
+  int64_t* buf = nullptr;
+  PyObject* const* abc = nullptr;  // borrowed, for building the result list
+  c10::Device device{c10::kCPU};
+};
+
+// Walks data = (abc, sf, sf_reordered, sizes) into the buffer. Returns false with an exception set.
+bool unpack_into(PyObject* data, bool check_device, Unpacked* out) {
+  Py_ssize_t n = 0;
+  PyObject* const* top = seq_items(data, &n);
+  if (FL_UNLIKELY(!PyTuple_Check(data) && !PyList_Check(data))) {
+    err_sequence("data", " (abc, sf, sf_reordered, sizes)", data);
+    return false;
+  }
+  if (FL_UNLIKELY(n != 4)) {
+    err_length("data", " (abc, sf, sf_reordered, sizes)", 4, n);
+    return false;
+  }
+  static const char* const kTop[4] = {"abc", "sf", "sf_reordered", "sizes"};
+  PyObject* const* lvl[4];
+  Py_ssize_t G = -1;
+  for (int i = 0; i < 4; ++i) {
+    Py_ssize_t len = 0;
+    lvl[i] = seq_items(top[i], &len);
+    if (FL_UNLIKELY(!PyTuple_Check(top[i]) && !PyList_Check(top[i]))) {
+      err_sequence(kTop[i], " with one item per group", top[i]);
+      return false;
+    }
+    if (i == 0) {
+      G = len;
+      if (FL_UNLIKELY(G < 1)) {
+        raise(PyExc_ValueError, "abc must hold at least one group, got 0");
+        return false;
+      }
+    } else if (FL_UNLIKELY(len != G)) {
+      raise(PyExc_ValueError, "%s has %zd groups, expected %zd like abc", kTop[i], len, G);
+      return false;
+    }
+  }
+  if (FL_UNLIKELY(G > INT32_MAX)) {
+    raise(PyExc_ValueError, "abc has %zd groups, expected at most %d", G, INT32_MAX);
+    return false;
+  }
+  int64_t* buf = buffer_for(G);
+  if (!buf) return false;
+  DeviceSeen seen;
+  for (Py_ssize_t g = 0; g < G; ++g) {
+    // sizes[g] = (m, n, k, l)
+    Py_ssize_t len = 0;
+    PyObject* const* sz = seq_items(lvl[3][g], &len);
+    if (FL_UNLIKELY(!PyTuple_Check(lvl[3][g]) && !PyList_Check(lvl[3][g]))) {
+      char where[48];
+      snprintf(where, sizeof(where), "group %zd: sizes", g);
+      err_sequence(where, " (m, n, k, l)", lvl[3][g]);
+      return false;
+    }
+    if (FL_UNLIKELY(len != 4)) {
+      char where[48];
+      snprintf(where, sizeof(where), "group %zd: sizes", g);
+      err_length(where, " (m, n, k, l)", 4, len);
+      return false;
+    }
+    int64_t m, nn, k, l;
+    if (!read_size(sz[0], g, "m", 1, fl::kMaxExtent, 1, "an int in 1..2147483647", &m) ||
+        !read_size(sz[1], g, "n", 1, fl::kMaxExtent, 1, "an int in 1..2147483647", &nn) ||
+        !read_size(sz[2], g, "k", fl::kKMultiple, fl::kMaxExtent - 63, fl::kKMultiple,
+                   "a positive multiple of 64 up to 2147483584", &k) ||
+        !read_size(sz[3], g, "l", 1, 1, 1, "1", &l))
+      return false;
+
+    // abc[g] = (a, b, c)
+    PyObject* const* abc = seq_items(lvl[0][g], &len);
+    if (FL_UNLIKELY(!PyTuple_Check(lvl[0][g]) && !PyList_Check(lvl[0][g]))) {
+      char where[48];
+      snprintf(where, sizeof(where), "group %zd: abc", g);
+      err_sequence(where, " (a, b, c)", lvl[0][g]);
+      return false;
+    }
+    if (FL_UNLIKELY(len != 3)) {
+      char where[48];
+      snprintf(where, sizeof(where), "group %zd: abc", g);
+      err_length(where, " (a, b, c)", 3, len);
+      return false;
+    }
+    // sf[g]: ignored by the fast path beyond its structure.
+    if (FL_UNLIKELY(!PyTuple_Check(lvl[1][g]) && !PyList_Check(lvl[1][g]))) {
+      char where[48];
+      snprintf(where, sizeof(where), "group %zd: sf", g);
+      err_sequence(where, " (sfa, sfb)", lvl[1][g]);
+      return false;
+    }
+    PyObject* const* sfr = seq_items(lvl[2][g], &len);
+    if (FL_UNLIKELY(!PyTuple_Check(lvl[2][g]) && !PyList_Check(lvl[2][g]))) {
+      char where[48];
+      snprintf(where, sizeof(where), "group %zd: sf_reordered", g);
+      err_sequence(where, " (sfa, sfb)", lvl[2][g]);
+      return false;
+    }
+    if (FL_UNLIKELY(len != 2)) {
+      char where[48];
+      snprintf(where, sizeof(where), "group %zd: sf_reordered", g);
+      err_length(where, " (sfa, sfb)", 2, len);
+      return false;
+    }
+
+    const int64_t kb = k / 2, kt = k / 64;
+    const int64_t mt = fl::ceil_div(m, 128), nt = fl::ceil_div(nn, 128);
+    const int64_t a_shape[3] = {m, kb, 1}, a_str[3] = {kb, 1, m * kb};
+    const int64_t b_shape[3] = {nn, kb, 1}, b_str[3] = {kb, 1, nn * kb};
+    const int64_t c_shape[3] = {m, nn, 1}, c_str[3] = {nn, 1, m * nn};
+    const int64_t sa_shape[6] = {32, 4, mt, 4, kt, 1}, sa_str[6] = {16, 4, kt * 512, 1, 512, mt * kt * 512};
+    const int64_t sb_shape[6] = {32, 4, nt, 4, kt, 1}, sb_str[6] = {16, 4, kt * 512, 1, 512, nt * kt * 512};
+    static const char kRowMajor[] = "row-major, K contiguous";
+    static const char kScaleLayout[] = "the permuted view of a contiguous (1, ceil(rows/128), K/64, 32, 4, 4) array";
+    const Expect ea{"a", Want::kFp4, a_shape, a_str, 3, "M", m, "K", k, kRowMajor, 16};
+    const Expect eb{"b", Want::kFp4, b_shape, b_str, 3, "N", nn, "K", k, kRowMajor, 16};
+    const Expect ec{"c", Want::kHalf, c_shape, c_str, 3, "M", m, "N", nn, "row-major, N contiguous", 2};
+    const Expect esa{"sfa", Want::kScale, sa_shape, sa_str, 6, "M", m, "K", k, kScaleLayout, 16};
+    const Expect esb{"sfb", Want::kScale, sb_shape, sb_str, 6, "N", nn, "K", k, kScaleLayout, 16};
+    int64_t* row = buf + g;
+    if (!read_tensor(abc[0], g, ea, check_device, &seen, &row[0 * G]) ||
+        !read_tensor(abc[1], g, eb, check_device, &seen, &row[1 * G]) ||
+        !read_tensor(abc[2], g, ec, check_device, &seen, &row[2 * G]) ||
+        !read_tensor(sfr[0], g, esa, check_device, &seen, &row[3 * G]) ||
+        !read_tensor(sfr[1], g, esb, check_device, &seen, &row[4 * G]))
+      return false;
+    row[5 * G] = m;
+    row[6 * G] = nn;
+    row[7 * G] = k;
+  }
+  out->groups = G;
+  out->buf = buf;
+  out->abc = lvl[0];
+  out->device = seen.device;
+  return true;
+}
+
+// ============================================================================ module functions
+
+PyObject* fast_launch(PyObject*, PyObject* data) {
+  try {
+    Unpacked u;
+    if (!unpack_into(data, true, &u)) return nullptr;
+    const c10::DeviceIndex dev = u.device.index();
+    cudaStream_t stream = c10::cuda::getCurrentCUDAStream(dev).stream();
+    char err[512];
+    const int rc = fl_launch(u.buf, (int)u.groups, stream, dev, err, sizeof(err));
+    if (FL_UNLIKELY(rc != FL_OK)) return err_launch(rc, err);
+    PyObject* out = PyList_New(u.groups);
+    if (!out) return nullptr;
+    for (Py_ssize_t g = 0; g < u.groups; ++g) {
+      PyObject* abc = u.abc[g];
+      PyObject* c = PyTuple_Check(abc) ? PyTuple_GET_ITEM(abc, 2) : PyList_GET_ITEM(abc, 2);
+      Py_INCREF(c);
+      PyList_SET_ITEM(out, g, c);
+    }
+    return out;
+  } catch (const std::exception& e) {
+    return err_cpp(e.what());
+  }
+}
+
+PyObject* unpack(PyObject*, PyObject* data) {
+  try {
+    Unpacked u;
+    if (!unpack_into(data, false, &u)) return nullptr;
+    return PyLong_FromSsize_t(u.groups);
+  } catch (const std::exception& e) {
+    return err_cpp(e.what());
+  }
+}
+
+PyObject* pack(PyObject*, PyObject* data) {
+  try {
+    Unpacked u;
+    if (!unpack_into(data, false, &u)) return nullptr;
+    const Py_ssize_t n = kFields * u.groups;
+    PyObject* out = PyTuple_New(n);
+    if (!out) return nullptr;
+    for (Py_ssize_t i = 0; i < n; ++i) {
+      PyObject* v = PyLong_FromLongLong(u.buf[i]);
+      if (!v) {
+        Py_DECREF(out);
+        return nullptr;
+      }
+      PyTuple_SET_ITEM(out, i, v);
+    }
+    return out;
+  } catch (const std::exception& e) {
+    return err_cpp(e.what());
+  }
+}
+
+// launch_repeat(data, iters): the launcher driven from a C loop on the buffer unpacked once.
+PyObject* launch_repeat(PyObject*, PyObject* args) {
+  PyObject* data;
+  int iters;
+  if (!PyArg_ParseTuple(args, "Oi:launch_repeat", &data, &iters)) return nullptr;
+  try {
+    Unpacked u;
+    if (!unpack_into(data, true, &u)) return nullptr;
+    const c10::DeviceIndex dev = u.device.index();
+    cudaStream_t stream = c10::cuda::getCurrentCUDAStream(dev).stream();
+    char err[512];
+    double ns = 0;
+    const int rc = fl_launch_repeat(u.buf, (int)u.groups, stream, dev, iters, &ns, err, sizeof(err));
+    if (rc != FL_OK) return err_launch(rc, err);
+    return PyFloat_FromDouble(ns);
+  } catch (const std::exception& e) {
+    return err_cpp(e.what());
+  }
+}
+
+// plan(m, n) -> (tiles_m, tiles_n, tile widths of the A-row tiles) for the sm90 kernel.
+PyObject* plan(PyObject*, PyObject* args) {
+  long long m, n;
+  if (!PyArg_ParseTuple(args, "LL:plan", &m, &n)) return nullptr;
+  if (m < 1 || n < 1 || m > fl::kMaxExtent || n > fl::kMaxExtent)
+    return raise(PyExc_ValueError, "plan: m and n must be in 1..%lld", (long long)fl::kMaxExtent);
+  const int64_t tm = fl::sm90::tiles_m(m);
+  PyObject* widths = PyTuple_New(tm);
+  if (!widths) return nullptr;
+  for (int64_t i = 0; i < tm; ++i)
+    PyTuple_SET_ITEM(widths, i, PyLong_FromLong(fl::sm90::tile_width(m, i * fl::sm90::kBlockM)));
+  return Py_BuildValue("(LLN)", (long long)tm, (long long)fl::sm90::tiles_n(n), widths);
+}
+
+PyMethodDef kMethods[] = {
+    {"fast_launch", fast_launch, METH_O,
+     "fast_launch(data) -> list[Tensor]\n\nRuns the NVFP4 grouped GEMM on the GPU MODE nvfp4_group_gemm input "
+     "and returns the c tensors, written in place."},
+    {"unpack", unpack, METH_O, "unpack(data) -> int\n\nChecks and unpacks like fast_launch (no device checks, no "
+                               "launch); returns the number of groups."},
+    {"pack", pack, METH_O, "pack(data) -> tuple[int, ...]\n\nThe int64 buffer [a b c sfa sfb m n k] x G."},
+    {"launch_repeat", launch_repeat, METH_VARARGS,
+     "launch_repeat(data, iters) -> float\n\nHost ns per launch of the launcher called from a C loop on a "
+     "buffer unpacked once (the floor for fast_launch)."},
+    {"plan", plan, METH_VARARGS, "plan(m, n) -> (tiles_m, tiles_n, widths)\n\nThe sm90 kernel's tiles for one group."},
+    {nullptr, nullptr, 0, nullptr},
+};
+
+PyModuleDef kModule = {PyModuleDef_HEAD_INIT, "fastlaunch._C", "fastlaunch's CPython fast path.", -1, kMethods};
+
+}  // namespace
+
+PyMODINIT_FUNC PyInit__C(void) {
+  PyObject* m = PyModule_Create(&kModule);
+  if (!m) return nullptr;
+  if (PyModule_AddStringConstant(m, "supported_archs", fl_supported_archs()) < 0 ||
+      PyModule_AddIntConstant(m, "block_m", fl::sm90::kBlockM) < 0 ||
+      PyModule_AddIntConstant(m, "block_n", fl::sm90::kBlockN) < 0 ||
+      PyModule_AddIntConstant(m, "max_groups_per_launch", fl::sm90::kGroupsPerLaunch) < 0) {
+    Py_DECREF(m);
+    return nullptr;
+  }
+  return m;
+}

@@ -1,0 +1,41 @@
+/* fastlaunch launcher ABI: plain C, no Python and no torch types.
+ *
+ * The buffer holds 8 rows of G int64 each, in this order:
+ *   a[G] b[G] c[G] sfa[G] sfb[G] m[G] n[G] k[G]
+ * a, b: device pointers to packed NVFP4 [m, k/2] / [n, k/2] (16-byte aligned);
+ * c: fp16 [m, n]; sfa, sfb: reordered E4M3 scales (16-byte aligned).
+ * The caller has checked the layouts; the launcher checks the limits that depend on the plan. */
+#ifndef FASTLAUNCH_LAUNCHER_H_
+#define FASTLAUNCH_LAUNCHER_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum fl_status {
+  FL_OK = 0,
+  FL_ERR_VALUE = 1,       /* the input is outside a supported limit (raise ValueError) */
+  FL_ERR_CUDA = 2,        /* a CUDA call failed (raise RuntimeError) */
+  FL_ERR_UNSUPPORTED = 3, /* no kernel for this GPU architecture (raise RuntimeError) */
+};
+
+/* Launches the grouped GEMM on `device`, on `stream` (a cudaStream_t; 0 is the legacy default
+ * stream). Returns FL_OK, or an error code with a message written to err[0 .. errlen). */
+int fl_launch(const int64_t* buf, int num_groups, void* stream, int device, char* err, size_t errlen);
+
+/* Benchmark floor: `iters` launches of the same prepacked buffer from a C loop. Writes the host
+ * nanoseconds per launch (mean over the loop, no synchronisation inside) to *ns_per_launch. */
+int fl_launch_repeat(const int64_t* buf, int num_groups, void* stream, int device, int iters,
+                     double* ns_per_launch, char* err, size_t errlen);
+
+/* Architectures with a kernel in this build, e.g. "sm_90a". */
+const char* fl_supported_archs(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* FASTLAUNCH_LAUNCHER_H_ */

@@ -1,0 +1,81 @@
+// Internal to the launcher: driver entry points, per-device state, error reporting.
+#pragma once
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <atomic>
+#include <cstdarg>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+
+#include "launcher.h"
+
+namespace fl {
+
+// Driver functions, looked up through the runtime at first use: the extension does not link
+// libcuda, so it builds and imports on machines without a GPU driver.
+struct Driver {
+  CUresult (*launch_kernel_ex)(const CUlaunchConfig*, CUfunction, void**, void**) = nullptr;
+  CUresult (*tensor_map_encode_tiled)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
+                                      const cuuint64_t*, const cuuint32_t*, const cuuint32_t*,
+                                      CUtensorMapInterleave, CUtensorMapSwizzle, CUtensorMapL2promotion,
+                                      CUtensorMapFloatOOBfill) = nullptr;
+  CUresult (*get_error_string)(CUresult, const char**) = nullptr;
+};
+
+// Message sink for the C ABI: set() formats into the caller's buffer and returns the code.
+struct Error {
+  char* buf;
+  size_t len;
+  __attribute__((format(printf, 3, 4))) int set(int code, const char* fmt, ...) {
+    if (buf && len) {
+      va_list ap;
+      va_start(ap, fmt);
+      vsnprintf(buf, len, fmt, ap);
+      va_end(ap);
+    }
+    return code;
+  }
+  int cuda(cudaError_t rc, const char* what, const char* file, int line) {
+    return set(FL_ERR_CUDA, "%s failed: %s (%s) at %s:%d", what, cudaGetErrorString(rc), cudaGetErrorName(rc), file,
+               line);
+  }
+  int driver(const Driver& drv, CUresult rc, const char* what, const char* file, int line) {
+    const char* msg = nullptr;
+    if (!drv.get_error_string || drv.get_error_string(rc, &msg) != CUDA_SUCCESS || !msg) msg = "unknown error";
+    return set(FL_ERR_CUDA, "%s failed: %s (CUresult %d) at %s:%d", what, msg, (int)rc, file, line);
+  }
+};
+
+#define FL_CUDA_TRY(err, call)                                           \
+  do {                                                                   \
+    cudaError_t fl_rc_ = (call);                                         \
+    if (fl_rc_ != cudaSuccess) return (err).cuda(fl_rc_, #call, __FILE__, __LINE__); \
+  } while (0)
+
+#define FL_DRV_TRY(err, drv, call)                                                  \
+  do {                                                                              \
+    CUresult fl_rc_ = (call);                                                       \
+    if (fl_rc_ != CUDA_SUCCESS) return (err).driver((drv), fl_rc_, #call, __FILE__, __LINE__); \
+  } while (0)
+
+struct Sm90State {
+  CUfunction fn_small = nullptr;  // up to sm90::kGroupsSmall groups per launch
+  CUfunction fn_large = nullptr;  // up to sm90::kGroupsPerLaunch
+  alignas(64) CUtensorMap tmpl_a;
+  alignas(64) CUtensorMap tmpl_b;
+};
+
+struct DeviceState {
+  std::atomic<int> status{-1};  // -1 not initialised, else the fl_status of initialisation
+  char message[512] = {0};      // initialisation error, repeated on every call
+  int cc_major = 0, cc_minor = 0, sm_count = 0;
+  Driver drv;
+  Sm90State sm90;
+};
+
+int sm90_init(DeviceState& dev, Error& err);
+int sm90_launch(const DeviceState& dev, const int64_t* buf, int num_groups, cudaStream_t stream, Error& err);
+
+}  // namespace fl

@@ -1,0 +1,36 @@
+// NVFP4 (E2M1) -> fp16 with shifts and masks, no table.
+//
+// An E2M1 nibble s.e1e0.m placed so that e1e0.m lands on fp16 bits 11..9 and s on bit 15 is read
+// by fp16 as exactly value * 2^-14 (e = 0 becomes an fp16 subnormal, e > 0 a normal with the
+// same mantissa bit). Multiplying by the block scale (fp16) is exact as well: value * scale has at
+// most 6 significant bits and is a multiple of 2^-10, so value * scale * 2^-14 is a multiple of
+// 2^-24, the fp16 subnormal step, and below 6 * 448 * 2^-14 < 1. Both operands carry the 2^-14,
+// so the accumulator holds the true product times 2^-28; the epilogue multiplies by 2^28 (exact).
+#pragma once
+#include <cstdint>
+
+namespace fl {
+
+constexpr float kNvfp4Unscale = 268435456.0f;  // 2^28
+
+// Nibbles j and j+4 of an 8-nibble word, as (low, high) halves of an f16x2, each value * 2^-14.
+template <int J>
+__device__ __forceinline__ uint32_t e2m1_pair_j(uint32_t w) {
+  static_assert(J >= 0 && J < 4, "nibble pair index is 0..3");
+  constexpr int kMag = 9 - 4 * J;   // nibble bits 0..2 -> fp16 bits 9..11 (and 25..27 for nibble J+4)
+  constexpr int kSign = 12 - 4 * J; // nibble bit 3   -> fp16 bit 15 (and 31)
+  const uint32_t mag = (kMag >= 0 ? (w << kMag) : (w >> -kMag)) & 0x0E000E00u;
+  const uint32_t sign = (w << kSign) & 0x80008000u;
+  return mag | sign;
+}
+
+__device__ __forceinline__ uint32_t e2m1_pair(uint32_t w, int j) {
+  switch (j) {
+    case 0: return e2m1_pair_j<0>(w);
+    case 1: return e2m1_pair_j<1>(w);
+    case 2: return e2m1_pair_j<2>(w);
+    default: return e2m1_pair_j<3>(w);
+  }
+}
+
+}  // namespace fl

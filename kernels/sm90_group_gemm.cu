@@ -1,0 +1,113 @@
+// Host side of the sm_90a kernel: one-time set-up per device and the per-call launch.
+#include <cstring>
+
+#include "launcher_impl.h"
+#include "sm90_group_gemm.cuh"
+
+namespace fl {
+namespace {
+
+using sm90::Params;
+
+// A template map for a [rows, row_bytes] byte matrix with a (row_bytes_box x rows_box) box. The
+// kernel rewrites address, extents and stride, so the template depends on the box alone.
+int encode_template(const Driver& drv, CUtensorMap* map, uint32_t box_bytes, uint32_t box_rows, Error& err) {
+  const cuuint64_t dims[2] = {box_bytes, box_rows};
+  const cuuint64_t strides[1] = {box_bytes};
+  const cuuint32_t box[2] = {box_bytes, box_rows};
+  const cuuint32_t elem_strides[2] = {1, 1};
+  void* placeholder = reinterpret_cast<void*>(uintptr_t{1} << 20);  // any 16-byte aligned address
+  FL_DRV_TRY(err, drv,
+             drv.tensor_map_encode_tiled(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, placeholder, dims, strides, box,
+                                         elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
+                                         CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
+  return FL_OK;
+}
+
+template <int MAXG>
+int prepare(CUfunction* fn, Error& err) {
+  const void* sym = reinterpret_cast<const void*>(&sm90::nvfp4_group_gemm<MAXG>);
+  FL_CUDA_TRY(err, cudaFuncSetAttribute(sym, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm90::kSmemBytes));
+  cudaFunction_t f = nullptr;
+  FL_CUDA_TRY(err, cudaGetFuncBySymbol(&f, sym));
+  *fn = reinterpret_cast<CUfunction>(f);
+  return FL_OK;
+}
+
+template <int MAXG>
+int launch_chunk(const DeviceState& dev, CUfunction fn, const int64_t* buf, int G, int g0, int gc,
+                 cudaStream_t stream, Error& err) {
+  Params<MAXG> p;
+  std::memcpy(&p.tmpl_a, &dev.sm90.tmpl_a, sizeof(CUtensorMap));
+  std::memcpy(&p.tmpl_b, &dev.sm90.tmpl_b, sizeof(CUtensorMap));
+  int64_t tiles = 0;
+  for (int i = 0; i < gc; ++i) {
+    const int g = g0 + i;
+    const int64_t m = buf[5 * G + g], n = buf[6 * G + g], k = buf[7 * G + g];
+    tiles += sm90::tiles(m, n);
+    sm90::Group& gr = p.groups[i];
+    gr.a = reinterpret_cast<const uint8_t*>(buf[0 * G + g]);
+    gr.b = reinterpret_cast<const uint8_t*>(buf[1 * G + g]);
+    gr.c = reinterpret_cast<__half*>(buf[2 * G + g]);
+    gr.sfa = reinterpret_cast<const uint8_t*>(buf[3 * G + g]);
+    gr.sfb = reinterpret_cast<const uint8_t*>(buf[4 * G + g]);
+    gr.m = (int32_t)m;
+    gr.n = (int32_t)n;
+    gr.k = (int32_t)k;
+    gr.tile_end = (int32_t)tiles;
+  }
+  p.num_groups = gc;
+  p.num_tiles = (int32_t)tiles;
+
+  CUlaunchAttribute attr[1];
+  attr[0].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+  attr[0].value.programmaticStreamSerializationAllowed = 1;
+  CUlaunchConfig cfg;
+  std::memset(&cfg, 0, sizeof(cfg));
+  cfg.gridDimX = (unsigned)sm90::grid_size(tiles, dev.sm_count);
+  cfg.gridDimY = cfg.gridDimZ = 1;
+  cfg.blockDimX = sm90::kThreads;
+  cfg.blockDimY = cfg.blockDimZ = 1;
+  cfg.sharedMemBytes = sm90::kSmemBytes;
+  cfg.hStream = reinterpret_cast<CUstream>(stream);
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  void* args[1] = {&p};
+  FL_DRV_TRY(err, dev.drv, dev.drv.launch_kernel_ex(&cfg, fn, args, nullptr));
+  return FL_OK;
+}
+
+}  // namespace
+
+int sm90_init(DeviceState& dev, Error& err) {
+  if (int rc = prepare<sm90::kGroupsSmall>(&dev.sm90.fn_small, err)) return rc;
+  if (int rc = prepare<sm90::kGroupsPerLaunch>(&dev.sm90.fn_large, err)) return rc;
+  if (int rc = encode_template(dev.drv, &dev.sm90.tmpl_a, sm90::kBlockK / 2, sm90::kBlockM, err)) return rc;
+  return encode_template(dev.drv, &dev.sm90.tmpl_b, sm90::kBlockK / 2, sm90::kBlockN, err);
+}
+
+int sm90_launch(const DeviceState& dev, const int64_t* buf, int G, cudaStream_t stream, Error& err) {
+  // Check every limit before the first launch, so a bad group launches nothing.
+  int64_t tiles = 0;
+  for (int g = 0; g < G; ++g) {
+    const int64_t m = buf[5 * G + g], n = buf[6 * G + g], k = buf[7 * G + g];
+    if (m < 1 || n < 1 || k < kKMultiple || k % kKMultiple || m > kMaxExtent || n > kMaxExtent || k > kMaxExtent)
+      return err.set(FL_ERR_VALUE, "group %d: unsupported sizes m=%lld n=%lld k=%lld", g, (long long)m,
+                     (long long)n, (long long)k);
+    if (g % sm90::kGroupsPerLaunch == 0) tiles = 0;
+    tiles += sm90::tiles(m, n);
+    if (tiles > kMaxTilesPerLaunch)
+      return err.set(FL_ERR_VALUE, "group %d: more than %lld tiles of %dx%d in one launch of up to %d groups", g,
+                     (long long)kMaxTilesPerLaunch, sm90::kBlockM, sm90::kBlockN, sm90::kGroupsPerLaunch);
+  }
+  for (int g0 = 0; g0 < G; g0 += sm90::kGroupsPerLaunch) {
+    const int gc = G - g0 < sm90::kGroupsPerLaunch ? G - g0 : sm90::kGroupsPerLaunch;
+    const int rc = gc <= sm90::kGroupsSmall
+                       ? launch_chunk<sm90::kGroupsSmall>(dev, dev.sm90.fn_small, buf, G, g0, gc, stream, err)
+                       : launch_chunk<sm90::kGroupsPerLaunch>(dev, dev.sm90.fn_large, buf, G, g0, gc, stream, err);
+    if (rc) return rc;
+  }
+  return FL_OK;
+}
+
+}  // namespace fl

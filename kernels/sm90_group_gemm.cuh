@@ -1,0 +1,364 @@
+// sm_90a NVFP4 grouped GEMM: C[g] (M x N, fp16) = A[g] (M x K) . B[g] (N x K)^T, fp32 accumulation.
+//
+// Computed as C^T = B . A^T so that the large operand B is wgmma's A (dequantised straight into
+// registers) and the small per-group M is wgmma's N (16..256, picked per tile).
+//
+// One CTA = 3 warpgroups, persistent over tiles of 128 B rows x 256 A rows:
+//   warp 0          producer: patches the group's tensor maps, issues TMA for A/B tiles and the
+//                   512-byte scale blocks of each 64-wide K stage;
+//   warps 1..3      converter: A tile NVFP4 -> fp16 (scale folded in) in shared memory;
+//   warpgroups 1, 2 consumers: 64 B rows each, dequantise into wgmma A fragments, wgmma, epilogue.
+//
+// K permutation. An MMA sums over K, so both operands may be read in any one order of K. Thread
+// lane%4 == c of a consumer warp owns K range [16c, 16c+16) of a 64-wide stage (one scale block,
+// 8 bytes of a row); its two 32-bit words w0 (K 16c..16c+7) and w1 (K 16c+8..16c+15) give, for
+// wgmma step s (0..3), the f16x2 fragments e2m1_pair(w0, s) for logical K (16s + 2c, +1) and
+// e2m1_pair(w1, s) for logical K (16s + 8 + 2c, +1). The converter writes A in the same logical
+// order, so logical K position 16s + 8b + 2c (+1) holds A's K values 16c + 8b + s (and + 4).
+#pragma once
+#include <cuda.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "nvfp4.cuh"
+#include "plan.h"
+#include "ptx/cvt.cuh"
+#include "ptx/griddep.cuh"
+#include "ptx/mbarrier.cuh"
+#include "ptx/setmaxnreg.cuh"
+#include "ptx/tensormap.cuh"
+#include "ptx/tma.cuh"
+#include "ptx/wgmma.cuh"
+
+namespace fl::sm90 {
+
+struct Group {
+  const uint8_t* a;    // [m, k/2] packed E2M1, row-major
+  const uint8_t* b;    // [n, k/2]
+  const uint8_t* sfa;  // reordered E4M3 scales: (ceil(m/128), k/64, 32, 4, 4) contiguous
+  const uint8_t* sfb;
+  __half* c;           // [m, n]
+  int32_t m, n, k;
+  int32_t tile_end;    // exclusive end of this group's tiles in the launch's tile order
+};
+
+template <int MAXG>
+struct Params {
+  CUtensorMap tmpl_a;  // any valid map with A's box; address, extents and stride are rewritten
+  CUtensorMap tmpl_b;
+  int32_t num_groups;
+  int32_t num_tiles;
+  Group groups[MAXG];
+};
+
+// Shared-memory layout of one pipeline stage (bytes).
+constexpr uint32_t kA16Bytes = kBlockM * kBlockK * 2;  // A as fp16, core-matrix layout
+constexpr uint32_t kARawBytes = kBlockM * kBlockK / 2;
+constexpr uint32_t kBRawBytes = kBlockN * kBlockK / 2;
+constexpr uint32_t kSfBlockBytes = 512;  // 128 rows x 4 scale blocks
+constexpr uint32_t kSfaBytes = 2 * kSfBlockBytes;
+constexpr uint32_t kSfbBytes = kSfBlockBytes;
+constexpr uint32_t kOffA16 = 0;
+constexpr uint32_t kOffARaw = kOffA16 + kA16Bytes;
+constexpr uint32_t kOffBRaw = kOffARaw + kARawBytes;
+constexpr uint32_t kOffSfa = kOffBRaw + kBRawBytes;
+constexpr uint32_t kOffSfb = kOffSfa + kSfaBytes;
+constexpr uint32_t kStageBytes = kOffSfb + kSfbBytes;
+// Header: two 128-byte tensor-map staging copies, then 3 mbarriers per stage.
+constexpr uint32_t kOffMapStage = 0;
+constexpr uint32_t kOffBars = 256;
+constexpr uint32_t kHeaderBytes = 1024;
+constexpr uint32_t kSmemBytes = kHeaderBytes + kStages * kStageBytes;
+// A16 core-matrix layout: element (row, k) of the stage at
+//   (k / 8) * kKGroupStride + (row / 8) * 128 + (row % 8) * 16 + (k % 8) * 2.
+constexpr uint32_t kKGroupStride = kBlockM / 8 * 128;
+
+static_assert(kBlockK == 64, "one stage is one 512-byte scale block per 128 rows");
+static_assert(kBlockN == 128, "two consumer warpgroups of 64 rows share one 128-row scale block");
+static_assert(kBlockM == 256 && kBlockM <= ptx::kWgmmaNMax, "tile width is wgmma N (<= 256)");
+static_assert(kWgmmaNStep == ptx::kWgmmaNStep, "plan.h and the generated wgmma table disagree");
+static_assert(kStageBytes % 128 == 0 && kHeaderBytes >= kOffBars + 3 * kStages * 8, "smem layout");
+static_assert(kSmemBytes <= 227 * 1024, "exceeds the sm_90 shared-memory limit per block");
+static_assert(kThreads == 384, "warp 0 producer, warps 1-3 converter, warpgroups 1-2 consumers");
+
+// Tensor-map slots. Two launches may run at once (two streams, or the next launch starting early
+// under programmatic dependent launch), so a CTA owns a slot from a device-wide pool for its
+// lifetime instead of indexing by blockIdx. A slot is a ring of kMapRing (A, B) map pairs; the
+// producer moves to the next pair when its tile changes group. A pair is rewritten only after
+// kMapRing >= kStages + 1 later tiles (each at least one stage) were issued, by when the producer
+// has waited for the stage that last used it to be consumed, so no TMA still reads it.
+constexpr int kPoolSlots = 1024;  // >= resident CTAs of this kernel on any device (1 per SM)
+constexpr int kPoolWords = kPoolSlots / 64;
+constexpr int kMapPairBytes = 256;
+
+__device__ unsigned long long g_pool_bits[kPoolWords];
+__device__ __align__(128) uint8_t g_pool_maps[kPoolSlots][kMapRing][kMapPairBytes];
+
+__device__ __forceinline__ int pool_acquire() {
+  for (int i = blockIdx.x % kPoolWords;; i = (i + 1) % kPoolWords) {
+    const unsigned long long cur = *reinterpret_cast<volatile unsigned long long*>(&g_pool_bits[i]);
+    if (cur == ~0ull) {
+      __nanosleep(64);
+      continue;
+    }
+    const int bit = __ffsll(static_cast<long long>(~cur)) - 1;
+    const unsigned long long mask = 1ull << bit;
+    if ((atomicOr(&g_pool_bits[i], mask) & mask) == 0) return i * 64 + bit;
+  }
+}
+
+__device__ __forceinline__ void pool_release(int slot) {
+  __threadfence();
+  atomicAnd(&g_pool_bits[slot / 64], ~(1ull << (slot % 64)));
+}
+
+struct Tile {
+  int g;       // group
+  int m0, n0;  // first A row, first B row
+  int width;   // wgmma N: valid A rows rounded up to kWgmmaNStep
+  int kstages;
+};
+
+// Tiles are numbered group by group; inside a group the A-row tiles of one B-row tile are
+// adjacent, so CTAs running at the same time share B tiles in L2. `g` is a hint (tiles only grow).
+template <int MAXG>
+__device__ __forceinline__ Tile decode_tile(const Params<MAXG>& p, int t, int g) {
+  while (t >= p.groups[g].tile_end) ++g;
+  const Group& gr = p.groups[g];
+  const int local = t - (g ? p.groups[g - 1].tile_end : 0);
+  const int mt = (gr.m + kBlockM - 1) / kBlockM;
+  Tile tile;
+  tile.g = g;
+  tile.m0 = (local % mt) * kBlockM;
+  tile.n0 = (local / mt) * kBlockN;
+  const int rows = min(kBlockM, gr.m - tile.m0);
+  tile.width = (rows + kWgmmaNStep - 1) / kWgmmaNStep * kWgmmaNStep;
+  tile.kstages = gr.k / kBlockK;
+  return tile;
+}
+
+// Whole producer warp: stage `tmpl` in shared memory, point it at a [rows, row_bytes] byte matrix,
+// publish it to `gmem_map`, and acquire it for lane 0's TMA.
+__device__ __forceinline__ void patch_map(uint8_t* stage, const CUtensorMap& tmpl, void* gmem_map,
+                                          const void* base, uint32_t row_bytes, uint32_t rows, int lane) {
+  if (lane < 8) reinterpret_cast<uint4*>(stage)[lane] = reinterpret_cast<const uint4*>(&tmpl)[lane];
+  __syncwarp();
+  const uint32_t s = ptx::smem_u32(stage);
+  if (lane == 0) {
+    ptx::tmap_replace_address(s, reinterpret_cast<uint64_t>(base));
+    ptx::tmap_replace_dim<0>(s, row_bytes);
+    ptx::tmap_replace_dim<1>(s, rows);
+    ptx::tmap_replace_stride<0>(s, row_bytes);
+  }
+  __syncwarp();
+  ptx::tmap_publish(gmem_map, s);
+  if (lane == 0) ptx::tmap_acquire(gmem_map);
+  __syncwarp();
+}
+
+__device__ __forceinline__ uint4 lds128(uint32_t addr) {
+  uint4 v;
+  asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr));
+  return v;
+}
+__device__ __forceinline__ uint2 lds64(uint32_t addr) {
+  uint2 v;
+  asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "r"(addr));
+  return v;
+}
+__device__ __forceinline__ uint32_t lds32(uint32_t addr) {
+  uint32_t v;
+  asm volatile("ld.shared.b32 %0, [%1];" : "=r"(v) : "r"(addr));
+  return v;
+}
+__device__ __forceinline__ uint32_t lds8(uint32_t addr) {
+  uint32_t v;
+  asm volatile("ld.shared.u8 %0, [%1];" : "=r"(v) : "r"(addr));
+  return v;
+}
+__device__ __forceinline__ void sts128(uint32_t addr, uint4 v) {
+  asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
+               : "memory");
+}
+
+// Byte offset of row r's four scales (K blocks 0..3 of the stage) inside a 512-byte scale block.
+__device__ __forceinline__ uint32_t sf_row_offset(int r) { return (r % 32) * 16 + ((r % 128) / 32) * 4; }
+
+template <int MAXG>
+__global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_constant__ Params<MAXG> p) {
+  extern __shared__ __align__(1024) uint8_t smem[];
+  const int warp = threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  const int wg = warp / 4;
+
+  const uint32_t smem_base = ptx::smem_u32(smem);
+  const uint32_t bars = smem_base + kOffBars;
+  auto full_raw = [&](int s) { return bars + 8u * s; };                // TMA bytes landed
+  auto full_a16 = [&](int s) { return bars + 8u * (kStages + s); };    // A converted
+  auto empty = [&](int s) { return bars + 8u * (2 * kStages + s); };   // consumers done
+  auto stage = [&](int s) { return smem_base + kHeaderBytes + s * kStageBytes; };
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      ptx::mbar_init(full_raw(s), 1);
+      ptx::mbar_init(full_a16(s), 96);
+      ptx::mbar_init(empty(s), 256);
+    }
+    ptx::fence_mbar_init();
+  }
+  __syncthreads();
+  // Inputs, outputs and the slot pool may still be in use by the previous grid in the stream.
+  ptx::griddep_wait();
+  ptx::griddep_launch_dependents();
+
+  int slot = 0;
+  if (wg == 0) {
+    ptx::setmaxnreg_dec<56>();
+    if (warp == 0) {
+      // ---------------------------------------------------------------- producer
+      if (lane == 0) slot = pool_acquire();
+      slot = __shfl_sync(0xffffffffu, slot, 0);
+      int cur_g = -1, ring = kMapRing - 1, g_hint = 0;
+      uint32_t it = 0;
+      for (int t = blockIdx.x; t < p.num_tiles; t += gridDim.x) {
+        const Tile tile = decode_tile(p, t, g_hint);
+        g_hint = tile.g;
+        const Group& gr = p.groups[tile.g];
+        if (tile.g != cur_g) {
+          cur_g = tile.g;
+          ring = (ring + 1) % kMapRing;
+          uint8_t* pair = g_pool_maps[slot][ring];
+          patch_map(smem + kOffMapStage, p.tmpl_a, pair, gr.a, gr.k / 2, gr.m, lane);
+          patch_map(smem + kOffMapStage + 128, p.tmpl_b, pair + 128, gr.b, gr.k / 2, gr.n, lane);
+        }
+        const void* map_a = g_pool_maps[slot][ring];
+        const void* map_b = g_pool_maps[slot][ring] + 128;
+        const int kt = gr.k / kBlockK;  // 512-byte scale blocks per 128 rows
+        const bool two_sfa = tile.m0 + 128 < gr.m;
+        const uint32_t bytes = kARawBytes + kBRawBytes + kSfbBytes + (two_sfa ? 2 : 1) * kSfBlockBytes;
+        for (int kc = 0; kc < tile.kstages; ++kc, ++it) {
+          const int s = it % kStages;
+          ptx::mbar_wait(empty(s), ((it / kStages) & 1) ^ 1);
+          if (lane == 0) {
+            const uint32_t st = stage(s);
+            ptx::mbar_arrive_expect_tx(full_raw(s), bytes);
+            ptx::tma_load_2d(st + kOffARaw, map_a, kc * (kBlockK / 2), tile.m0, full_raw(s), ptx::kEvictLast);
+            ptx::tma_load_2d(st + kOffBRaw, map_b, kc * (kBlockK / 2), tile.n0, full_raw(s), ptx::kEvictFirst);
+            const uint8_t* sfb = gr.sfb + ((int64_t)(tile.n0 / 128) * kt + kc) * kSfBlockBytes;
+            ptx::bulk_load(st + kOffSfb, sfb, kSfBlockBytes, full_raw(s), ptx::kEvictLast);
+            const uint8_t* sfa = gr.sfa + ((int64_t)(tile.m0 / 128) * kt + kc) * kSfBlockBytes;
+            ptx::bulk_load(st + kOffSfa, sfa, kSfBlockBytes, full_raw(s), ptx::kEvictLast);
+            if (two_sfa)
+              ptx::bulk_load(st + kOffSfa + kSfBlockBytes, sfa + (int64_t)kt * kSfBlockBytes, kSfBlockBytes,
+                             full_raw(s), ptx::kEvictLast);
+          }
+          __syncwarp();
+        }
+      }
+    } else {
+      // ---------------------------------------------------------------- converter
+      const int ct = threadIdx.x - 32;  // 0..95
+      int g_hint = 0;
+      uint32_t it = 0;
+      for (int t = blockIdx.x; t < p.num_tiles; t += gridDim.x) {
+        const Tile tile = decode_tile(p, t, g_hint);
+        g_hint = tile.g;
+        for (int kc = 0; kc < tile.kstages; ++kc, ++it) {
+          const int s = it % kStages;
+          ptx::mbar_wait(full_raw(s), (it / kStages) & 1);
+          const uint32_t st = stage(s);
+          for (int row = ct; row < tile.width; row += 96) {
+            const uint4 lo = lds128(st + kOffARaw + row * 32);
+            const uint4 hi = lds128(st + kOffARaw + row * 32 + 16);
+            const uint32_t w[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+            const uint32_t sf = lds32(st + kOffSfa + (row / 128) * kSfBlockBytes + sf_row_offset(row));
+            uint32_t sc[4];
+#pragma unroll
+            for (int c = 0; c < 4; ++c) sc[c] = ptx::e4m3_to_f16x2_bcast(sf >> (8 * c));
+            const uint32_t dst = st + kOffA16 + (row / 8) * 128 + (row % 8) * 16;
+#pragma unroll
+            for (int s4 = 0; s4 < 4; ++s4) {
+#pragma unroll
+              for (int b = 0; b < 2; ++b) {
+                uint4 v;
+                v.x = ptx::mul_f16x2(e2m1_pair(w[0 + b], s4), sc[0]);
+                v.y = ptx::mul_f16x2(e2m1_pair(w[2 + b], s4), sc[1]);
+                v.z = ptx::mul_f16x2(e2m1_pair(w[4 + b], s4), sc[2]);
+                v.w = ptx::mul_f16x2(e2m1_pair(w[6 + b], s4), sc[3]);
+                sts128(dst + (2 * s4 + b) * kKGroupStride, v);
+              }
+            }
+          }
+          ptx::fence_proxy_async_smem();
+          ptx::mbar_arrive(full_a16(s));
+        }
+      }
+    }
+  } else {
+    // ------------------------------------------------------------------ consumers
+    ptx::setmaxnreg_inc<224>();
+    const int cw = wg - 1;          // 0 or 1: B rows [64 cw, 64 cw + 64) of the tile
+    const int wq = warp % 4;        // warp inside the warpgroup: 16 rows each
+    const int c = lane % 4;         // K block of the stage this thread dequantises
+    const int r0 = 64 * cw + 16 * wq + lane / 4;  // tile-local B rows r0 and r0 + 8
+    const int r1 = r0 + 8;
+    float acc[ptx::kMaxAcc];
+    int g_hint = 0;
+    uint32_t it = 0;
+    for (int t = blockIdx.x; t < p.num_tiles; t += gridDim.x) {
+      const Tile tile = decode_tile(p, t, g_hint);
+      g_hint = tile.g;
+      for (int kc = 0; kc < tile.kstages; ++kc, ++it) {
+        const int s = it % kStages;
+        const uint32_t ph = (it / kStages) & 1;
+        ptx::mbar_wait(full_raw(s), ph);
+        ptx::mbar_wait(full_a16(s), ph);
+        const uint32_t st = stage(s);
+        const uint2 b0 = lds64(st + kOffBRaw + r0 * 32 + 8 * c);
+        const uint2 b1 = lds64(st + kOffBRaw + r1 * 32 + 8 * c);
+        const uint32_t s0 = ptx::e4m3_to_f16x2_bcast(lds8(st + kOffSfb + sf_row_offset(r0) + c));
+        const uint32_t s1 = ptx::e4m3_to_f16x2_bcast(lds8(st + kOffSfb + sf_row_offset(r1) + c));
+        uint32_t f[4][4];
+#pragma unroll
+        for (int s4 = 0; s4 < 4; ++s4) {
+          f[s4][0] = ptx::mul_f16x2(e2m1_pair(b0.x, s4), s0);
+          f[s4][1] = ptx::mul_f16x2(e2m1_pair(b1.x, s4), s1);
+          f[s4][2] = ptx::mul_f16x2(e2m1_pair(b0.y, s4), s0);
+          f[s4][3] = ptx::mul_f16x2(e2m1_pair(b1.y, s4), s1);
+        }
+        ptx::wgmma_fence();
+#pragma unroll
+        for (int s4 = 0; s4 < 4; ++s4) {
+          const uint64_t desc =
+              ptx::smem_desc_noswizzle(st + kOffA16 + 2 * s4 * kKGroupStride, kKGroupStride, 128);
+          ptx::wgmma_rs(tile.width, acc, f[s4][0], f[s4][1], f[s4][2], f[s4][3], desc, (kc | s4) != 0);
+        }
+        ptx::wgmma_commit();
+        ptx::wgmma_wait<0>();
+        ptx::mbar_arrive(empty(s));
+      }
+      // Epilogue: acc[4i + {0,1,2,3}] = C^T rows (r0, r0, r1, r1) x A rows (8i + 2c + {0,1,0,1}).
+      const Group& gr = p.groups[tile.g];
+      const int64_t n_a = tile.n0 + r0, n_b = tile.n0 + r1;
+#pragma unroll
+      for (int i = 0; i < ptx::kMaxAcc / 4; ++i) {
+        if (8 * i < tile.width) {
+          const int64_t m = tile.m0 + 8 * i + 2 * c;
+          if (m < gr.m) {
+            if (n_a < gr.n) gr.c[m * gr.n + n_a] = __float2half_rn(acc[4 * i + 0] * kNvfp4Unscale);
+            if (n_b < gr.n) gr.c[m * gr.n + n_b] = __float2half_rn(acc[4 * i + 2] * kNvfp4Unscale);
+          }
+          if (m + 1 < gr.m) {
+            if (n_a < gr.n) gr.c[(m + 1) * gr.n + n_a] = __float2half_rn(acc[4 * i + 1] * kNvfp4Unscale);
+            if (n_b < gr.n) gr.c[(m + 1) * gr.n + n_b] = __float2half_rn(acc[4 * i + 3] * kNvfp4Unscale);
+          }
+        }
+      }
+    }
+  }
+  __syncthreads();  // every TMA that used this CTA's map slot has been consumed
+  if (threadIdx.x == 0) pool_release(slot);
+}
+
+}  // namespace fl::sm90
