@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# One call on a GPU machine: build, inspect SASS, then the named steps (default: all).
+#   tools/gpu_check.sh [diag] [tests] [main] [bench] [launch]
+# Logs and JSON go to $OUT (default ./out). Uses the machine's own python3 and torch.
+set -u
+OUT=${OUT:-out}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 PYTHONWARNINGS=ignore
+PY=${PYTHON:-python3}
+steps=${*:-diag tests main bench launch}
+
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv,noheader || true
+$PY -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"
+t0=$(date +%s)
+if ! FASTLAUNCH_PTXAS_VERBOSE=1 $PY setup.py build_ext --inplace > "$OUT/build.log" 2>&1; then
+  grep -n "error" "$OUT/build.log" | head -30; tail -20 "$OUT/build.log"; exit 1
+fi
+echo "build: $(( $(date +%s) - t0 )) s"
+grep -E "Compiling entry|registers|spill" "$OUT/build.log" | sed 's/ptxas info *: //' | sort -u | head -20
+so=$(ls fastlaunch/_C*.so | head -1)
+if command -v cuobjdump >/dev/null; then
+  cuobjdump --dump-sass "$so" > "$OUT/sass.txt" 2>&1
+  echo "SASS: HGMMA $(grep -c HGMMA "$OUT/sass.txt"), LDL/STL $(grep -cE '\b(LDL|STL)\b' "$OUT/sass.txt"), UTMALDG $(grep -c UTMALDG "$OUT/sass.txt")"
+fi
+rc=0
+for s in $steps; do
+  echo "=== $s"
+  case $s in
+    diag) timeout 300 $PY tools/diag_sm90.py 2>&1 | tee "$OUT/diag.log" || rc=1 ;;
+    tests) timeout 900 $PY -m pytest -q -x tests -p no:cacheprovider 2>&1 | tail -25 | tee "$OUT/tests.log" || rc=1 ;;
+    main) timeout 600 $PY -m fastlaunch --json "$OUT/main.json" 2>&1 | tee "$OUT/main.log" || rc=1 ;;
+    bench) [ -f tools/bench_kernels.py ] && { timeout 900 $PY tools/bench_kernels.py --json "$OUT/bench_kernels.json" --png "$OUT/bench_kernels.png" 2>&1 | tee "$OUT/bench.log" || rc=1; } ;;
+    launch) [ -f tools/bench_launch.py ] && { timeout 600 $PY tools/bench_launch.py --json "$OUT/bench_launch.json" --png "$OUT/bench_launch.png" 2>&1 | tee "$OUT/launch.log" || rc=1; } ;;
+  esac
+done
+exit $rc
