@@ -1,0 +1,189 @@
+"""GPU tests (skipped without CUDA; run on the H200 test GPU): fast_launch against the fp32 reference
+with outputs poisoned to NaN and fresh data every time, plus the launch-path behaviours: new addresses,
+changing shapes, streams, graph capture, refcounts."""
+import gc
+import random
+import sys
+
+import pytest
+import torch
+
+import fastlaunch
+from fastlaunch import reference as R
+from fastlaunch.shapes import BENCH_SHAPES, TEST_SHAPES, describe
+
+from conftest import requires_cuda
+
+pytestmark = requires_cuda
+
+
+def run_and_check(data, stream=None):
+    ref = R.ref_kernel(R.clone_outputs(data))
+    R.poison(data)
+    torch.cuda.synchronize()
+    if stream is None:
+        out = fastlaunch.fast_launch(data)
+    else:
+        with torch.cuda.stream(stream):
+            out = fastlaunch.fast_launch(data)
+    torch.cuda.synchronize()
+    assert [o.data_ptr() for o in out] == [c.data_ptr() for _a, _b, c in data[0]]
+    ok, msg = R.check(out, ref)
+    assert ok, msg
+
+
+_seed = random.randrange(1 << 30)
+
+
+def fresh_seed():
+    global _seed
+    _seed += 1
+    return _seed
+
+
+@pytest.mark.parametrize("shape", TEST_SHAPES + BENCH_SHAPES, ids=describe)
+def test_task_shapes(shape):
+    g, ms, ns, ks = shape
+    run_and_check(R.generate_input(ms, ns, ks, g, fresh_seed(), device="cuda"))
+
+
+RANDOM_SHAPES = [
+    (1, [1], [1], [64]),
+    (1, [1000], [999], [320]),
+    (1, [17], [4097], [64]),
+    (2, [1, 255], [129, 7], [128, 192]),
+    (3, [257, 513, 31], [131, 77, 1001], [64, 448, 1024]),
+    (64, [random.Random(1).randrange(1, 300) for _ in range(64)],
+     [random.Random(2).randrange(1, 600) for _ in range(64)],
+     [64 * random.Random(3).randrange(1, 9) for _ in range(64)]),
+]
+
+
+@pytest.mark.parametrize("shape", RANDOM_SHAPES, ids=describe)
+def test_edge_and_random_shapes(shape):
+    g, ms, ns, ks = shape
+    run_and_check(R.generate_input(ms, ns, ks, g, fresh_seed(), device="cuda"))
+
+
+def test_full_range_values_and_garbage_scale_padding():
+    # every E2M1 code, every finite positive E4M3 scale (subnormals included), and NaN bytes (0x7f) in the
+    # scale rows past M/N that the contract leaves arbitrary
+    data = R.generate_input([100, 300], [70, 129], [192, 256], 2, fresh_seed(), device="cuda", full_range=True,
+                            scale_pad=0x7F)
+    run_and_check(data)
+
+
+def test_uint8_views_of_fp4():
+    run_and_check(R.generate_input([96, 40], [256, 72], [256, 128], 2, fresh_seed(), device="cuda", fp4_dtype=False))
+
+
+def test_more_groups_than_one_launch_holds():
+    g = 300
+    rnd = random.Random(fresh_seed())
+    ms = [rnd.randrange(1, 70) for _ in range(g)]
+    ns = [rnd.randrange(1, 200) for _ in range(g)]
+    run_and_check(R.generate_input(ms, ns, 128, g, fresh_seed(), device="cuda"))
+
+
+def test_new_addresses_and_changing_shapes_between_calls():
+    keep = []  # keep old inputs alive so new ones land at new addresses
+    for shape in [TEST_SHAPES[0], TEST_SHAPES[0], TEST_SHAPES[4], BENCH_SHAPES[3], TEST_SHAPES[0], TEST_SHAPES[8]]:
+        g, ms, ns, ks = shape
+        data = R.generate_input(ms, ns, ks, g, fresh_seed(), device="cuda")
+        keep.append(data)
+        run_and_check(data)
+    assert len({d[0][0][0].data_ptr() for d in keep}) == len(keep)
+
+
+def test_non_default_stream():
+    s = torch.cuda.Stream()
+    g, ms, ns, ks = TEST_SHAPES[5]
+    run_and_check(R.generate_input(ms, ns, ks, g, fresh_seed(), device="cuda"), stream=s)
+
+
+def test_two_streams_at_once():
+    s1, s2 = torch.cuda.Stream(), torch.cuda.Stream()
+    g, ms, ns, ks = BENCH_SHAPES[2]
+    d1 = R.generate_input(ms, ns, ks, g, fresh_seed(), device="cuda")
+    d2 = R.generate_input(ms, ns, ks, g, fresh_seed(), device="cuda")
+    r1, r2 = R.ref_kernel(R.clone_outputs(d1)), R.ref_kernel(R.clone_outputs(d2))
+    R.poison(d1)
+    R.poison(d2)
+    torch.cuda.synchronize()
+    for _ in range(20):  # many overlapping launches on both streams
+        with torch.cuda.stream(s1):
+            o1 = fastlaunch.fast_launch(d1)
+        with torch.cuda.stream(s2):
+            o2 = fastlaunch.fast_launch(d2)
+    torch.cuda.synchronize()
+    assert R.check(o1, r1)[0] and R.check(o2, r2)[0]
+
+
+def test_cuda_graph_capture_and_replay():
+    g, ms, ns, ks = TEST_SHAPES[3]
+    data = R.generate_input(ms, ns, ks, g, fresh_seed(), device="cuda")
+    ref = R.ref_kernel(R.clone_outputs(data))
+    fastlaunch.fast_launch(data)  # shapes seen once outside capture
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fastlaunch.fast_launch(data)
+    for _ in range(3):
+        R.poison(data)
+        graph.replay()
+        torch.cuda.synchronize()
+        assert R.check([c for _a, _b, c in data[0]], ref)[0]
+    # new inputs written into the captured tensors are picked up by the replay
+    fresh = R.generate_input(ms, ns, ks, g, fresh_seed(), device="cuda")
+    for (a, b, _c), (a2, b2, _c2) in zip(data[0], fresh[0]):
+        a.copy_(a2)
+        b.copy_(b2)
+    for (sa, sb), (sa2, sb2) in zip(data[2], fresh[2]):
+        sa.copy_(sa2)
+        sb.copy_(sb2)
+    ref2 = R.ref_kernel(R.clone_outputs(fresh))
+    R.poison(data)
+    graph.replay()
+    torch.cuda.synchronize()
+    assert R.check([c for _a, _b, c in data[0]], ref2)[0]
+
+
+def test_first_call_of_new_shapes_inside_capture():
+    g, ms, ns, ks = 2, [77, 300], [333, 129], [192, 640]  # shapes used nowhere else
+    data = R.generate_input(ms, ns, ks, g, fresh_seed(), device="cuda")
+    ref = R.ref_kernel(R.clone_outputs(data))
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fastlaunch.fast_launch(data)
+    R.poison(data)
+    graph.replay()
+    torch.cuda.synchronize()
+    assert R.check([c for _a, _b, c in data[0]], ref)[0]
+
+
+def test_refcounts_after_many_launches():
+    data = R.generate_input([16, 32], [64, 64], [64, 64], 2, fresh_seed(), device="cuda")
+    leaves = [x for lvl in data for grp in lvl for x in grp if not isinstance(x, int)]
+    leaves += [grp for lvl in data for grp in lvl] + list(data)
+    before = [sys.getrefcount(x) for x in leaves]
+    for i in range(10_000):
+        out = fastlaunch.fast_launch(data)
+        if i % 1000 == 0:
+            torch.cuda.synchronize()
+    del out
+    gc.collect()
+    torch.cuda.synchronize()
+    assert [sys.getrefcount(x) for x in leaves] == before
+
+
+def test_tensors_on_two_devices_are_refused():
+    data = R.generate_input([16, 32], [64, 64], [64, 64], 2, fresh_seed(), device="cuda")
+    abc = [list(t) for t in data[0]]
+    abc[1][2] = abc[1][2].cpu()
+    with pytest.raises(ValueError, match=r"^group 1: c must be on a CUDA device, got cpu$"):
+        fastlaunch.fast_launch((abc, data[1], data[2], data[3]))
+    if torch.cuda.device_count() > 1:
+        abc[1][2] = data[0][1][2].to("cuda:1")
+        with pytest.raises(ValueError, match=r"^group 1: c is on cuda:1, expected cuda:0 like group 0's a$"):
+            fastlaunch.fast_launch((abc, data[1], data[2], data[3]))

@@ -1,0 +1,229 @@
+"""CPU tests of the CPython unpacker: buffer contents, every check's exact message, refcounts, and
+malformed input of every kind (which must raise, never crash)."""
+import gc
+import sys
+
+import pytest
+import torch
+
+import fastlaunch
+from fastlaunch import reference as R
+
+
+def make(ms=(96, 128), ns=(128, 256), ks=(256, 512), seed=0, **kw):
+    return R.generate_input(list(ms), list(ns), list(ks), len(ms), seed, device="cpu", **kw)
+
+
+def with_group(data, g, field, value):
+    """A copy of data (lists at every level) with one leaf replaced. field: a, b, c, sfa, sfb, sizes."""
+    abc = [list(t) for t in data[0]]
+    sf = [list(t) for t in data[1]]
+    sfr = [list(t) for t in data[2]]
+    sizes = [list(t) for t in data[3]]
+    if field in ("a", "b", "c"):
+        abc[g]["abc".index(field)] = value
+    elif field in ("sfa", "sfb"):
+        sfr[g][("sfa", "sfb").index(field)] = value
+    else:
+        sizes[g] = value
+    return abc, sf, sfr, sizes
+
+
+def test_pack_matches_pointers_and_sizes():
+    data = make(ms=(96, 128, 40), ns=(128, 256, 384), ks=(256, 512, 64))
+    buf = fastlaunch.pack(data)
+    g = 3
+    assert len(buf) == 8 * g
+    for i, ((a, b, c), (sfa, sfb), (m, n, k, _)) in enumerate(zip(data[0], data[2], data[3])):
+        assert buf[0 * g + i] == a.data_ptr()
+        assert buf[1 * g + i] == b.data_ptr()
+        assert buf[2 * g + i] == c.data_ptr()
+        assert buf[3 * g + i] == sfa.data_ptr()
+        assert buf[4 * g + i] == sfb.data_ptr()
+        assert (buf[5 * g + i], buf[6 * g + i], buf[7 * g + i]) == (m, n, k)
+    assert fastlaunch.unpack(data) == g
+
+
+def test_levels_may_be_lists_or_tuples_and_uint8_fp4():
+    data = make(fp4_dtype=False)
+    as_tuples = tuple(tuple(tuple(x) for x in lvl) for lvl in data)
+    assert fastlaunch.pack(as_tuples) == fastlaunch.pack(data)
+    assert data[0][0][0].dtype == torch.uint8
+
+
+def test_many_groups_use_a_larger_buffer():
+    g = 300
+    data = R.generate_input(8, 16, 64, g, 0, device="cpu")
+    buf = fastlaunch.pack(data)
+    assert len(buf) == 8 * g and buf[5 * g:6 * g] == (8,) * g
+    # and the static buffer still serves small inputs afterwards
+    small = make()
+    assert fastlaunch.pack(small)[5 * 2:5 * 2 + 2] == (96, 128)
+
+
+def test_reordered_scales_agree_with_plain():
+    data = make(ms=(300,), ns=(200,), ks=(192,), full_range=True)
+    for plain, reord in zip(data[1][0], data[2][0]):
+        rows, kb = plain.shape[0], plain.shape[1]
+        storage = reord.permute(5, 2, 4, 0, 1, 3).contiguous().view(torch.uint8)  # (1, mt, kt, 32, 4, 4)
+        p = plain[:, :, 0].view(torch.uint8)
+        i = torch.arange(rows)[:, None]
+        j = torch.arange(kb)[None, :]
+        got = storage[0, i // 128, j // 4, i % 32, (i % 128) // 32, j % 4]
+        assert torch.equal(got, p)
+        assert reord.shape == (32, 4, -(-rows // 128), 4, kb // 4, 1)
+
+
+# ------------------------------------------------------------------------------ exact messages
+
+def _t(shape, dtype=torch.uint8, strides=None):
+    t = torch.zeros(shape, dtype=torch.uint8).view(dtype) if dtype in (torch.uint8, torch.float4_e2m1fn_x2) \
+        else torch.zeros(shape, dtype=dtype)
+    return t if strides is None else torch.empty_strided(shape, strides, dtype=t.dtype)
+
+
+CASES = [
+    # (group, field, replacement factory, exception, message)
+    (1, "a", lambda d: torch.zeros(128, 128, 1, dtype=torch.uint8), ValueError,
+     "group 1: a has shape (128, 128, 1), expected (128, 256, 1) for M=128, K=512"),
+    (0, "b", lambda d: torch.zeros(128, 128, 1, dtype=torch.int8), TypeError,
+     "group 0: b must be float4_e2m1fn_x2 or uint8, got int8"),
+    (1, "sfb", lambda d: d[2][1][1].view(torch.uint8), TypeError,
+     "group 1: sfb must be float8_e4m3fn, got uint8"),
+    (0, "c", lambda d: torch.zeros(96, 128, 1, dtype=torch.float32), TypeError,
+     "group 0: c must be float16, got float32"),
+    (0, "c", lambda d: torch.zeros(1, 96, 128, dtype=torch.float16).permute(1, 2, 0).transpose(0, 1)
+     .contiguous().transpose(0, 1), ValueError,
+     "group 0: c has strides (1, 96, 1), expected (128, 1, 12288) (row-major, N contiguous)"),
+    (0, "a", lambda d: [1, 2], TypeError, "group 0: a must be a torch.Tensor, got list"),
+    (1, "sfa", lambda d: None, TypeError, "group 1: sfa must be a torch.Tensor, got NoneType"),
+    (0, "sfa", lambda d: d[2][0][0][:, :, :, :, :2], ValueError,
+     "group 0: sfa has shape (32, 4, 1, 4, 2, 1), expected (32, 4, 1, 4, 4, 1) for M=96, K=256"),
+    (0, "a", lambda d: torch.zeros(96 * 128 + 1, dtype=torch.uint8)[1:].view(96, 128, 1), ValueError,
+     None),  # misaligned: message names the pointer, checked below
+    (1, "sizes", lambda d: (128, 256, 500, 1), ValueError,
+     "group 1: k must be a positive multiple of 64 up to 2147483584, got 500"),
+    (1, "sizes", lambda d: (128, 256, 512, 2), ValueError, "group 1: l must be 1, got 2"),
+    (0, "sizes", lambda d: (0, 128, 256, 1), ValueError, "group 0: m must be an int in 1..2147483647, got 0"),
+    (0, "sizes", lambda d: (96, 2**40, 256, 1), ValueError,
+     "group 0: n must be an int in 1..2147483647, got 1099511627776"),
+    (0, "sizes", lambda d: (96, 128, 2**70, 1), ValueError,
+     "group 0: k must be a positive multiple of 64 up to 2147483584, got an int that does not fit int64"),
+    (0, "sizes", lambda d: (96.0, 128, 256, 1), TypeError, "group 0: m must be an int, got float"),
+    (0, "sizes", lambda d: (96, 128, 256, True), TypeError, "group 0: l must be an int, got bool"),
+    (0, "sizes", lambda d: (96, 128, 256), ValueError, "group 0: sizes must have 4 items (m, n, k, l), got 3"),
+    (0, "sizes", lambda d: "abcd", TypeError, "group 0: sizes must be a tuple or list (m, n, k, l), got str"),
+]
+
+
+@pytest.mark.parametrize("g,field,factory,exc,message", CASES)
+def test_each_check_raises_its_message(g, field, factory, exc, message):
+    data = make()
+    bad = with_group(data, g, field, factory(data))
+    with pytest.raises(exc) as info:
+        fastlaunch.unpack(bad)
+    if message is None:
+        assert str(info.value).startswith(f"group {g}: {field} data pointer 0x")
+        assert str(info.value).endswith("must be 16-byte aligned")
+    else:
+        assert str(info.value) == message
+
+
+def test_structure_messages():
+    data = make()
+    cases = [
+        (None, TypeError, "data must be a tuple or list (abc, sf, sf_reordered, sizes), got NoneType"),
+        (data[:3], ValueError, "data must have 4 items (abc, sf, sf_reordered, sizes), got 3"),
+        ((data[0], data[1], data[2], data[3][:1]), ValueError, "sizes has 1 groups, expected 2 like abc"),
+        (([], [], [], []), ValueError, "abc must hold at least one group, got 0"),
+        ((data[0], 5, data[2], data[3]), TypeError, "sf must be a tuple or list with one item per group, got int"),
+        (([data[0][0], data[0][1][:2]], data[1], data[2], data[3]), ValueError,
+         "group 1: abc must have 3 items (a, b, c), got 2"),
+        ((data[0], data[1], [data[2][0], "xy"], data[3]), TypeError,
+         "group 1: sf_reordered must be a tuple or list (sfa, sfb), got str"),
+        ((data[0], [None, None], data[2], data[3]), TypeError,
+         "group 0: sf must be a tuple or list (sfa, sfb), got NoneType"),
+    ]
+    for obj, exc, msg in cases:
+        with pytest.raises(exc) as info:
+            fastlaunch.unpack(obj)
+        assert str(info.value) == msg
+
+
+def test_cpu_tensors_are_refused_by_fast_launch():
+    with pytest.raises(ValueError, match=r"^group 0: a must be on a CUDA device, got cpu$"):
+        fastlaunch.fast_launch(make())
+
+
+def test_meta_and_sparse_tensors_raise():
+    data = make()
+    meta = torch.empty(96, 128, 1, dtype=torch.uint8, device="meta")
+    with pytest.raises(ValueError, match=r"^group 0: a must be a CPU or CUDA tensor"):
+        fastlaunch.unpack(with_group(data, 0, "a", meta))
+    with pytest.raises(ValueError, match=r"^group 0: a must be on a CUDA device, got meta$"):
+        fastlaunch.fast_launch(with_group(data, 0, "a", meta))
+    sparse = torch.zeros(96, 128, dtype=torch.float16).to_sparse()
+    with pytest.raises(ValueError, match=r"^group 0: c must be a dense strided tensor$"):
+        fastlaunch.unpack(with_group(data, 0, "c", sparse))
+
+
+def test_tensor_subclass_with_torch_dispatch_is_refused():
+    class Sub(torch.Tensor):
+        @staticmethod
+        def __new__(cls, t):
+            return torch.Tensor._make_wrapper_subclass(cls, t.shape, dtype=t.dtype, strides=t.stride())
+
+        @classmethod
+        def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+            raise AssertionError("must not be called")
+
+    data = make()
+    with pytest.raises(ValueError, match="tensor subclass with __torch_dispatch__"):
+        fastlaunch.unpack(with_group(data, 0, "b", Sub(data[0][0][1])))
+
+
+MALFORMED = [
+    None, 0, 1.5, "abc", b"abc", {}, set(), object(), (x for x in range(4)), iter([]),
+    (), (None,), (None, None, None, None), ([], [], [], []), ("a", "b", "c", "d"),
+    ([None], [None], [None], [None]), ([(1, 2, 3)], [(1, 2)], [(1, 2)], [(1, 2, 3, 4)]),
+    ([[None, None, None]], [[None, None]], [[None, None]], [[96, 128, 256, 1]]),
+    ([[torch.zeros(1)] * 3], [[None] * 2], [[torch.zeros(1)] * 2], [[1, 1, 64, 1]]),
+    ([[torch.zeros(1)] * 3], [[None] * 2], [[torch.zeros(1)] * 2], [[-1, 1, 64, 1]]),
+    ([[torch.zeros(1)] * 3], [[None] * 2], [[torch.zeros(1)] * 2], [[1, 1, 64, "1"]]),
+    [[1] * 3, [1] * 3, [1] * 3, [1] * 3],
+]
+
+
+@pytest.mark.parametrize("obj", MALFORMED, ids=range(len(MALFORMED)))
+def test_malformed_inputs_raise(obj):
+    for fn in (fastlaunch.unpack, fastlaunch.pack, fastlaunch.fast_launch):
+        with pytest.raises((TypeError, ValueError)):
+            fn(obj)
+
+
+def test_refcounts_unchanged_after_many_calls_and_failures():
+    data = make()
+    # tensors and containers (small ints are shared by the interpreter and change for unrelated reasons)
+    leaves = [x for lvl in data for grp in lvl for x in grp if not isinstance(x, int)]
+    leaves += [grp for lvl in data for grp in lvl] + list(data)
+    before = [sys.getrefcount(x) for x in leaves]
+    for _ in range(10_000):
+        fastlaunch.unpack(data)
+    bad = with_group(data, 1, "sizes", (128, 256, 500, 1))
+    for _ in range(1000):
+        with pytest.raises(ValueError):
+            fastlaunch.unpack(bad)
+        with pytest.raises(ValueError):
+            fastlaunch.fast_launch(data)  # CPU tensors: refused after the walk
+    del bad
+    gc.collect()
+    assert [sys.getrefcount(x) for x in leaves] == before
+
+
+def test_plan_tiles():
+    assert fastlaunch._C.plan(1000, 4096) == (4, 32, (256, 256, 256, 240))
+    assert fastlaunch._C.plan(1, 1) == (1, 1, (16,))
+    assert fastlaunch._C.plan(248, 7168) == (1, 56, (256,))
+    assert fastlaunch._C.plan(40, 100) == (1, 1, (48,))
+    with pytest.raises(ValueError):
+        fastlaunch._C.plan(0, 5)
