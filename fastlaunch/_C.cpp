@@ -524,18 +524,34 @@ PyObject* launch_repeat(PyObject*, PyObject* args) {
   }
 }
 
-// plan(m, n) -> (tiles_m, tiles_n, tile widths of the A-row tiles) for the sm90 kernel.
+// plan(sizes, sm_count) -> ((tile_m, tiles_m, tiles_n), ...): the sm90 kernel's tiles per group for
+// sizes = [(m, n, k), ...] on a GPU with sm_count multiprocessors.
 PyObject* plan(PyObject*, PyObject* args) {
-  long long m, n;
-  if (!PyArg_ParseTuple(args, "LL:plan", &m, &n)) return nullptr;
-  if (m < 1 || n < 1 || m > fl::kMaxExtent || n > fl::kMaxExtent)
-    return raise(PyExc_ValueError, "plan: m and n must be in 1..%lld", (long long)fl::kMaxExtent);
-  const int64_t tm = fl::sm90::tiles_m(m);
-  PyObject* widths = PyTuple_New(tm);
-  if (!widths) return nullptr;
-  for (int64_t i = 0; i < tm; ++i)
-    PyTuple_SET_ITEM(widths, i, PyLong_FromLong(fl::sm90::tile_width(m, i * fl::sm90::kBlockM)));
-  return Py_BuildValue("(LLN)", (long long)tm, (long long)fl::sm90::tiles_n(n), widths);
+  PyObject* sizes;
+  int sm_count;
+  if (!PyArg_ParseTuple(args, "Oi:plan", &sizes, &sm_count)) return nullptr;
+  Py_ssize_t G = 0;
+  PyObject* const* items = seq_items(sizes, &G);
+  if (!PyTuple_Check(sizes) && !PyList_Check(sizes)) return err_sequence("sizes", " of (m, n, k)", sizes);
+  if (G < 1 || G > fl::sm90::kGroupsPerLaunch || sm_count < 1)
+    return raise(PyExc_ValueError, "plan: need 1..%d groups and sm_count >= 1", fl::sm90::kGroupsPerLaunch);
+  int64_t m[fl::sm90::kGroupsPerLaunch], n[fl::sm90::kGroupsPerLaunch], k[fl::sm90::kGroupsPerLaunch];
+  int32_t tile_m[fl::sm90::kGroupsPerLaunch];
+  for (Py_ssize_t g = 0; g < G; ++g) {
+    long long a, b, c;
+    if (!PyArg_ParseTuple(items[g], "LLL", &a, &b, &c)) return nullptr;
+    if (a < 1 || b < 1 || c < fl::kKMultiple || c % fl::kKMultiple || a > fl::kMaxExtent || b > fl::kMaxExtent)
+      return raise(PyExc_ValueError, "plan: group %zd has unsupported sizes", g);
+    m[g] = a, n[g] = b, k[g] = c;
+  }
+  fl::sm90::plan_tile_m(m, n, k, (int)G, sm_count, tile_m);
+  PyObject* out = PyTuple_New(G);
+  if (!out) return nullptr;
+  for (Py_ssize_t g = 0; g < G; ++g)
+    PyTuple_SET_ITEM(out, g,
+                     Py_BuildValue("(iLL)", tile_m[g], (long long)fl::sm90::tiles_m(m[g], tile_m[g]),
+                                   (long long)fl::sm90::tiles_n(n[g])));
+  return out;
 }
 
 PyMethodDef kMethods[] = {
@@ -548,7 +564,9 @@ PyMethodDef kMethods[] = {
     {"launch_repeat", launch_repeat, METH_VARARGS,
      "launch_repeat(data, iters) -> float\n\nHost ns per launch of the launcher called from a C loop on a "
      "buffer unpacked once (the floor for fast_launch)."},
-    {"plan", plan, METH_VARARGS, "plan(m, n) -> (tiles_m, tiles_n, widths)\n\nThe sm90 kernel's tiles for one group."},
+    {"plan", plan, METH_VARARGS,
+     "plan(sizes, sm_count) -> ((tile_m, tiles_m, tiles_n), ...)\n\nThe sm90 kernel's tiles per group for sizes "
+     "[(m, n, k), ...] on a GPU with sm_count multiprocessors."},
     {nullptr, nullptr, 0, nullptr},
 };
 

@@ -40,11 +40,13 @@ int launch_chunk(const DeviceState& dev, CUfunction fn, const int64_t* buf, int 
   Params<MAXG> p;
   std::memcpy(&p.tmpl_a, &dev.sm90.tmpl_a, sizeof(CUtensorMap));
   std::memcpy(&p.tmpl_b, &dev.sm90.tmpl_b, sizeof(CUtensorMap));
+  int32_t tile_m[MAXG];
+  sm90::plan_tile_m(buf + 5 * G + g0, buf + 6 * G + g0, buf + 7 * G + g0, gc, dev.sm_count, tile_m);
   int64_t tiles = 0;
   for (int i = 0; i < gc; ++i) {
     const int g = g0 + i;
     const int64_t m = buf[5 * G + g], n = buf[6 * G + g], k = buf[7 * G + g];
-    tiles += sm90::tiles(m, n);
+    tiles += sm90::tiles(m, n, tile_m[i]);
     sm90::Group& gr = p.groups[i];
     gr.a = reinterpret_cast<const uint8_t*>(buf[0 * G + g]);
     gr.b = reinterpret_cast<const uint8_t*>(buf[1 * G + g]);
@@ -54,6 +56,8 @@ int launch_chunk(const DeviceState& dev, CUfunction fn, const int64_t* buf, int 
     gr.m = (int32_t)m;
     gr.n = (int32_t)n;
     gr.k = (int32_t)k;
+    gr.tile_m = tile_m[i];
+    gr.pad_ = 0;
     gr.tile_end = (int32_t)tiles;
   }
   p.num_groups = gc;
@@ -95,7 +99,7 @@ int sm90_launch(const DeviceState& dev, const int64_t* buf, int G, cudaStream_t 
       return err.set(FL_ERR_VALUE, "group %d: unsupported sizes m=%lld n=%lld k=%lld", g, (long long)m,
                      (long long)n, (long long)k);
     if (g % sm90::kGroupsPerLaunch == 0) tiles = 0;
-    tiles += sm90::tiles(m, n);
+    tiles += sm90::tiles(m, n, sm90::kBlockM);  // the plan only splits tiles while they fit one wave
     if (tiles > kMaxTilesPerLaunch)
       return err.set(FL_ERR_VALUE, "group %d: more than %lld tiles of %dx%d in one launch of up to %d groups", g,
                      (long long)kMaxTilesPerLaunch, sm90::kBlockM, sm90::kBlockN, sm90::kGroupsPerLaunch);

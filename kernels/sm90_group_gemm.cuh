@@ -40,7 +40,9 @@ struct Group {
   const uint8_t* sfb;
   __half* c;           // [m, n]
   int32_t m, n, k;
+  int32_t tile_m;      // rows of A per tile (plan_tile_m)
   int32_t tile_end;    // exclusive end of this group's tiles in the launch's tile order
+  int32_t pad_;
 };
 
 template <int MAXG>
@@ -52,24 +54,27 @@ struct Params {
   Group groups[MAXG];
 };
 
-// Shared-memory layout of one pipeline stage (bytes).
-constexpr uint32_t kA16Bytes = kBlockM * kBlockK * 2;  // A as fp16, core-matrix layout
+// Shared memory (bytes). A raw stage holds what TMA brings for one 64-wide K step; an A16 stage the
+// converted fp16 A tile of one K step. The two rings advance together, one entry per K step.
+constexpr uint32_t kSfBlockBytes = 512;  // 128 rows x 4 scale blocks
 constexpr uint32_t kARawBytes = kBlockM * kBlockK / 2;
 constexpr uint32_t kBRawBytes = kBlockN * kBlockK / 2;
-constexpr uint32_t kSfBlockBytes = 512;  // 128 rows x 4 scale blocks
-constexpr uint32_t kSfaBytes = 2 * kSfBlockBytes;
+constexpr uint32_t kSfaBytes = 3 * kSfBlockBytes;  // a tile's rows may touch 3 blocks of 128 rows
 constexpr uint32_t kSfbBytes = kSfBlockBytes;
-constexpr uint32_t kOffA16 = 0;
-constexpr uint32_t kOffARaw = kOffA16 + kA16Bytes;
+constexpr uint32_t kOffARaw = 0;
 constexpr uint32_t kOffBRaw = kOffARaw + kARawBytes;
 constexpr uint32_t kOffSfa = kOffBRaw + kBRawBytes;
 constexpr uint32_t kOffSfb = kOffSfa + kSfaBytes;
-constexpr uint32_t kStageBytes = kOffSfb + kSfbBytes;
-// Header: two 128-byte tensor-map staging copies, then 3 mbarriers per stage.
+constexpr uint32_t kRawBytes = kOffSfb + kSfbBytes;
+constexpr uint32_t kA16Bytes = kBlockM * kBlockK * 2;  // A as fp16, core-matrix layout
+// Header: two 128-byte tensor-map staging copies, then the mbarriers.
 constexpr uint32_t kOffMapStage = 0;
 constexpr uint32_t kOffBars = 256;
+constexpr uint32_t kNumBars = 2 * kRawStages + 2 * kA16Stages;
 constexpr uint32_t kHeaderBytes = 1024;
-constexpr uint32_t kSmemBytes = kHeaderBytes + kStages * kStageBytes;
+constexpr uint32_t kOffRaw = kHeaderBytes;
+constexpr uint32_t kOffA16 = kOffRaw + kRawStages * kRawBytes;
+constexpr uint32_t kSmemBytes = kOffA16 + kA16Stages * kA16Bytes;
 // A16 core-matrix layout: element (row, k) of the stage at
 //   (k / 8) * kKGroupStride + (row / 8) * 128 + (row % 8) * 16 + (k % 8) * 2.
 constexpr uint32_t kKGroupStride = kBlockM / 8 * 128;
@@ -78,7 +83,8 @@ static_assert(kBlockK == 64, "one stage is one 512-byte scale block per 128 rows
 static_assert(kBlockN == 128, "two consumer warpgroups of 64 rows share one 128-row scale block");
 static_assert(kBlockM == 256 && kBlockM <= ptx::kWgmmaNMax, "tile width is wgmma N (<= 256)");
 static_assert(kWgmmaNStep == ptx::kWgmmaNStep, "plan.h and the generated wgmma table disagree");
-static_assert(kStageBytes % 128 == 0 && kHeaderBytes >= kOffBars + 3 * kStages * 8, "smem layout");
+static_assert(kRawBytes % 128 == 0 && kOffA16 % 128 == 0, "stage alignment");
+static_assert(kOffBars + 8 * kNumBars <= kHeaderBytes, "barriers fit the header");
 static_assert(kSmemBytes <= 227 * 1024, "exceeds the sm_90 shared-memory limit per block");
 static_assert(kThreads == 384, "warp 0 producer, warps 1-3 converter, warpgroups 1-2 consumers");
 
@@ -86,7 +92,7 @@ static_assert(kThreads == 384, "warp 0 producer, warps 1-3 converter, warpgroups
 // under programmatic dependent launch), so a CTA owns a slot from a device-wide pool for its
 // lifetime instead of indexing by blockIdx. A slot is a ring of kMapRing (A, B) map pairs; the
 // producer moves to the next pair when its tile changes group. A pair is rewritten only after
-// kMapRing >= kStages + 1 later tiles (each at least one stage) were issued, by when the producer
+// kMapRing >= kRawStages + 1 later tiles (each at least one stage) were issued, by when the producer
 // has waited for the stage that last used it to be consumed, so no TMA still reads it.
 constexpr int kPoolSlots = 1024;  // >= resident CTAs of this kernel on any device (1 per SM)
 constexpr int kPoolWords = kPoolSlots / 64;
@@ -127,12 +133,12 @@ __device__ __forceinline__ Tile decode_tile(const Params<MAXG>& p, int t, int g)
   while (t >= p.groups[g].tile_end) ++g;
   const Group& gr = p.groups[g];
   const int local = t - (g ? p.groups[g - 1].tile_end : 0);
-  const int mt = (gr.m + kBlockM - 1) / kBlockM;
+  const int mt = (gr.m + gr.tile_m - 1) / gr.tile_m;
   Tile tile;
   tile.g = g;
-  tile.m0 = (local % mt) * kBlockM;
+  tile.m0 = (local % mt) * gr.tile_m;
   tile.n0 = (local / mt) * kBlockN;
-  const int rows = min(kBlockM, gr.m - tile.m0);
+  const int rows = min(gr.tile_m, gr.m - tile.m0);
   tile.width = (rows + kWgmmaNStep - 1) / kWgmmaNStep * kWgmmaNStep;
   tile.kstages = gr.k / kBlockK;
   return tile;
@@ -185,6 +191,35 @@ __device__ __forceinline__ void sts128(uint32_t addr, uint4 v) {
 // Byte offset of row r's four scales (K blocks 0..3 of the stage) inside a 512-byte scale block.
 __device__ __forceinline__ uint32_t sf_row_offset(int r) { return (r % 32) * 16 + ((r % 128) / 32) * 4; }
 
+// B rows r0 and r0+8, K block c of a raw stage -> the four steps' wgmma A fragments (see the K
+// permutation at the top of this file).
+__device__ __forceinline__ void dequant_b(uint32_t (&f)[4][4], uint32_t raw, int r0, int c) {
+  const int r1 = r0 + 8;
+  const uint2 b0 = lds64(raw + kOffBRaw + r0 * 32 + 8 * c);
+  const uint2 b1 = lds64(raw + kOffBRaw + r1 * 32 + 8 * c);
+  const uint32_t s0 = ptx::e4m3_to_f16x2_bcast(lds8(raw + kOffSfb + sf_row_offset(r0) + c));
+  const uint32_t s1 = ptx::e4m3_to_f16x2_bcast(lds8(raw + kOffSfb + sf_row_offset(r1) + c));
+#pragma unroll
+  for (int s4 = 0; s4 < 4; ++s4) {
+    f[s4][0] = ptx::mul_f16x2(e2m1_pair(b0.x, s4), s0);
+    f[s4][1] = ptx::mul_f16x2(e2m1_pair(b1.x, s4), s1);
+    f[s4][2] = ptx::mul_f16x2(e2m1_pair(b0.y, s4), s0);
+    f[s4][3] = ptx::mul_f16x2(e2m1_pair(b1.y, s4), s1);
+  }
+}
+
+// The four k16 wgmma of one K step against an A16 stage; `first` starts the accumulators from zero.
+__device__ __forceinline__ void mma_step(float (&acc)[ptx::kMaxAcc], const uint32_t (&f)[4][4], uint32_t a16,
+                                         int width, bool first) {
+  ptx::wgmma_fence();
+#pragma unroll
+  for (int s4 = 0; s4 < 4; ++s4) {
+    const uint64_t desc = ptx::smem_desc_noswizzle(a16 + 2 * s4 * kKGroupStride, kKGroupStride, 128);
+    ptx::wgmma_rs(width, acc, f[s4][0], f[s4][1], f[s4][2], f[s4][3], desc, !(first && s4 == 0));
+  }
+  ptx::wgmma_commit();
+}
+
 template <int MAXG>
 __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_constant__ Params<MAXG> p) {
   extern __shared__ __align__(1024) uint8_t smem[];
@@ -194,16 +229,21 @@ __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_con
 
   const uint32_t smem_base = ptx::smem_u32(smem);
   const uint32_t bars = smem_base + kOffBars;
-  auto full_raw = [&](int s) { return bars + 8u * s; };                // TMA bytes landed
-  auto full_a16 = [&](int s) { return bars + 8u * (kStages + s); };    // A converted
-  auto empty = [&](int s) { return bars + 8u * (2 * kStages + s); };   // consumers done
-  auto stage = [&](int s) { return smem_base + kHeaderBytes + s * kStageBytes; };
+  auto raw_full = [&](int s) { return bars + 8u * s; };                                   // TMA bytes landed
+  auto raw_empty = [&](int s) { return bars + 8u * (kRawStages + s); };                   // B read by consumers
+  auto a16_full = [&](int s) { return bars + 8u * (2 * kRawStages + s); };                // A converted
+  auto a16_empty = [&](int s) { return bars + 8u * (2 * kRawStages + kA16Stages + s); };  // wgmma done
+  auto raw = [&](int s) { return smem_base + kOffRaw + s * kRawBytes; };
+  auto a16 = [&](int s) { return smem_base + kOffA16 + s * kA16Bytes; };
 
   if (threadIdx.x == 0) {
-    for (int s = 0; s < kStages; ++s) {
-      ptx::mbar_init(full_raw(s), 1);
-      ptx::mbar_init(full_a16(s), 96);
-      ptx::mbar_init(empty(s), 256);
+    for (int s = 0; s < kRawStages; ++s) {
+      ptx::mbar_init(raw_full(s), 1);
+      ptx::mbar_init(raw_empty(s), 256 + 96);  // consumers (B) and converter (A) have read it
+    }
+    for (int s = 0; s < kA16Stages; ++s) {
+      ptx::mbar_init(a16_full(s), 96);
+      ptx::mbar_init(a16_empty(s), 256);
     }
     ptx::fence_mbar_init();
   }
@@ -235,23 +275,24 @@ __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_con
         const void* map_a = g_pool_maps[slot][ring];
         const void* map_b = g_pool_maps[slot][ring] + 128;
         const int kt = gr.k / kBlockK;  // 512-byte scale blocks per 128 rows
-        const bool two_sfa = tile.m0 + 128 < gr.m;
-        const uint32_t bytes = kARawBytes + kBRawBytes + kSfbBytes + (two_sfa ? 2 : 1) * kSfBlockBytes;
+        // Scale blocks of the tile's valid rows (the tile may start inside a block of 128 rows).
+        const int blk0 = tile.m0 / 128;
+        const int nblk = (min(tile.m0 + tile.width, gr.m) - 1) / 128 - blk0 + 1;
+        const uint32_t bytes = kARawBytes + kBRawBytes + kSfbBytes + nblk * kSfBlockBytes;
         for (int kc = 0; kc < tile.kstages; ++kc, ++it) {
-          const int s = it % kStages;
-          ptx::mbar_wait(empty(s), ((it / kStages) & 1) ^ 1);
+          const int s = it % kRawStages;
+          ptx::mbar_wait(raw_empty(s), ((it / kRawStages) & 1) ^ 1);
           if (lane == 0) {
-            const uint32_t st = stage(s);
-            ptx::mbar_arrive_expect_tx(full_raw(s), bytes);
-            ptx::tma_load_2d(st + kOffARaw, map_a, kc * (kBlockK / 2), tile.m0, full_raw(s), ptx::kEvictLast);
-            ptx::tma_load_2d(st + kOffBRaw, map_b, kc * (kBlockK / 2), tile.n0, full_raw(s), ptx::kEvictFirst);
+            const uint32_t st = raw(s);
+            ptx::mbar_arrive_expect_tx(raw_full(s), bytes);
+            ptx::tma_load_2d(st + kOffARaw, map_a, kc * (kBlockK / 2), tile.m0, raw_full(s), ptx::kEvictLast);
+            ptx::tma_load_2d(st + kOffBRaw, map_b, kc * (kBlockK / 2), tile.n0, raw_full(s), ptx::kEvictFirst);
             const uint8_t* sfb = gr.sfb + ((int64_t)(tile.n0 / 128) * kt + kc) * kSfBlockBytes;
-            ptx::bulk_load(st + kOffSfb, sfb, kSfBlockBytes, full_raw(s), ptx::kEvictLast);
-            const uint8_t* sfa = gr.sfa + ((int64_t)(tile.m0 / 128) * kt + kc) * kSfBlockBytes;
-            ptx::bulk_load(st + kOffSfa, sfa, kSfBlockBytes, full_raw(s), ptx::kEvictLast);
-            if (two_sfa)
-              ptx::bulk_load(st + kOffSfa + kSfBlockBytes, sfa + (int64_t)kt * kSfBlockBytes, kSfBlockBytes,
-                             full_raw(s), ptx::kEvictLast);
+            ptx::bulk_load(st + kOffSfb, sfb, kSfBlockBytes, raw_full(s), ptx::kEvictLast);
+            for (int b = 0; b < nblk; ++b) {
+              const uint8_t* sfa = gr.sfa + ((int64_t)(blk0 + b) * kt + kc) * kSfBlockBytes;
+              ptx::bulk_load(st + kOffSfa + b * kSfBlockBytes, sfa, kSfBlockBytes, raw_full(s), ptx::kEvictLast);
+            }
           }
           __syncwarp();
         }
@@ -264,19 +305,23 @@ __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_con
       for (int t = blockIdx.x; t < p.num_tiles; t += gridDim.x) {
         const Tile tile = decode_tile(p, t, g_hint);
         g_hint = tile.g;
+        const int blk0 = tile.m0 / 128;
         for (int kc = 0; kc < tile.kstages; ++kc, ++it) {
-          const int s = it % kStages;
-          ptx::mbar_wait(full_raw(s), (it / kStages) & 1);
-          const uint32_t st = stage(s);
+          const int s = it % kRawStages, d = it % kA16Stages;
+          ptx::mbar_wait(raw_full(s), (it / kRawStages) & 1);
+          ptx::mbar_wait(a16_empty(d), ((it / kA16Stages) & 1) ^ 1);
+          const uint32_t st = raw(s);
+          const uint32_t out = a16(d);
           for (int row = ct; row < tile.width; row += 96) {
             const uint4 lo = lds128(st + kOffARaw + row * 32);
             const uint4 hi = lds128(st + kOffARaw + row * 32 + 16);
             const uint32_t w[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-            const uint32_t sf = lds32(st + kOffSfa + (row / 128) * kSfBlockBytes + sf_row_offset(row));
+            const int grow = tile.m0 + row;
+            const uint32_t sf = lds32(st + kOffSfa + (grow / 128 - blk0) * kSfBlockBytes + sf_row_offset(grow));
             uint32_t sc[4];
 #pragma unroll
             for (int c = 0; c < 4; ++c) sc[c] = ptx::e4m3_to_f16x2_bcast(sf >> (8 * c));
-            const uint32_t dst = st + kOffA16 + (row / 8) * 128 + (row % 8) * 16;
+            const uint32_t dst = out + (row / 8) * 128 + (row % 8) * 16;
 #pragma unroll
             for (int s4 = 0; s4 < 4; ++s4) {
 #pragma unroll
@@ -290,8 +335,9 @@ __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_con
               }
             }
           }
+          ptx::mbar_arrive(raw_empty(s));
           ptx::fence_proxy_async_smem();
-          ptx::mbar_arrive(full_a16(s));
+          ptx::mbar_arrive(a16_full(d));
         }
       }
     }
@@ -302,45 +348,38 @@ __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_con
     const int wq = warp % 4;        // warp inside the warpgroup: 16 rows each
     const int c = lane % 4;         // K block of the stage this thread dequantises
     const int r0 = 64 * cw + 16 * wq + lane / 4;  // tile-local B rows r0 and r0 + 8
-    const int r1 = r0 + 8;
     float acc[ptx::kMaxAcc];
+    uint32_t fa[4][4], fb[4][4];
     int g_hint = 0;
     uint32_t it = 0;
+    // Step `it`: wait for its data, take B into registers, free the raw stage (for us), issue its
+    // wgmma, then retire step it-1 (its wgmma done) and free that A16 stage. The two fragment sets
+    // alternate, so step it's dequantisation overlaps step it-1's tensor-core work.
+    auto step = [&](uint32_t (&f)[4][4], const Tile& tile, int kc) {
+      const int s = it % kRawStages, d = it % kA16Stages;
+      ptx::mbar_wait(raw_full(s), (it / kRawStages) & 1);
+      dequant_b(f, raw(s), r0, c);
+      ptx::mbar_arrive(raw_empty(s));
+      ptx::mbar_wait(a16_full(d), (it / kA16Stages) & 1);
+      mma_step(acc, f, a16(d), tile.width, kc == 0);
+      if (kc > 0) {
+        ptx::wgmma_wait<1>();
+        ptx::mbar_arrive(a16_empty((it - 1) % kA16Stages));
+      }
+      ++it;
+    };
     for (int t = blockIdx.x; t < p.num_tiles; t += gridDim.x) {
       const Tile tile = decode_tile(p, t, g_hint);
       g_hint = tile.g;
-      for (int kc = 0; kc < tile.kstages; ++kc, ++it) {
-        const int s = it % kStages;
-        const uint32_t ph = (it / kStages) & 1;
-        ptx::mbar_wait(full_raw(s), ph);
-        ptx::mbar_wait(full_a16(s), ph);
-        const uint32_t st = stage(s);
-        const uint2 b0 = lds64(st + kOffBRaw + r0 * 32 + 8 * c);
-        const uint2 b1 = lds64(st + kOffBRaw + r1 * 32 + 8 * c);
-        const uint32_t s0 = ptx::e4m3_to_f16x2_bcast(lds8(st + kOffSfb + sf_row_offset(r0) + c));
-        const uint32_t s1 = ptx::e4m3_to_f16x2_bcast(lds8(st + kOffSfb + sf_row_offset(r1) + c));
-        uint32_t f[4][4];
-#pragma unroll
-        for (int s4 = 0; s4 < 4; ++s4) {
-          f[s4][0] = ptx::mul_f16x2(e2m1_pair(b0.x, s4), s0);
-          f[s4][1] = ptx::mul_f16x2(e2m1_pair(b1.x, s4), s1);
-          f[s4][2] = ptx::mul_f16x2(e2m1_pair(b0.y, s4), s0);
-          f[s4][3] = ptx::mul_f16x2(e2m1_pair(b1.y, s4), s1);
-        }
-        ptx::wgmma_fence();
-#pragma unroll
-        for (int s4 = 0; s4 < 4; ++s4) {
-          const uint64_t desc =
-              ptx::smem_desc_noswizzle(st + kOffA16 + 2 * s4 * kKGroupStride, kKGroupStride, 128);
-          ptx::wgmma_rs(tile.width, acc, f[s4][0], f[s4][1], f[s4][2], f[s4][3], desc, (kc | s4) != 0);
-        }
-        ptx::wgmma_commit();
-        ptx::wgmma_wait<0>();
-        ptx::mbar_arrive(empty(s));
+      for (int kc = 0; kc < tile.kstages; kc += 2) {
+        step(fa, tile, kc);
+        if (kc + 1 < tile.kstages) step(fb, tile, kc + 1);
       }
-      // Epilogue: acc[4i + {0,1,2,3}] = C^T rows (r0, r0, r1, r1) x A rows (8i + 2c + {0,1,0,1}).
+      ptx::wgmma_wait<0>();
+      ptx::mbar_arrive(a16_empty((it - 1) % kA16Stages));
+      // Epilogue: acc[4i + {0,1,2,3}] = C^T rows (r0, r0, r0+8, r0+8) x A rows (8i + 2c + {0,1,0,1}).
       const Group& gr = p.groups[tile.g];
-      const int64_t n_a = tile.n0 + r0, n_b = tile.n0 + r1;
+      const int64_t n_a = tile.n0 + r0, n_b = tile.n0 + r0 + 8;
 #pragma unroll
       for (int i = 0; i < ptx::kMaxAcc / 4; ++i) {
         if (8 * i < tile.width) {

@@ -220,10 +220,19 @@ def test_refcounts_unchanged_after_many_calls_and_failures():
     assert [sys.getrefcount(x) for x in leaves] == before
 
 
-def test_plan_tiles():
-    assert fastlaunch._C.plan(1000, 4096) == (4, 32, (256, 256, 256, 240))
-    assert fastlaunch._C.plan(1, 1) == (1, 1, (16,))
-    assert fastlaunch._C.plan(248, 7168) == (1, 56, (256,))
-    assert fastlaunch._C.plan(40, 100) == (1, 1, (48,))
+def test_plan_splits_rows_only_while_one_wave_fits():
+    plan = fastlaunch._C.plan
+    # many tiles already: widest tiles (256 rows), nothing split; two groups of 32 tiles: the wider one splits
+    assert plan([(1000, 4096, 256)], 132) == ((256, 4, 32),)
+    assert plan([(m, 4096, 7168) for m in (80, 248)], 132) == ((80, 1, 32), (96, 3, 32))
+    # benchmark 3 on 132 SMs: 72 tiles at first; the group with the widest tiles is split while it fits
+    assert plan([(192, 3072, 4096), (320, 3072, 4096)], 132) == ((96, 2, 24), (112, 3, 24))
+    # benchmark 4: (128 | 192 x 2) -> the 384-row group becomes 3 tiles of 128
+    assert plan([(128, 4096, 1536), (384, 4096, 1536)], 132) == ((128, 1, 32), (128, 3, 32))
+    # tiny problems stop at 16-row tiles
+    assert plan([(1, 1, 64)], 132) == ((16, 1, 1),)
+    assert plan([(40, 100, 64)], 132) == ((16, 3, 1),)
+    total = sum(tm * tn for _t, tm, tn in plan([(300, 700, 512), (17, 300, 64)], 132))
+    assert total <= 132
     with pytest.raises(ValueError):
-        fastlaunch._C.plan(0, 5)
+        plan([(0, 5, 64)], 132)
