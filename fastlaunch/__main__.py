@@ -11,44 +11,13 @@ import argparse
 import json
 import statistics
 import sys
-import time
 
 import torch
 
 import fastlaunch
 from fastlaunch import reference as R
 from fastlaunch.shapes import BENCH_SHAPES, TEST_SHAPES, describe, flops, nvfp4_bytes
-
-
-def host_ns(fn, batches: int = 50, per_batch: int = 20, sync=None) -> float:
-    """Median host ns per call over batches with no synchronisation inside a batch."""
-    for _ in range(per_batch):
-        fn()
-    if sync:
-        sync()
-    per = []
-    for _ in range(batches):
-        t0 = time.perf_counter_ns()
-        for _ in range(per_batch):
-            fn()
-        per.append((time.perf_counter_ns() - t0) / per_batch)
-        if sync:
-            sync()
-    return statistics.median(per)
-
-
-def device_us(fn, flush: torch.Tensor, reps: int = 30) -> float:
-    """Median device us of one call, L2 flushed before each."""
-    times = []
-    for _ in range(reps):
-        flush.zero_()
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        fn()
-        e.record()
-        torch.cuda.synchronize()
-        times.append(s.elapsed_time(e) * 1e3)
-    return statistics.median(times)
+from fastlaunch.timing import device_us, host_ns
 
 
 def run_gpu(args) -> int:

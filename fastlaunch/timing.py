@@ -1,0 +1,43 @@
+"""Timing helpers shared by the main job and the benchmarks in tools/."""
+from __future__ import annotations
+
+import statistics
+import time
+
+import torch
+
+
+def host_ns(fn, batches: int = 50, per_batch: int = 20, sync=None) -> float:
+    """Median host ns per call over batches with no synchronisation inside a batch."""
+    for _ in range(per_batch):
+        fn()
+    if sync:
+        sync()
+    per = []
+    for _ in range(batches):
+        t0 = time.perf_counter_ns()
+        for _ in range(per_batch):
+            fn()
+        per.append((time.perf_counter_ns() - t0) / per_batch)
+        if sync:
+            sync()
+    return statistics.median(per)
+
+
+def device_us(fn, flush: torch.Tensor, reps: int = 30) -> float:
+    """Median device us of one call, L2 flushed before each."""
+    times = []
+    for _ in range(reps):
+        flush.zero_()
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        fn()
+        e.record()
+        torch.cuda.synchronize()
+        times.append(s.elapsed_time(e) * 1e3)
+    return statistics.median(times)
+
+
+def l2_flush_buffer(device="cuda") -> torch.Tensor:
+    """512 MB, several times the H200's 60 MB L2: zeroing it evicts everything else."""
+    return torch.empty(512 * 1024 * 1024, dtype=torch.uint8, device=device)
