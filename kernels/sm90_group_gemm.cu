@@ -1,4 +1,5 @@
 // Host side of the sm_90a kernel: one-time set-up per device and the per-call launch.
+#include <cstdlib>
 #include <cstring>
 
 #include "launcher_impl.h"
@@ -24,9 +25,9 @@ int encode_template(const Driver& drv, CUtensorMap* map, uint32_t box_bytes, uin
   return FL_OK;
 }
 
-template <int MAXG>
+template <int MAXG, int MODE>
 int prepare(CUfunction* fn, Error& err) {
-  const void* sym = reinterpret_cast<const void*>(&sm90::nvfp4_group_gemm<MAXG>);
+  const void* sym = reinterpret_cast<const void*>(&sm90::nvfp4_group_gemm<MAXG, MODE>);
   FL_CUDA_TRY(err, cudaFuncSetAttribute(sym, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm90::kSmemBytes));
   cudaFunction_t f = nullptr;
   FL_CUDA_TRY(err, cudaGetFuncBySymbol(&f, sym));
@@ -83,9 +84,24 @@ int launch_chunk(const DeviceState& dev, CUfunction fn, const int64_t* buf, int 
 
 }  // namespace
 
+// Consumer MMA variants (see sm90_group_gemm.cuh); FASTLAUNCH_SM90_MODE picks one for experiments.
+constexpr int kModes[] = {sm90::kModeSwitch, sm90::kModeFixed + 256, sm90::kModeChunk + 64, sm90::kModeChunk + 32};
+
+template <int I>
+int prepare_mode(int mode, DeviceState& dev, Error& err) {
+  if constexpr (I < (int)(sizeof(kModes) / sizeof(kModes[0]))) {
+    if (mode != kModes[I]) return prepare_mode<I + 1>(mode, dev, err);
+    if (int rc = prepare<sm90::kGroupsSmall, kModes[I]>(&dev.sm90.fn_small, err)) return rc;
+    return prepare<sm90::kGroupsPerLaunch, kModes[I]>(&dev.sm90.fn_large, err);
+  } else {
+    return err.set(FL_ERR_VALUE, "FASTLAUNCH_SM90_MODE=%d is not a compiled variant", mode);
+  }
+}
+
 int sm90_init(DeviceState& dev, Error& err) {
-  if (int rc = prepare<sm90::kGroupsSmall>(&dev.sm90.fn_small, err)) return rc;
-  if (int rc = prepare<sm90::kGroupsPerLaunch>(&dev.sm90.fn_large, err)) return rc;
+  const char* env = std::getenv("FASTLAUNCH_SM90_MODE");
+  const int mode = env ? std::atoi(env) : sm90::kModeSwitch;
+  if (int rc = prepare_mode<0>(mode, dev, err)) return rc;
   if (int rc = encode_template(dev.drv, &dev.sm90.tmpl_a, sm90::kBlockK / 2, sm90::kBlockM, err)) return rc;
   return encode_template(dev.drv, &dev.sm90.tmpl_b, sm90::kBlockK / 2, sm90::kBlockN, err);
 }

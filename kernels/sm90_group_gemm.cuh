@@ -20,6 +20,7 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "nvfp4.cuh"
 #include "plan.h"
@@ -208,42 +209,138 @@ __device__ __forceinline__ void dequant_b(uint32_t (&f)[4][4], uint32_t raw, int
   }
 }
 
-// The four k16 wgmma of one K step against an A16 stage; `first` starts the accumulators from zero.
+// How a consumer issues wgmma for tiles of different widths (N = tile width, 16..256):
+//   kModeSwitch      one accumulator array; each wgmma picks its N with a switch
+//   kModeFixed + F   every tile computed with wgmma N = F (narrower tiles waste the rest)
+//   kModeChunk + C   N = C wgmma over the tile's C-wide column chunks, skipping chunks past the width
+constexpr int kModeSwitch = 0;
+constexpr int kModeFixed = 1000;
+constexpr int kModeChunk = 2000;
+
+template <int N>
+__device__ __forceinline__ float (&acc_slice(float (&acc)[ptx::kMaxAcc], int offset))[N / 2] {
+  return *reinterpret_cast<float(*)[N / 2]>(&acc[offset]);
+}
+
+template <int N = kWgmmaNStep>
+__device__ __forceinline__ void wgmma_by_width(int width, float (&acc)[ptx::kMaxAcc], const uint32_t (&f)[4],
+                                               uint64_t desc, uint32_t scale_d) {
+  if constexpr (N <= kBlockM) {
+    if (width == N)
+      ptx::WgmmaRS<N>::mma(acc_slice<N>(acc, 0), f[0], f[1], f[2], f[3], desc, scale_d);
+    else
+      wgmma_by_width<N + kWgmmaNStep>(width, acc, f, desc, scale_d);
+  }
+}
+
+// The four k16 steps of one 64-wide K step against an A16 stage; `first` starts from zero.
+template <int MODE>
 __device__ __forceinline__ void mma_step(float (&acc)[ptx::kMaxAcc], const uint32_t (&f)[4][4], uint32_t a16,
                                          int width, bool first) {
   ptx::wgmma_fence();
 #pragma unroll
   for (int s4 = 0; s4 < 4; ++s4) {
     const uint64_t desc = ptx::smem_desc_noswizzle(a16 + 2 * s4 * kKGroupStride, kKGroupStride, 128);
-    ptx::wgmma_rs(width, acc, f[s4][0], f[s4][1], f[s4][2], f[s4][3], desc, !(first && s4 == 0));
+    const uint32_t scale_d = !(first && s4 == 0);
+    if constexpr (MODE == kModeSwitch) {
+      wgmma_by_width(width, acc, f[s4], desc, scale_d);
+    } else if constexpr (MODE > kModeFixed && MODE < kModeChunk) {
+      constexpr int F = MODE - kModeFixed;
+      ptx::WgmmaRS<F>::mma(acc_slice<F>(acc, 0), f[s4][0], f[s4][1], f[s4][2], f[s4][3], desc, scale_d);
+    } else {
+      constexpr int C = MODE - kModeChunk;
+#pragma unroll
+      for (int j = 0; j < kBlockM / C; ++j)
+        if (j * C < width)  // chunk j: A rows [jC, jC + C), accumulators [jC/2, jC/2 + C/2)
+          ptx::WgmmaRS<C>::mma(acc_slice<C>(acc, j * C / 2), f[s4][0], f[s4][1], f[s4][2], f[s4][3],
+                               desc + (uint64_t)((j * C / 8 * 128) >> 4), scale_d);
+    }
   }
   ptx::wgmma_commit();
 }
 
-template <int MAXG>
+// Barrier and stage addresses in shared memory.
+struct Smem {
+  uint32_t base;
+  __device__ uint32_t raw_full(int s) const { return base + kOffBars + 8u * s; }  // TMA bytes landed
+  __device__ uint32_t raw_empty(int s) const { return base + kOffBars + 8u * (kRawStages + s); }  // read
+  __device__ uint32_t a16_full(int s) const { return base + kOffBars + 8u * (2 * kRawStages + s); }  // converted
+  __device__ uint32_t a16_empty(int s) const {  // wgmma done
+    return base + kOffBars + 8u * (2 * kRawStages + kA16Stages + s);
+  }
+  __device__ uint32_t raw(int s) const { return base + kOffRaw + s * kRawBytes; }
+  __device__ uint32_t a16(int s) const { return base + kOffA16 + s * kA16Bytes; }
+};
+
+// Barrier arrival counts: one arrival per warp (lane 0 after __syncwarp).
+constexpr uint32_t kConsumerWarps = 8;
+constexpr uint32_t kConverterWarps = 3;
+
+// One consumer K step at pipeline position `it`: wait for its data, take B into registers, free the
+// raw stage (for us), issue its wgmma, then retire step it-1 (its wgmma done) and free that A16
+// stage. Callers alternate two fragment sets, so step it's dequantisation overlaps step it-1's MMA.
+template <int MODE>
+__device__ __forceinline__ void consumer_step(const Smem& sm, float (&acc)[ptx::kMaxAcc], uint32_t (&f)[4][4],
+                                              uint32_t it, int width, bool first, int r0, int c, int lane) {
+  const int s = it % kRawStages, d = it % kA16Stages;
+  ptx::mbar_wait(sm.raw_full(s), (it / kRawStages) & 1);
+  dequant_b(f, sm.raw(s), r0, c);
+  __syncwarp();
+  if (lane == 0) ptx::mbar_arrive(sm.raw_empty(s));
+  ptx::mbar_wait(sm.a16_full(d), (it / kA16Stages) & 1);
+  mma_step<MODE>(acc, f, sm.a16(d), width, first);
+  if (!first) {
+    ptx::wgmma_wait<1>();
+    if (lane == 0) ptx::mbar_arrive(sm.a16_empty((it - 1) % kA16Stages));
+  }
+}
+
+// One tile: the K loop, then the epilogue.
+template <int MODE>
+__device__ __forceinline__ void consumer_tile(const Smem& sm, float (&acc)[ptx::kMaxAcc], uint32_t (&fa)[4][4],
+                                              uint32_t (&fb)[4][4], const Group& gr, const Tile& tile, uint32_t& it,
+                                              int r0, int c, int lane) {
+  for (int kc = 0; kc < tile.kstages; kc += 2) {
+    consumer_step<MODE>(sm, acc, fa, it++, tile.width, kc == 0, r0, c, lane);
+    if (kc + 1 < tile.kstages) consumer_step<MODE>(sm, acc, fb, it++, tile.width, false, r0, c, lane);
+  }
+  ptx::wgmma_wait<0>();
+  if (lane == 0) ptx::mbar_arrive(sm.a16_empty((it - 1) % kA16Stages));
+  // acc[4i + {0,1,2,3}] = C^T rows (r0, r0, r0+8, r0+8) x A rows (8i + 2c + {0,1,0,1}).
+  const int64_t n_a = tile.n0 + r0, n_b = tile.n0 + r0 + 8;
+#pragma unroll
+  for (int i = 0; i < ptx::kMaxAcc / 4; ++i) {
+    if (8 * i < tile.width) {
+      const int64_t m = tile.m0 + 8 * i + 2 * c;
+      if (m < gr.m) {
+        if (n_a < gr.n) gr.c[m * gr.n + n_a] = __float2half_rn(acc[4 * i + 0] * kNvfp4Unscale);
+        if (n_b < gr.n) gr.c[m * gr.n + n_b] = __float2half_rn(acc[4 * i + 2] * kNvfp4Unscale);
+      }
+      if (m + 1 < gr.m) {
+        if (n_a < gr.n) gr.c[(m + 1) * gr.n + n_a] = __float2half_rn(acc[4 * i + 1] * kNvfp4Unscale);
+        if (n_b < gr.n) gr.c[(m + 1) * gr.n + n_b] = __float2half_rn(acc[4 * i + 3] * kNvfp4Unscale);
+      }
+    }
+  }
+}
+
+template <int MAXG, int MODE>
 __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_constant__ Params<MAXG> p) {
   extern __shared__ __align__(1024) uint8_t smem[];
   const int warp = threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   const int wg = warp / 4;
 
-  const uint32_t smem_base = ptx::smem_u32(smem);
-  const uint32_t bars = smem_base + kOffBars;
-  auto raw_full = [&](int s) { return bars + 8u * s; };                                   // TMA bytes landed
-  auto raw_empty = [&](int s) { return bars + 8u * (kRawStages + s); };                   // B read by consumers
-  auto a16_full = [&](int s) { return bars + 8u * (2 * kRawStages + s); };                // A converted
-  auto a16_empty = [&](int s) { return bars + 8u * (2 * kRawStages + kA16Stages + s); };  // wgmma done
-  auto raw = [&](int s) { return smem_base + kOffRaw + s * kRawBytes; };
-  auto a16 = [&](int s) { return smem_base + kOffA16 + s * kA16Bytes; };
+  const Smem sm{ptx::smem_u32(smem)};
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < kRawStages; ++s) {
-      ptx::mbar_init(raw_full(s), 1);
-      ptx::mbar_init(raw_empty(s), 256 + 96);  // consumers (B) and converter (A) have read it
+      ptx::mbar_init(sm.raw_full(s), 1);
+      ptx::mbar_init(sm.raw_empty(s), kConsumerWarps + kConverterWarps);  // B and A have been read
     }
     for (int s = 0; s < kA16Stages; ++s) {
-      ptx::mbar_init(a16_full(s), 96);
-      ptx::mbar_init(a16_empty(s), 256);
+      ptx::mbar_init(sm.a16_full(s), kConverterWarps);
+      ptx::mbar_init(sm.a16_empty(s), kConsumerWarps);
     }
     ptx::fence_mbar_init();
   }
@@ -254,7 +351,7 @@ __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_con
 
   int slot = 0;
   if (wg == 0) {
-    ptx::setmaxnreg_dec<56>();
+    ptx::setmaxnreg_dec<40>();
     if (warp == 0) {
       // ---------------------------------------------------------------- producer
       if (lane == 0) slot = pool_acquire();
@@ -281,17 +378,17 @@ __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_con
         const uint32_t bytes = kARawBytes + kBRawBytes + kSfbBytes + nblk * kSfBlockBytes;
         for (int kc = 0; kc < tile.kstages; ++kc, ++it) {
           const int s = it % kRawStages;
-          ptx::mbar_wait(raw_empty(s), ((it / kRawStages) & 1) ^ 1);
+          ptx::mbar_wait(sm.raw_empty(s), ((it / kRawStages) & 1) ^ 1);
           if (lane == 0) {
-            const uint32_t st = raw(s);
-            ptx::mbar_arrive_expect_tx(raw_full(s), bytes);
-            ptx::tma_load_2d(st + kOffARaw, map_a, kc * (kBlockK / 2), tile.m0, raw_full(s), ptx::kEvictLast);
-            ptx::tma_load_2d(st + kOffBRaw, map_b, kc * (kBlockK / 2), tile.n0, raw_full(s), ptx::kEvictFirst);
+            const uint32_t st = sm.raw(s);
+            ptx::mbar_arrive_expect_tx(sm.raw_full(s), bytes);
+            ptx::tma_load_2d(st + kOffARaw, map_a, kc * (kBlockK / 2), tile.m0, sm.raw_full(s), ptx::kEvictLast);
+            ptx::tma_load_2d(st + kOffBRaw, map_b, kc * (kBlockK / 2), tile.n0, sm.raw_full(s), ptx::kEvictFirst);
             const uint8_t* sfb = gr.sfb + ((int64_t)(tile.n0 / 128) * kt + kc) * kSfBlockBytes;
-            ptx::bulk_load(st + kOffSfb, sfb, kSfBlockBytes, raw_full(s), ptx::kEvictLast);
+            ptx::bulk_load(st + kOffSfb, sfb, kSfBlockBytes, sm.raw_full(s), ptx::kEvictLast);
             for (int b = 0; b < nblk; ++b) {
               const uint8_t* sfa = gr.sfa + ((int64_t)(blk0 + b) * kt + kc) * kSfBlockBytes;
-              ptx::bulk_load(st + kOffSfa + b * kSfBlockBytes, sfa, kSfBlockBytes, raw_full(s), ptx::kEvictLast);
+              ptx::bulk_load(st + kOffSfa + b * kSfBlockBytes, sfa, kSfBlockBytes, sm.raw_full(s), ptx::kEvictLast);
             }
           }
           __syncwarp();
@@ -308,10 +405,10 @@ __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_con
         const int blk0 = tile.m0 / 128;
         for (int kc = 0; kc < tile.kstages; ++kc, ++it) {
           const int s = it % kRawStages, d = it % kA16Stages;
-          ptx::mbar_wait(raw_full(s), (it / kRawStages) & 1);
-          ptx::mbar_wait(a16_empty(d), ((it / kA16Stages) & 1) ^ 1);
-          const uint32_t st = raw(s);
-          const uint32_t out = a16(d);
+          ptx::mbar_wait(sm.raw_full(s), (it / kRawStages) & 1);
+          ptx::mbar_wait(sm.a16_empty(d), ((it / kA16Stages) & 1) ^ 1);
+          const uint32_t st = sm.raw(s);
+          const uint32_t out = sm.a16(d);
           for (int row = ct; row < tile.width; row += 96) {
             const uint4 lo = lds128(st + kOffARaw + row * 32);
             const uint4 hi = lds128(st + kOffARaw + row * 32 + 16);
@@ -335,15 +432,18 @@ __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_con
               }
             }
           }
-          ptx::mbar_arrive(raw_empty(s));
-          ptx::fence_proxy_async_smem();
-          ptx::mbar_arrive(a16_full(d));
+          ptx::fence_proxy_async_smem();  // each writer, before the wgmma (async proxy) reads
+          __syncwarp();
+          if (lane == 0) {
+            ptx::mbar_arrive(sm.raw_empty(s));
+            ptx::mbar_arrive(sm.a16_full(d));
+          }
         }
       }
     }
   } else {
     // ------------------------------------------------------------------ consumers
-    ptx::setmaxnreg_inc<224>();
+    ptx::setmaxnreg_inc<232>();
     const int cw = wg - 1;          // 0 or 1: B rows [64 cw, 64 cw + 64) of the tile
     const int wq = warp % 4;        // warp inside the warpgroup: 16 rows each
     const int c = lane % 4;         // K block of the stage this thread dequantises
@@ -352,48 +452,10 @@ __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_con
     uint32_t fa[4][4], fb[4][4];
     int g_hint = 0;
     uint32_t it = 0;
-    // Step `it`: wait for its data, take B into registers, free the raw stage (for us), issue its
-    // wgmma, then retire step it-1 (its wgmma done) and free that A16 stage. The two fragment sets
-    // alternate, so step it's dequantisation overlaps step it-1's tensor-core work.
-    auto step = [&](uint32_t (&f)[4][4], const Tile& tile, int kc) {
-      const int s = it % kRawStages, d = it % kA16Stages;
-      ptx::mbar_wait(raw_full(s), (it / kRawStages) & 1);
-      dequant_b(f, raw(s), r0, c);
-      ptx::mbar_arrive(raw_empty(s));
-      ptx::mbar_wait(a16_full(d), (it / kA16Stages) & 1);
-      mma_step(acc, f, a16(d), tile.width, kc == 0);
-      if (kc > 0) {
-        ptx::wgmma_wait<1>();
-        ptx::mbar_arrive(a16_empty((it - 1) % kA16Stages));
-      }
-      ++it;
-    };
     for (int t = blockIdx.x; t < p.num_tiles; t += gridDim.x) {
       const Tile tile = decode_tile(p, t, g_hint);
       g_hint = tile.g;
-      for (int kc = 0; kc < tile.kstages; kc += 2) {
-        step(fa, tile, kc);
-        if (kc + 1 < tile.kstages) step(fb, tile, kc + 1);
-      }
-      ptx::wgmma_wait<0>();
-      ptx::mbar_arrive(a16_empty((it - 1) % kA16Stages));
-      // Epilogue: acc[4i + {0,1,2,3}] = C^T rows (r0, r0, r0+8, r0+8) x A rows (8i + 2c + {0,1,0,1}).
-      const Group& gr = p.groups[tile.g];
-      const int64_t n_a = tile.n0 + r0, n_b = tile.n0 + r0 + 8;
-#pragma unroll
-      for (int i = 0; i < ptx::kMaxAcc / 4; ++i) {
-        if (8 * i < tile.width) {
-          const int64_t m = tile.m0 + 8 * i + 2 * c;
-          if (m < gr.m) {
-            if (n_a < gr.n) gr.c[m * gr.n + n_a] = __float2half_rn(acc[4 * i + 0] * kNvfp4Unscale);
-            if (n_b < gr.n) gr.c[m * gr.n + n_b] = __float2half_rn(acc[4 * i + 2] * kNvfp4Unscale);
-          }
-          if (m + 1 < gr.m) {
-            if (n_a < gr.n) gr.c[(m + 1) * gr.n + n_a] = __float2half_rn(acc[4 * i + 1] * kNvfp4Unscale);
-            if (n_b < gr.n) gr.c[(m + 1) * gr.n + n_b] = __float2half_rn(acc[4 * i + 3] * kNvfp4Unscale);
-          }
-        }
-      }
+      consumer_tile<MODE>(sm, acc, fa, fb, p.groups[tile.g], tile, it, r0, c, lane);
     }
   }
   __syncthreads();  // every TMA that used this CTA's map slot has been consumed

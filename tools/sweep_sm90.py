@@ -1,0 +1,57 @@
+"""Times the compiled sm90 consumer variants (FASTLAUNCH_SM90_MODE) on the benchmark shapes, each in its
+own process, after a correctness check on two test shapes. Prints one table.
+
+python tools/sweep_sm90.py [mode ...]      (default: every compiled mode)
+"""
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+MODES = {"0": "switch per wgmma", "1256": "fixed N=256", "2064": "N=64 chunks", "2032": "N=32 chunks"}
+
+CHILD = r"""
+import json, torch, fastlaunch
+from fastlaunch import reference as R
+from fastlaunch.shapes import BENCH_SHAPES, TEST_SHAPES
+from fastlaunch.timing import device_us, l2_flush_buffer
+ok = True
+for shape in TEST_SHAPES[3:5] + [(2, [1, 300], [129, 77], [64, 448])]:
+    g, ms, ns, ks = shape
+    d = R.generate_input(ms, ns, ks, g, 5, device="cuda")
+    ref = R.ref_kernel(R.clone_outputs(d)); R.poison(d)
+    ok &= R.check(fastlaunch.fast_launch(d), ref)[0]
+flush = l2_flush_buffer()
+times = []
+for i, (g, ms, ns, ks) in enumerate(BENCH_SHAPES):
+    sets = [R.generate_input(ms, ns, ks, g, 100 + j, device="cuda") for j in range(2)]
+    ref = R.ref_kernel(R.clone_outputs(sets[0])); R.poison(sets[0])
+    ok &= R.check(fastlaunch.fast_launch(sets[0]), ref)[0]
+    it = iter(range(1 << 30))
+    times.append(device_us(lambda: fastlaunch.fast_launch(sets[next(it) % 2]), flush))
+print(json.dumps({"ok": bool(ok), "us": times}))
+"""
+
+
+def main():
+    modes = sys.argv[1:] or list(MODES)
+    rows = []
+    for m in modes:
+        env = dict(os.environ, FASTLAUNCH_SM90_MODE=m)
+        out = subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True, text=True, timeout=600)
+        if out.returncode:
+            print(f"mode {m}: failed\n{out.stderr[-2000:]}")
+            continue
+        r = json.loads(out.stdout.strip().splitlines()[-1])
+        rows.append((m, r))
+    print("| mode | variant | correct | bench 1 | bench 2 | bench 3 | bench 4 | geomean us |")
+    print("|---|---|---|---|---|---|---|---|")
+    for m, r in rows:
+        us = r["us"]
+        print(f"| {m} | {MODES.get(m, '?')} | {r['ok']} | " + " | ".join(f"{u:.1f}" for u in us) +
+              f" | {statistics.geometric_mean(us):.1f} |")
+
+
+if __name__ == "__main__":
+    main()
