@@ -3,17 +3,18 @@
 // Computed as C^T = B . A^T so that the large operand B is wgmma's A (dequantised straight into
 // registers) and the small per-group M is wgmma's N (16..256, picked per tile).
 //
-// One CTA = 3 warpgroups, persistent over tiles of 128 B rows x 256 A rows:
+// One CTA = 3 warpgroups, persistent over tiles of 128 B rows x up to 256 A rows:
 //   warp 0          producer: patches the group's tensor maps, issues TMA for A/B tiles and the
-//                   512-byte scale blocks of each 64-wide K stage;
-//   warps 1..3      converter: A tile NVFP4 -> fp16 (scale folded in) in shared memory;
-//   warpgroups 1, 2 consumers: 64 B rows each, dequantise into wgmma A fragments, wgmma, epilogue.
+//                   512-byte scale blocks of each 64-wide K stage (warps 1..3 only hand over registers);
+//   warpgroups 1, 2 consumers: 64 B rows each, dequantise them into wgmma A fragments; together they
+//                   also convert the A tile of the next K step (NVFP4 -> fp16, scale folded in) into
+//                   shared memory while this step's wgmma run; epilogue.
 //
 // K permutation. An MMA sums over K, so both operands may be read in any one order of K. Thread
 // lane%4 == c of a consumer warp owns K range [16c, 16c+16) of a 64-wide stage (one scale block,
 // 8 bytes of a row); its two 32-bit words w0 (K 16c..16c+7) and w1 (K 16c+8..16c+15) give, for
 // wgmma step s (0..3), the f16x2 fragments e2m1_pair(w0, s) for logical K (16s + 2c, +1) and
-// e2m1_pair(w1, s) for logical K (16s + 8 + 2c, +1). The converter writes A in the same logical
+// e2m1_pair(w1, s) for logical K (16s + 8 + 2c, +1). The A conversion writes A in the same logical
 // order, so logical K position 16s + 8b + 2c (+1) holds A's K values 16c + 8b + s (and + 4).
 #pragma once
 #include <cuda.h>
@@ -87,7 +88,7 @@ static_assert(kWgmmaNStep == ptx::kWgmmaNStep, "plan.h and the generated wgmma t
 static_assert(kRawBytes % 128 == 0 && kOffA16 % 128 == 0, "stage alignment");
 static_assert(kOffBars + 8 * kNumBars <= kHeaderBytes, "barriers fit the header");
 static_assert(kSmemBytes <= 227 * 1024, "exceeds the sm_90 shared-memory limit per block");
-static_assert(kThreads == 384, "warp 0 producer, warps 1-3 converter, warpgroups 1-2 consumers");
+static_assert(kThreads == 384, "warp 0 producer, warpgroups 1-2 consumers");
 
 // Tensor-map slots. Two launches may run at once (two streams, or the next launch starting early
 // under programmatic dependent launch), so a CTA owns a slot from a device-wide pool for its
@@ -272,24 +273,66 @@ struct Smem {
   __device__ uint32_t a16(int s) const { return base + kOffA16 + s * kA16Bytes; }
 };
 
-// Barrier arrival counts: one arrival per warp (lane 0 after __syncwarp).
+// Barrier arrival counts: one arrival per consumer warp (lane 0 after __syncwarp).
 constexpr uint32_t kConsumerWarps = 8;
-constexpr uint32_t kConverterWarps = 3;
+constexpr int kConsumerThreads = 256;
 
-// One consumer K step at pipeline position `it`: wait for its data, take B into registers, free the
-// raw stage (for us), issue its wgmma, then retire step it-1 (its wgmma done) and free that A16
-// stage. Callers alternate two fragment sets, so step it's dequantisation overlaps step it-1's MMA.
+// This thread's share of converting the A tile of step `it` (rows ct, ct + 256, ...) from its raw
+// stage into the A16 stage, then its warp's arrival on a16_full. Waits for the raw data and for the
+// A16 stage to be free (its wgmma from kA16Stages steps ago retired).
+__device__ __forceinline__ void convert_a(const Smem& sm, uint32_t it, const Tile& tile, int ct, int lane) {
+  const int s = it % kRawStages, d = it % kA16Stages;
+  ptx::mbar_wait(sm.raw_full(s), (it / kRawStages) & 1);
+  ptx::mbar_wait(sm.a16_empty(d), ((it / kA16Stages) & 1) ^ 1);
+  const uint32_t st = sm.raw(s);
+  const uint32_t out = sm.a16(d);
+  const int blk0 = tile.m0 / 128;
+  for (int row = ct; row < tile.width; row += kConsumerThreads) {
+    const uint4 lo = lds128(st + kOffARaw + row * 32);
+    const uint4 hi = lds128(st + kOffARaw + row * 32 + 16);
+    const uint32_t w[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+    const int grow = tile.m0 + row;
+    const uint32_t sf = lds32(st + kOffSfa + (grow / 128 - blk0) * kSfBlockBytes + sf_row_offset(grow));
+    uint32_t sc[4];
+#pragma unroll
+    for (int c = 0; c < 4; ++c) sc[c] = ptx::e4m3_to_f16x2_bcast(sf >> (8 * c));
+    const uint32_t dst = out + (row / 8) * 128 + (row % 8) * 16;
+#pragma unroll
+    for (int s4 = 0; s4 < 4; ++s4) {
+#pragma unroll
+      for (int b = 0; b < 2; ++b) {
+        uint4 v;
+        v.x = ptx::mul_f16x2(e2m1_pair(w[0 + b], s4), sc[0]);
+        v.y = ptx::mul_f16x2(e2m1_pair(w[2 + b], s4), sc[1]);
+        v.z = ptx::mul_f16x2(e2m1_pair(w[4 + b], s4), sc[2]);
+        v.w = ptx::mul_f16x2(e2m1_pair(w[6 + b], s4), sc[3]);
+        sts128(dst + (2 * s4 + b) * kKGroupStride, v);
+      }
+    }
+  }
+  ptx::fence_proxy_async_smem();  // each writer, before the wgmma (async proxy) reads
+  __syncwarp();
+  if (lane == 0) ptx::mbar_arrive(sm.a16_full(d));
+}
+
+// One consumer K step at pipeline position `it`: wait for its B data, take it into registers, issue
+// the step's wgmma once its A16 stage is complete, convert this thread's share of the next step's A
+// while they run (its A raw rows were converted one step earlier, so the raw stage is then free),
+// and retire step it-1 (its wgmma done), freeing that A16 stage. Callers alternate two fragment
+// sets, so the registers of step it-1's wgmma are not overwritten while it may still run.
 template <int MODE>
 __device__ __forceinline__ void consumer_step(const Smem& sm, float (&acc)[ptx::kMaxAcc], uint32_t (&f)[4][4],
-                                              uint32_t it, int width, bool first, int r0, int c, int lane) {
+                                              uint32_t it, const Tile& tile, int kc, int r0, int c, int ct,
+                                              int lane) {
   const int s = it % kRawStages, d = it % kA16Stages;
   ptx::mbar_wait(sm.raw_full(s), (it / kRawStages) & 1);
   dequant_b(f, sm.raw(s), r0, c);
   __syncwarp();
   if (lane == 0) ptx::mbar_arrive(sm.raw_empty(s));
   ptx::mbar_wait(sm.a16_full(d), (it / kA16Stages) & 1);
-  mma_step<MODE>(acc, f, sm.a16(d), width, first);
-  if (!first) {
+  mma_step<MODE>(acc, f, sm.a16(d), tile.width, kc == 0);
+  if (kc + 1 < tile.kstages) convert_a(sm, it + 1, tile, ct, lane);
+  if (kc > 0) {
     ptx::wgmma_wait<1>();
     if (lane == 0) ptx::mbar_arrive(sm.a16_empty((it - 1) % kA16Stages));
   }
@@ -299,10 +342,11 @@ __device__ __forceinline__ void consumer_step(const Smem& sm, float (&acc)[ptx::
 template <int MODE>
 __device__ __forceinline__ void consumer_tile(const Smem& sm, float (&acc)[ptx::kMaxAcc], uint32_t (&fa)[4][4],
                                               uint32_t (&fb)[4][4], const Group& gr, const Tile& tile, uint32_t& it,
-                                              int r0, int c, int lane) {
+                                              int r0, int c, int ct, int lane) {
+  convert_a(sm, it, tile, ct, lane);  // the first step's A; later steps' overlap the wgmma
   for (int kc = 0; kc < tile.kstages; kc += 2) {
-    consumer_step<MODE>(sm, acc, fa, it++, tile.width, kc == 0, r0, c, lane);
-    if (kc + 1 < tile.kstages) consumer_step<MODE>(sm, acc, fb, it++, tile.width, false, r0, c, lane);
+    consumer_step<MODE>(sm, acc, fa, it++, tile, kc, r0, c, ct, lane);
+    if (kc + 1 < tile.kstages) consumer_step<MODE>(sm, acc, fb, it++, tile, kc + 1, r0, c, ct, lane);
   }
   ptx::wgmma_wait<0>();
   if (lane == 0) ptx::mbar_arrive(sm.a16_empty((it - 1) % kA16Stages));
@@ -336,10 +380,10 @@ __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_con
   if (threadIdx.x == 0) {
     for (int s = 0; s < kRawStages; ++s) {
       ptx::mbar_init(sm.raw_full(s), 1);
-      ptx::mbar_init(sm.raw_empty(s), kConsumerWarps + kConverterWarps);  // B and A have been read
+      ptx::mbar_init(sm.raw_empty(s), kConsumerWarps);  // its B and A have been read
     }
     for (int s = 0; s < kA16Stages; ++s) {
-      ptx::mbar_init(sm.a16_full(s), kConverterWarps);
+      ptx::mbar_init(sm.a16_full(s), kConsumerWarps);
       ptx::mbar_init(sm.a16_empty(s), kConsumerWarps);
     }
     ptx::fence_mbar_init();
@@ -351,7 +395,7 @@ __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_con
 
   int slot = 0;
   if (wg == 0) {
-    ptx::setmaxnreg_dec<40>();
+    ptx::setmaxnreg_dec<24>();
     if (warp == 0) {
       // ---------------------------------------------------------------- producer
       if (lane == 0) slot = pool_acquire();
@@ -394,56 +438,10 @@ __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_con
           __syncwarp();
         }
       }
-    } else {
-      // ---------------------------------------------------------------- converter
-      const int ct = threadIdx.x - 32;  // 0..95
-      int g_hint = 0;
-      uint32_t it = 0;
-      for (int t = blockIdx.x; t < p.num_tiles; t += gridDim.x) {
-        const Tile tile = decode_tile(p, t, g_hint);
-        g_hint = tile.g;
-        const int blk0 = tile.m0 / 128;
-        for (int kc = 0; kc < tile.kstages; ++kc, ++it) {
-          const int s = it % kRawStages, d = it % kA16Stages;
-          ptx::mbar_wait(sm.raw_full(s), (it / kRawStages) & 1);
-          ptx::mbar_wait(sm.a16_empty(d), ((it / kA16Stages) & 1) ^ 1);
-          const uint32_t st = sm.raw(s);
-          const uint32_t out = sm.a16(d);
-          for (int row = ct; row < tile.width; row += 96) {
-            const uint4 lo = lds128(st + kOffARaw + row * 32);
-            const uint4 hi = lds128(st + kOffARaw + row * 32 + 16);
-            const uint32_t w[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-            const int grow = tile.m0 + row;
-            const uint32_t sf = lds32(st + kOffSfa + (grow / 128 - blk0) * kSfBlockBytes + sf_row_offset(grow));
-            uint32_t sc[4];
-#pragma unroll
-            for (int c = 0; c < 4; ++c) sc[c] = ptx::e4m3_to_f16x2_bcast(sf >> (8 * c));
-            const uint32_t dst = out + (row / 8) * 128 + (row % 8) * 16;
-#pragma unroll
-            for (int s4 = 0; s4 < 4; ++s4) {
-#pragma unroll
-              for (int b = 0; b < 2; ++b) {
-                uint4 v;
-                v.x = ptx::mul_f16x2(e2m1_pair(w[0 + b], s4), sc[0]);
-                v.y = ptx::mul_f16x2(e2m1_pair(w[2 + b], s4), sc[1]);
-                v.z = ptx::mul_f16x2(e2m1_pair(w[4 + b], s4), sc[2]);
-                v.w = ptx::mul_f16x2(e2m1_pair(w[6 + b], s4), sc[3]);
-                sts128(dst + (2 * s4 + b) * kKGroupStride, v);
-              }
-            }
-          }
-          ptx::fence_proxy_async_smem();  // each writer, before the wgmma (async proxy) reads
-          __syncwarp();
-          if (lane == 0) {
-            ptx::mbar_arrive(sm.raw_empty(s));
-            ptx::mbar_arrive(sm.a16_full(d));
-          }
-        }
-      }
     }
   } else {
     // ------------------------------------------------------------------ consumers
-    ptx::setmaxnreg_inc<232>();
+    ptx::setmaxnreg_inc<240>();
     const int cw = wg - 1;          // 0 or 1: B rows [64 cw, 64 cw + 64) of the tile
     const int wq = warp % 4;        // warp inside the warpgroup: 16 rows each
     const int c = lane % 4;         // K block of the stage this thread dequantises
@@ -455,7 +453,7 @@ __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_con
     for (int t = blockIdx.x; t < p.num_tiles; t += gridDim.x) {
       const Tile tile = decode_tile(p, t, g_hint);
       g_hint = tile.g;
-      consumer_tile<MODE>(sm, acc, fa, fb, p.groups[tile.g], tile, it, r0, c, lane);
+      consumer_tile<MODE>(sm, acc, fa, fb, p.groups[tile.g], tile, it, r0, c, threadIdx.x - 128, lane);
     }
   }
   __syncthreads();  // every TMA that used this CTA's map slot has been consumed
