@@ -525,7 +525,7 @@ PyObject* launch_repeat(PyObject*, PyObject* args) {
 }
 
 // plan(sizes, sm_count) -> ((tile_m, tiles_m, tiles_n), ...): the sm90 kernel's tiles per group for
-// sizes = [(m, n, k), ...] on a GPU with sm_count multiprocessors.
+// sizes = [(m, n, k), ...] on a GPU with sm_count multiprocessors (one tile width for the launch).
 PyObject* plan(PyObject*, PyObject* args) {
   PyObject* sizes;
   int sm_count;
@@ -536,7 +536,6 @@ PyObject* plan(PyObject*, PyObject* args) {
   if (G < 1 || G > fl::sm90::kGroupsPerLaunch || sm_count < 1)
     return raise(PyExc_ValueError, "plan: need 1..%d groups and sm_count >= 1", fl::sm90::kGroupsPerLaunch);
   int64_t m[fl::sm90::kGroupsPerLaunch], n[fl::sm90::kGroupsPerLaunch], k[fl::sm90::kGroupsPerLaunch];
-  int32_t tile_m[fl::sm90::kGroupsPerLaunch];
   for (Py_ssize_t g = 0; g < G; ++g) {
     long long a, b, c;
     if (!PyArg_ParseTuple(items[g], "LLL", &a, &b, &c)) return nullptr;
@@ -544,12 +543,12 @@ PyObject* plan(PyObject*, PyObject* args) {
       return raise(PyExc_ValueError, "plan: group %zd has unsupported sizes", g);
     m[g] = a, n[g] = b, k[g] = c;
   }
-  fl::sm90::plan_tile_m(m, n, k, (int)G, sm_count, tile_m);
+  const int width = fl::sm90::kWidths[fl::sm90::plan_width(m, n, k, (int)G, sm_count)];
   PyObject* out = PyTuple_New(G);
   if (!out) return nullptr;
   for (Py_ssize_t g = 0; g < G; ++g)
     PyTuple_SET_ITEM(out, g,
-                     Py_BuildValue("(iLL)", tile_m[g], (long long)fl::sm90::tiles_m(m[g], tile_m[g]),
+                     Py_BuildValue("(iLL)", width, (long long)fl::sm90::tiles_m(m[g], width),
                                    (long long)fl::sm90::tiles_n(n[g])));
   return out;
 }

@@ -10,6 +10,7 @@
 #include <cstdio>
 
 #include "launcher.h"
+#include "plan.h"
 
 namespace fl {
 
@@ -61,8 +62,9 @@ struct Error {
   } while (0)
 
 struct Sm90State {
-  CUfunction fn_small = nullptr;  // up to sm90::kGroupsSmall groups per launch
-  CUfunction fn_large = nullptr;  // up to sm90::kGroupsPerLaunch
+  // [width index][0: up to kGroupsSmall groups per launch, 1: up to kGroupsPerLaunch]
+  CUfunction fn[8][2] = {};
+  int forced_width = -1;  // FASTLAUNCH_SM90_WIDTH (experiments): index into sm90::kWidths
   alignas(64) CUtensorMap tmpl_a;
   alignas(64) CUtensorMap tmpl_b;
 };

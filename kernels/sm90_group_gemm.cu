@@ -25,9 +25,9 @@ int encode_template(const Driver& drv, CUtensorMap* map, uint32_t box_bytes, uin
   return FL_OK;
 }
 
-template <int MAXG, int MODE>
+template <int MAXG, int W>
 int prepare(CUfunction* fn, Error& err) {
-  const void* sym = reinterpret_cast<const void*>(&sm90::nvfp4_group_gemm<MAXG, MODE>);
+  const void* sym = reinterpret_cast<const void*>(&sm90::nvfp4_group_gemm<MAXG, W>);
   FL_CUDA_TRY(err, cudaFuncSetAttribute(sym, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm90::kSmemBytes));
   cudaFunction_t f = nullptr;
   FL_CUDA_TRY(err, cudaGetFuncBySymbol(&f, sym));
@@ -36,18 +36,21 @@ int prepare(CUfunction* fn, Error& err) {
 }
 
 template <int MAXG>
-int launch_chunk(const DeviceState& dev, CUfunction fn, const int64_t* buf, int G, int g0, int gc,
-                 cudaStream_t stream, Error& err) {
+int launch_chunk(const DeviceState& dev, int which, const int64_t* buf, int G, int g0, int gc, cudaStream_t stream,
+                 Error& err) {
   Params<MAXG> p;
   std::memcpy(&p.tmpl_a, &dev.sm90.tmpl_a, sizeof(CUtensorMap));
   std::memcpy(&p.tmpl_b, &dev.sm90.tmpl_b, sizeof(CUtensorMap));
-  int32_t tile_m[MAXG];
-  sm90::plan_tile_m(buf + 5 * G + g0, buf + 6 * G + g0, buf + 7 * G + g0, gc, dev.sm_count, tile_m);
+  const int wi = dev.sm90.forced_width >= 0
+                     ? dev.sm90.forced_width
+                     : sm90::plan_width(buf + 5 * G + g0, buf + 6 * G + g0, buf + 7 * G + g0, gc, dev.sm_count);
+  const int width = sm90::kWidths[wi];
+  CUfunction fn = dev.sm90.fn[wi][which];
   int64_t tiles = 0;
   for (int i = 0; i < gc; ++i) {
     const int g = g0 + i;
     const int64_t m = buf[5 * G + g], n = buf[6 * G + g], k = buf[7 * G + g];
-    tiles += sm90::tiles(m, n, tile_m[i]);
+    tiles += sm90::tiles(m, n, width);
     sm90::Group& gr = p.groups[i];
     gr.a = reinterpret_cast<const uint8_t*>(buf[0 * G + g]);
     gr.b = reinterpret_cast<const uint8_t*>(buf[1 * G + g]);
@@ -57,7 +60,7 @@ int launch_chunk(const DeviceState& dev, CUfunction fn, const int64_t* buf, int 
     gr.m = (int32_t)m;
     gr.n = (int32_t)n;
     gr.k = (int32_t)k;
-    gr.tile_m = tile_m[i];
+    gr.tile_m = width;
     gr.pad_ = 0;
     gr.tile_end = (int32_t)tiles;
   }
@@ -84,24 +87,24 @@ int launch_chunk(const DeviceState& dev, CUfunction fn, const int64_t* buf, int 
 
 }  // namespace
 
-// Consumer MMA variants (see sm90_group_gemm.cuh); FASTLAUNCH_SM90_MODE picks one for experiments.
-constexpr int kModes[] = {sm90::kModeSwitch, sm90::kModeFixed + 256, sm90::kModeChunk + 64, sm90::kModeChunk + 32};
-
 template <int I>
-int prepare_mode(int mode, DeviceState& dev, Error& err) {
-  if constexpr (I < (int)(sizeof(kModes) / sizeof(kModes[0]))) {
-    if (mode != kModes[I]) return prepare_mode<I + 1>(mode, dev, err);
-    if (int rc = prepare<sm90::kGroupsSmall, kModes[I]>(&dev.sm90.fn_small, err)) return rc;
-    return prepare<sm90::kGroupsPerLaunch, kModes[I]>(&dev.sm90.fn_large, err);
-  } else {
-    return err.set(FL_ERR_VALUE, "FASTLAUNCH_SM90_MODE=%d is not a compiled variant", mode);
+int prepare_widths(DeviceState& dev, Error& err) {
+  if constexpr (I < sm90::kNumWidths) {
+    if (int rc = prepare<sm90::kGroupsSmall, sm90::kWidths[I]>(&dev.sm90.fn[I][0], err)) return rc;
+    if (int rc = prepare<sm90::kGroupsPerLaunch, sm90::kWidths[I]>(&dev.sm90.fn[I][1], err)) return rc;
+    return prepare_widths<I + 1>(dev, err);
   }
+  return FL_OK;
 }
 
 int sm90_init(DeviceState& dev, Error& err) {
-  const char* env = std::getenv("FASTLAUNCH_SM90_MODE");
-  const int mode = env ? std::atoi(env) : sm90::kModeSwitch;
-  if (int rc = prepare_mode<0>(mode, dev, err)) return rc;
+  static_assert(sm90::kNumWidths <= 8, "Sm90State::fn holds 8 widths");
+  if (int rc = prepare_widths<0>(dev, err)) return rc;
+  if (const char* env = std::getenv("FASTLAUNCH_SM90_WIDTH")) {
+    for (int i = 0; i < sm90::kNumWidths; ++i)
+      if (std::atoi(env) == sm90::kWidths[i]) dev.sm90.forced_width = i;
+    if (dev.sm90.forced_width < 0) return err.set(FL_ERR_VALUE, "FASTLAUNCH_SM90_WIDTH=%s is not a compiled width", env);
+  }
   if (int rc = encode_template(dev.drv, &dev.sm90.tmpl_a, sm90::kBlockK / 2, sm90::kBlockM, err)) return rc;
   return encode_template(dev.drv, &dev.sm90.tmpl_b, sm90::kBlockK / 2, sm90::kBlockN, err);
 }
@@ -115,7 +118,7 @@ int sm90_launch(const DeviceState& dev, const int64_t* buf, int G, cudaStream_t 
       return err.set(FL_ERR_VALUE, "group %d: unsupported sizes m=%lld n=%lld k=%lld", g, (long long)m,
                      (long long)n, (long long)k);
     if (g % sm90::kGroupsPerLaunch == 0) tiles = 0;
-    tiles += sm90::tiles(m, n, sm90::kBlockM);  // the plan only splits tiles while they fit one wave
+    tiles += sm90::tiles(m, n, sm90::kWidths[0]);  // the narrowest tiles: the most a launch can have
     if (tiles > kMaxTilesPerLaunch)
       return err.set(FL_ERR_VALUE, "group %d: more than %lld tiles of %dx%d in one launch of up to %d groups", g,
                      (long long)kMaxTilesPerLaunch, sm90::kBlockM, sm90::kBlockN, sm90::kGroupsPerLaunch);
@@ -123,8 +126,8 @@ int sm90_launch(const DeviceState& dev, const int64_t* buf, int G, cudaStream_t 
   for (int g0 = 0; g0 < G; g0 += sm90::kGroupsPerLaunch) {
     const int gc = G - g0 < sm90::kGroupsPerLaunch ? G - g0 : sm90::kGroupsPerLaunch;
     const int rc = gc <= sm90::kGroupsSmall
-                       ? launch_chunk<sm90::kGroupsSmall>(dev, dev.sm90.fn_small, buf, G, g0, gc, stream, err)
-                       : launch_chunk<sm90::kGroupsPerLaunch>(dev, dev.sm90.fn_large, buf, G, g0, gc, stream, err);
+                       ? launch_chunk<sm90::kGroupsSmall>(dev, 0, buf, G, g0, gc, stream, err)
+                       : launch_chunk<sm90::kGroupsPerLaunch>(dev, 1, buf, G, g0, gc, stream, err);
     if (rc) return rc;
   }
   return FL_OK;

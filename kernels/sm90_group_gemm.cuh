@@ -210,52 +210,17 @@ __device__ __forceinline__ void dequant_b(uint32_t (&f)[4][4], uint32_t raw, int
   }
 }
 
-// How a consumer issues wgmma for tiles of different widths (N = tile width, 16..256):
-//   kModeSwitch      one accumulator array; each wgmma picks its N with a switch
-//   kModeFixed + F   every tile computed with wgmma N = F (narrower tiles waste the rest)
-//   kModeChunk + C   N = C wgmma over the tile's C-wide column chunks, skipping chunks past the width
-constexpr int kModeSwitch = 0;
-constexpr int kModeFixed = 1000;
-constexpr int kModeChunk = 2000;
-
-template <int N>
-__device__ __forceinline__ float (&acc_slice(float (&acc)[ptx::kMaxAcc], int offset))[N / 2] {
-  return *reinterpret_cast<float(*)[N / 2]>(&acc[offset]);
-}
-
-template <int N = kWgmmaNStep>
-__device__ __forceinline__ void wgmma_by_width(int width, float (&acc)[ptx::kMaxAcc], const uint32_t (&f)[4],
-                                               uint64_t desc, uint32_t scale_d) {
-  if constexpr (N <= kBlockM) {
-    if (width == N)
-      ptx::WgmmaRS<N>::mma(acc_slice<N>(acc, 0), f[0], f[1], f[2], f[3], desc, scale_d);
-    else
-      wgmma_by_width<N + kWgmmaNStep>(width, acc, f, desc, scale_d);
-  }
-}
-
-// The four k16 steps of one 64-wide K step against an A16 stage; `first` starts from zero.
-template <int MODE>
-__device__ __forceinline__ void mma_step(float (&acc)[ptx::kMaxAcc], const uint32_t (&f)[4][4], uint32_t a16,
-                                         int width, bool first) {
+// The four k16 steps of one 64-wide K step against an A16 stage, with wgmma N = the launch's tile
+// width W (a tile narrower than W, a group's last, computes columns it does not store); `first`
+// starts from zero. One N per kernel: ptxas serialises wgmma when one kernel mixes several N, and a
+// branch between wgmma instructions costs more than the padding.
+template <int W>
+__device__ __forceinline__ void mma_step(float (&acc)[W / 2], const uint32_t (&f)[4][4], uint32_t a16, bool first) {
   ptx::wgmma_fence();
 #pragma unroll
   for (int s4 = 0; s4 < 4; ++s4) {
     const uint64_t desc = ptx::smem_desc_noswizzle(a16 + 2 * s4 * kKGroupStride, kKGroupStride, 128);
-    const uint32_t scale_d = !(first && s4 == 0);
-    if constexpr (MODE == kModeSwitch) {
-      wgmma_by_width(width, acc, f[s4], desc, scale_d);
-    } else if constexpr (MODE > kModeFixed && MODE < kModeChunk) {
-      constexpr int F = MODE - kModeFixed;
-      ptx::WgmmaRS<F>::mma(acc_slice<F>(acc, 0), f[s4][0], f[s4][1], f[s4][2], f[s4][3], desc, scale_d);
-    } else {
-      constexpr int C = MODE - kModeChunk;
-#pragma unroll
-      for (int j = 0; j < kBlockM / C; ++j)
-        if (j * C < width)  // chunk j: A rows [jC, jC + C), accumulators [jC/2, jC/2 + C/2)
-          ptx::WgmmaRS<C>::mma(acc_slice<C>(acc, j * C / 2), f[s4][0], f[s4][1], f[s4][2], f[s4][3],
-                               desc + (uint64_t)((j * C / 8 * 128) >> 4), scale_d);
-    }
+    ptx::WgmmaRS<W>::mma(acc, f[s4][0], f[s4][1], f[s4][2], f[s4][3], desc, !(first && s4 == 0));
   }
   ptx::wgmma_commit();
 }
@@ -320,8 +285,8 @@ __device__ __forceinline__ void convert_a(const Smem& sm, uint32_t it, const Til
 // while they run (its A raw rows were converted one step earlier, so the raw stage is then free),
 // and retire step it-1 (its wgmma done), freeing that A16 stage. Callers alternate two fragment
 // sets, so the registers of step it-1's wgmma are not overwritten while it may still run.
-template <int MODE>
-__device__ __forceinline__ void consumer_step(const Smem& sm, float (&acc)[ptx::kMaxAcc], uint32_t (&f)[4][4],
+template <int W>
+__device__ __forceinline__ void consumer_step(const Smem& sm, float (&acc)[W / 2], uint32_t (&f)[4][4],
                                               uint32_t it, const Tile& tile, int kc, int r0, int c, int ct,
                                               int lane) {
   const int s = it % kRawStages, d = it % kA16Stages;
@@ -330,7 +295,7 @@ __device__ __forceinline__ void consumer_step(const Smem& sm, float (&acc)[ptx::
   __syncwarp();
   if (lane == 0) ptx::mbar_arrive(sm.raw_empty(s));
   ptx::mbar_wait(sm.a16_full(d), (it / kA16Stages) & 1);
-  mma_step<MODE>(acc, f, sm.a16(d), tile.width, kc == 0);
+  mma_step<W>(acc, f, sm.a16(d), kc == 0);
   if (kc + 1 < tile.kstages) convert_a(sm, it + 1, tile, ct, lane);
   if (kc > 0) {
     ptx::wgmma_wait<1>();
@@ -339,21 +304,21 @@ __device__ __forceinline__ void consumer_step(const Smem& sm, float (&acc)[ptx::
 }
 
 // One tile: the K loop, then the epilogue.
-template <int MODE>
-__device__ __forceinline__ void consumer_tile(const Smem& sm, float (&acc)[ptx::kMaxAcc], uint32_t (&fa)[4][4],
+template <int W>
+__device__ __forceinline__ void consumer_tile(const Smem& sm, float (&acc)[W / 2], uint32_t (&fa)[4][4],
                                               uint32_t (&fb)[4][4], const Group& gr, const Tile& tile, uint32_t& it,
                                               int r0, int c, int ct, int lane) {
   convert_a(sm, it, tile, ct, lane);  // the first step's A; later steps' overlap the wgmma
   for (int kc = 0; kc < tile.kstages; kc += 2) {
-    consumer_step<MODE>(sm, acc, fa, it++, tile, kc, r0, c, ct, lane);
-    if (kc + 1 < tile.kstages) consumer_step<MODE>(sm, acc, fb, it++, tile, kc + 1, r0, c, ct, lane);
+    consumer_step<W>(sm, acc, fa, it++, tile, kc, r0, c, ct, lane);
+    if (kc + 1 < tile.kstages) consumer_step<W>(sm, acc, fb, it++, tile, kc + 1, r0, c, ct, lane);
   }
   ptx::wgmma_wait<0>();
   if (lane == 0) ptx::mbar_arrive(sm.a16_empty((it - 1) % kA16Stages));
   // acc[4i + {0,1,2,3}] = C^T rows (r0, r0, r0+8, r0+8) x A rows (8i + 2c + {0,1,0,1}).
   const int64_t n_a = tile.n0 + r0, n_b = tile.n0 + r0 + 8;
 #pragma unroll
-  for (int i = 0; i < ptx::kMaxAcc / 4; ++i) {
+  for (int i = 0; i < W / 8; ++i) {
     if (8 * i < tile.width) {
       const int64_t m = tile.m0 + 8 * i + 2 * c;
       if (m < gr.m) {
@@ -368,8 +333,9 @@ __device__ __forceinline__ void consumer_tile(const Smem& sm, float (&acc)[ptx::
   }
 }
 
-template <int MAXG, int MODE>
+template <int MAXG, int W>
 __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_constant__ Params<MAXG> p) {
+  static_assert(W % kWgmmaNStep == 0 && W <= kBlockM, "tile width is a wgmma N");
   extern __shared__ __align__(1024) uint8_t smem[];
   const int warp = threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
@@ -446,14 +412,14 @@ __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_con
     const int wq = warp % 4;        // warp inside the warpgroup: 16 rows each
     const int c = lane % 4;         // K block of the stage this thread dequantises
     const int r0 = 64 * cw + 16 * wq + lane / 4;  // tile-local B rows r0 and r0 + 8
-    float acc[ptx::kMaxAcc];
+    float acc[W / 2];
     uint32_t fa[4][4], fb[4][4];
     int g_hint = 0;
     uint32_t it = 0;
     for (int t = blockIdx.x; t < p.num_tiles; t += gridDim.x) {
       const Tile tile = decode_tile(p, t, g_hint);
       g_hint = tile.g;
-      consumer_tile<MODE>(sm, acc, fa, fb, p.groups[tile.g], tile, it, r0, c, threadIdx.x - 128, lane);
+      consumer_tile<W>(sm, acc, fa, fb, p.groups[tile.g], tile, it, r0, c, threadIdx.x - 128, lane);
     }
   }
   __syncthreads();  // every TMA that used this CTA's map slot has been consumed
