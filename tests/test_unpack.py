@@ -220,19 +220,17 @@ def test_refcounts_unchanged_after_many_calls_and_failures():
     assert [sys.getrefcount(x) for x in leaves] == before
 
 
-def test_plan_splits_rows_only_while_one_wave_fits():
+def test_plan_picks_one_tile_width_by_cost():
     plan = fastlaunch._C.plan
-    # many tiles already: widest tiles (256 rows), nothing split; two groups of 32 tiles: the wider one splits
+    # large M: the widest tiles (256 rows)
     assert plan([(1000, 4096, 256)], 132) == ((256, 4, 32),)
-    assert plan([(m, 4096, 7168) for m in (80, 248)], 132) == ((80, 1, 32), (96, 3, 32))
-    # benchmark 3 on 132 SMs: 72 tiles at first; the group with the widest tiles is split while it fits
-    assert plan([(192, 3072, 4096), (320, 3072, 4096)], 132) == ((96, 2, 24), (112, 3, 24))
-    # benchmark 4: (128 | 192 x 2) -> the 384-row group becomes 3 tiles of 128
+    # benchmark 1: 128-row tiles (11 tile rows over 8 groups)
+    b1 = plan([(m, 4096, 7168) for m in (80, 176, 128, 72, 64, 248, 96, 160)], 132)
+    assert {w for w, _tm, _tn in b1} == {128} and sum(tm for _w, tm, _tn in b1) == 11
+    # benchmark 3: 72 tiles at 256 rows would fill half the GPU; 128 rows gives 120 tiles in one wave
+    assert plan([(192, 3072, 4096), (320, 3072, 4096)], 132) == ((128, 2, 24), (128, 3, 24))
     assert plan([(128, 4096, 1536), (384, 4096, 1536)], 132) == ((128, 1, 32), (128, 3, 32))
-    # tiny problems stop at 16-row tiles
-    assert plan([(1, 1, 64)], 132) == ((16, 1, 1),)
-    assert plan([(40, 100, 64)], 132) == ((16, 3, 1),)
-    total = sum(tm * tn for _t, tm, tn in plan([(300, 700, 512), (17, 300, 64)], 132))
-    assert total <= 132
+    # one tiny group: the narrowest tiles
+    assert plan([(1, 1, 64)], 132) == ((64, 1, 1),)
     with pytest.raises(ValueError):
         plan([(0, 5, 64)], 132)
