@@ -55,7 +55,14 @@ setup(
             ],
             include_dirs=[os.path.join(ROOT, "kernels")],
             extra_compile_args={"cxx": ["-O3"], "nvcc": nvcc_flags},
-        )
+        ),
+        # Competing launch paths for tools/bench_launch.py (pybind11, TORCH_LIBRARY); not used by fastlaunch.
+        CUDAExtension(
+            name="fastlaunch._bench",
+            sources=["tools/launch_variants/bench_ext.cpp"],
+            include_dirs=[os.path.join(ROOT, "kernels")],
+            extra_compile_args={"cxx": ["-O3"]},
+        ),
     ],
     cmdclass={"build_ext": BuildExtension},
 )

@@ -83,3 +83,10 @@ def test_main_job_without_gpu_times_the_host_path():
                          timeout=600)
     assert out.returncode == 0, out.stderr
     assert "timing the host path" in out.stdout and out.stdout.count("| ") >= 4
+
+
+def test_launch_benchmark_dry_run():
+    out = subprocess.run([sys.executable, "tools/bench_launch.py", "--dry-run"], cwd=ROOT, capture_output=True,
+                         text=True, timeout=600, env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
+    assert out.returncode == 0, out.stderr
+    assert "unpack (CPU tensors, no launch)" in out.stdout
