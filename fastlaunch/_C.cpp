@@ -150,9 +150,9 @@ FL_COLD PyObject* err_size(Py_ssize_t g, const char* name, const char* rule, PyO
 }
 
 FL_COLD PyObject* err_device(Py_ssize_t g, const char* field, const c10::Device& got, const c10::Device& want,
-                             const char* want_src) {
-  return raise(PyExc_ValueError, "group %zd: %s is on %s, expected %s like %s", g, field, got.str().c_str(),
-               want.str().c_str(), want_src);
+                             Py_ssize_t want_group, const char* want_field) {
+  return raise(PyExc_ValueError, "group %zd: %s is on %s, expected %s like group %zd's %s", g, field,
+               got.str().c_str(), want.str().c_str(), want_group, want_field);
 }
 
 FL_COLD PyObject* err_not_cuda(Py_ssize_t g, const char* field, const c10::Device& got) {
@@ -218,8 +218,8 @@ struct Expect {
 
 struct DeviceSeen {
   c10::Device device{c10::kCPU};
-  const char* src = nullptr;  // "group 0's a"
-  char src_buf[48];
+  const char* field = nullptr;  // the first CUDA tensor seen: group 0's a, for messages
+  Py_ssize_t group = 0;
 };
 
 // Reads one tensor argument: type, kind, dtype, shape, strides, device, alignment; returns its data
@@ -286,17 +286,17 @@ inline bool read_tensor(PyObject* obj, Py_ssize_t g, const Expect& ex, bool chec
     }
   }
   if (check_device) {
-    if (FL_UNLIKELY(!seen->src)) {
+    if (FL_UNLIKELY(!seen->field)) {
       seen->device = dev;
-      snprintf(seen->src_buf, sizeof(seen->src_buf), "group %zd's %s", g, ex.field);
-      seen->src = seen->src_buf;
+      seen->field = ex.field;
+      seen->group = g;
     } else if (FL_UNLIKELY(dev != seen->device)) {
-      err_device(g, ex.field, dev, seen->device, seen->src);
+      err_device(g, ex.field, dev, seen->device, seen->group, seen->field);
       return false;
     }
   }
-  if (FL_UNLIKELY(!impl->has_storage() || !impl->storage().data())) {
-    err_kind(g, ex.field, "has no data (a meta or storage-less tensor)");
+  if (FL_UNLIKELY(!impl->has_storage())) {
+    err_kind(g, ex.field, "has no data (a storage-less tensor)");
     return false;
   }
   // Outputs are written: materialise copy-on-write storage rather than write into a shared one.

@@ -192,6 +192,9 @@ def main(argv=None) -> int:
     results["floor (C loop)"] = {"median": floor_runs[100], "p10": floor_runs[20], "p90": floor_runs[180]}
     for name, fn in variants.items():
         results[name] = batches_ns(fn)
+    # where fast_launch's time over the floor goes: the checks alone, and checks + stream + one launch
+    results["unpack only (checks, no launch)"] = batches_ns(lambda: fastlaunch.unpack(data))
+    results["launch_repeat(data, 1)"] = batches_ns(lambda: fastlaunch._C.launch_repeat(data, 1))
     floor = results["floor (C loop)"]["median"]
 
     e2e = {name: event_latency_us(variants[name]) for name in ("fast_launch", "cudagraph", "torch.ops")}

@@ -1,7 +1,8 @@
-"""Times the compiled sm90 consumer variants (FASTLAUNCH_SM90_MODE) on the benchmark shapes, each in its
-own process, after a correctness check on two test shapes. Prints one table.
+"""Times the sm90 kernel with each compiled tile width forced (FASTLAUNCH_SM90_WIDTH) and with the
+planner's choice, on the benchmark shapes, each in its own process, after a correctness check on a few
+test shapes. Prints one table (the data behind plan.h's cost model).
 
-python tools/sweep_sm90.py [mode ...]      (default: every compiled mode)
+python tools/sweep_sm90.py [width ...]      (default: auto and every compiled width)
 """
 import json
 import os
@@ -9,7 +10,7 @@ import statistics
 import subprocess
 import sys
 
-MODES = {"0": "switch per wgmma", "1256": "fixed N=256", "2064": "N=64 chunks", "2032": "N=32 chunks"}
+MODES = {"auto": "planner", "64": "W=64", "128": "W=128", "192": "W=192", "256": "W=256"}
 
 CHILD = r"""
 import json, torch, fastlaunch
@@ -38,14 +39,17 @@ def main():
     modes = sys.argv[1:] or list(MODES)
     rows = []
     for m in modes:
-        env = dict(os.environ, FASTLAUNCH_SM90_MODE=m)
+        env = dict(os.environ)
+        env.pop("FASTLAUNCH_SM90_WIDTH", None)
+        if m != "auto":
+            env["FASTLAUNCH_SM90_WIDTH"] = m
         out = subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True, text=True, timeout=600)
         if out.returncode:
             print(f"mode {m}: failed\n{out.stderr[-2000:]}")
             continue
         r = json.loads(out.stdout.strip().splitlines()[-1])
         rows.append((m, r))
-    print("| mode | variant | correct | bench 1 | bench 2 | bench 3 | bench 4 | geomean us |")
+    print("| width | variant | correct | bench 1 | bench 2 | bench 3 | bench 4 | geomean us |")
     print("|---|---|---|---|---|---|---|---|")
     for m, r in rows:
         us = r["us"]
