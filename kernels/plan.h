@@ -18,9 +18,8 @@ namespace sm90 {
 constexpr int kBlockM = 256;   // most rows of A / C per tile (the widest tile); wgmma N (C^T = B A^T)
 constexpr int kBlockN = 128;   // rows of B / columns of C per tile; 2 consumer warpgroups x 64
 constexpr int kBlockK = 64;    // K per pipeline stage: one 512-byte scale block per 128 rows
-constexpr int kRawStages = 6;  // TMA stages (packed A/B tiles + scale blocks)
-constexpr int kA16Stages = 4;  // fp16 A tiles (converted kConvertAhead K steps ahead by the consumers)
-constexpr int kConvertAhead = 2;
+constexpr int kRawStages = 8;  // TMA stages (packed A/B tiles + scale blocks)
+constexpr int kA16Stages = 3;  // fp16 A tiles (converted one K step ahead by the consumers)
 constexpr int kMapRing = kRawStages + 1;  // tensor-map slots per CTA: see sm90_group_gemm.cuh
 constexpr int kWgmmaNStep = 16;        // valid A rows of a tile are converted in steps of this
 constexpr int kThreads = 384;          // producer warpgroup + 2 consumer warpgroups

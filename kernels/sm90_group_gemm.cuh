@@ -87,8 +87,6 @@ static_assert(kBlockM == 256 && kBlockM <= ptx::kWgmmaNMax, "tile width is wgmma
 static_assert(kWgmmaNStep == ptx::kWgmmaNStep, "plan.h and the generated wgmma table disagree");
 static_assert(kRawBytes % 128 == 0 && kOffA16 % 128 == 0, "stage alignment");
 static_assert(kOffBars + 8 * kNumBars <= kHeaderBytes, "barriers fit the header");
-static_assert(kA16Stages >= kConvertAhead + 2, "A16 stages: in conversion, two in wgmma (wait<1>)");
-static_assert(kRawStages > kConvertAhead, "the converted-ahead steps' raw stages must be in flight");
 static_assert(kSmemBytes <= 227 * 1024, "exceeds the sm_90 shared-memory limit per block");
 static_assert(kThreads == 384, "warp 0 producer, warpgroups 1-2 consumers");
 
@@ -283,9 +281,9 @@ __device__ __forceinline__ void convert_a(const Smem& sm, uint32_t it, const Til
 }
 
 // One consumer K step at pipeline position `it`: wait for its B data, take it into registers, issue
-// the step's wgmma once its A16 stage is complete, convert this thread's share of a later step's A
-// while they run (this step's A raw rows were converted earlier, so the raw stage is then free), and
-// retire step it-1 (its wgmma done), freeing that A16 stage. Callers alternate two fragment
+// the step's wgmma once its A16 stage is complete, convert this thread's share of the next step's A
+// while they run (its A raw rows were converted one step earlier, so the raw stage is then free),
+// and retire step it-1 (its wgmma done), freeing that A16 stage. Callers alternate two fragment
 // sets, so the registers of step it-1's wgmma are not overwritten while it may still run.
 template <int W>
 __device__ __forceinline__ void consumer_step(const Smem& sm, float (&acc)[W / 2], uint32_t (&f)[4][4],
@@ -298,7 +296,7 @@ __device__ __forceinline__ void consumer_step(const Smem& sm, float (&acc)[W / 2
   if (lane == 0) ptx::mbar_arrive(sm.raw_empty(s));
   ptx::mbar_wait(sm.a16_full(d), (it / kA16Stages) & 1);
   mma_step<W>(acc, f, sm.a16(d), kc == 0);
-  if (kc + kConvertAhead < tile.kstages) convert_a(sm, it + kConvertAhead, tile, ct, lane);
+  if (kc + 1 < tile.kstages) convert_a(sm, it + 1, tile, ct, lane);
   if (kc > 0) {
     ptx::wgmma_wait<1>();
     if (lane == 0) ptx::mbar_arrive(sm.a16_empty((it - 1) % kA16Stages));
@@ -310,9 +308,7 @@ template <int W>
 __device__ __forceinline__ void consumer_tile(const Smem& sm, float (&acc)[W / 2], uint32_t (&fa)[4][4],
                                               uint32_t (&fb)[4][4], const Group& gr, const Tile& tile, uint32_t& it,
                                               int r0, int c, int ct, int lane) {
-  // The first steps' A; later steps' conversion overlaps the wgmma, kConvertAhead steps ahead, so
-  // one slow warp does not hold up the next wgmma of the others.
-  for (int kc = 0; kc < kConvertAhead && kc < tile.kstages; ++kc) convert_a(sm, it + kc, tile, ct, lane);
+  convert_a(sm, it, tile, ct, lane);  // the first step's A; later steps' overlap the wgmma
   for (int kc = 0; kc < tile.kstages; kc += 2) {
     consumer_step<W>(sm, acc, fa, it++, tile, kc, r0, c, ct, lane);
     if (kc + 1 < tile.kstages) consumer_step<W>(sm, acc, fb, it++, tile, kc + 1, r0, c, ct, lane);
