@@ -90,3 +90,10 @@ def test_launch_benchmark_dry_run():
                          text=True, timeout=600, env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
     assert out.returncode == 0, out.stderr
     assert "unpack (CPU tensors, no launch)" in out.stdout
+
+
+def test_eval_harness_dry_run():
+    out = subprocess.run([sys.executable, "tools/eval.py", "--dry-run"], cwd=ROOT, capture_output=True, text=True,
+                         timeout=600, env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
+    assert out.returncode == 0, out.stderr
+    assert "dry run: loaded fastlaunch._C.fast_launch" in out.stdout
