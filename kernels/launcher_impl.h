@@ -65,6 +65,8 @@ struct Sm90State {
   // [width index][0: up to kGroupsSmall groups per launch, 1: up to kGroupsPerLaunch]
   CUfunction fn[8][2] = {};
   int forced_width = -1;  // FASTLAUNCH_SM90_WIDTH (experiments): index into sm90::kWidths
+  CUlaunchAttribute attr[1];  // programmatic stream serialisation
+  CUlaunchConfig config;      // prebuilt; a launch sets grid size and stream
   alignas(64) CUtensorMap tmpl_a;
   alignas(64) CUtensorMap tmpl_b;
 };

@@ -67,19 +67,9 @@ int launch_chunk(const DeviceState& dev, int which, const int64_t* buf, int G, i
   p.num_groups = gc;
   p.num_tiles = (int32_t)tiles;
 
-  CUlaunchAttribute attr[1];
-  attr[0].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-  attr[0].value.programmaticStreamSerializationAllowed = 1;
-  CUlaunchConfig cfg;
-  std::memset(&cfg, 0, sizeof(cfg));
+  CUlaunchConfig cfg = dev.sm90.config;  // attrs point into dev, which outlives the call
   cfg.gridDimX = (unsigned)sm90::grid_size(tiles, dev.sm_count);
-  cfg.gridDimY = cfg.gridDimZ = 1;
-  cfg.blockDimX = sm90::kThreads;
-  cfg.blockDimY = cfg.blockDimZ = 1;
-  cfg.sharedMemBytes = sm90::kSmemBytes;
   cfg.hStream = reinterpret_cast<CUstream>(stream);
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
   void* args[1] = {&p};
   FL_DRV_TRY(err, dev.drv, dev.drv.launch_kernel_ex(&cfg, fn, args, nullptr));
   return FL_OK;
@@ -99,6 +89,16 @@ int prepare_widths(DeviceState& dev, Error& err) {
 
 int sm90_init(DeviceState& dev, Error& err) {
   static_assert(sm90::kNumWidths <= 8, "Sm90State::fn holds 8 widths");
+  Sm90State& st = dev.sm90;
+  st.attr[0].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+  st.attr[0].value.programmaticStreamSerializationAllowed = 1;
+  std::memset(&st.config, 0, sizeof(st.config));
+  st.config.gridDimY = st.config.gridDimZ = 1;
+  st.config.blockDimX = sm90::kThreads;
+  st.config.blockDimY = st.config.blockDimZ = 1;
+  st.config.sharedMemBytes = sm90::kSmemBytes;
+  st.config.attrs = st.attr;
+  st.config.numAttrs = 1;
   if (int rc = prepare_widths<0>(dev, err)) return rc;
   if (const char* env = std::getenv("FASTLAUNCH_SM90_WIDTH")) {
     for (int i = 0; i < sm90::kNumWidths; ++i)
