@@ -172,17 +172,41 @@ FL_COLD PyObject* err_cpp(const char* what) { return raise(PyExc_RuntimeError, "
 
 // ============================================================================ input walk
 
-// A tuple or list of exactly `n` items, as a borrowed item array.
-inline PyObject* const* seq_items(PyObject* obj, Py_ssize_t* n) {
+// A tuple or list: its borrowed item array (null when empty) and length. False for anything else.
+inline bool as_seq(PyObject* obj, PyObject* const** items, Py_ssize_t* n) {
   if (PyTuple_Check(obj)) {
     *n = PyTuple_GET_SIZE(obj);
-    return &PyTuple_GET_ITEM(obj, 0);
+    *items = &PyTuple_GET_ITEM(obj, 0);
+    return true;
   }
   if (PyList_Check(obj)) {
     *n = PyList_GET_SIZE(obj);
-    return PyList_GET_SIZE(obj) ? &PyList_GET_ITEM(obj, 0) : nullptr;
+    *items = *n ? &PyList_GET_ITEM(obj, 0) : nullptr;
+    return true;
   }
-  return nullptr;
+  return false;
+}
+
+FL_COLD PyObject* err_group_sequence(Py_ssize_t g, const char* field, const char* what, PyObject* got,
+                                     Py_ssize_t expected, Py_ssize_t len) {
+  char where[64];
+  snprintf(where, sizeof(where), "group %zd: %s", g, field);
+  return len < 0 ? err_sequence(where, what, got) : err_length(where, what, expected, len);
+}
+
+// Group g's `field`: a tuple or list of exactly `len` (> 0) items, or null with the error set.
+inline PyObject* const* group_seq(PyObject* obj, Py_ssize_t g, const char* field, const char* what, Py_ssize_t len) {
+  PyObject* const* items;
+  Py_ssize_t n;
+  if (FL_UNLIKELY(!as_seq(obj, &items, &n))) {
+    err_group_sequence(g, field, what, obj, len, -1);
+    return nullptr;
+  }
+  if (FL_UNLIKELY(n != len)) {
+    err_group_sequence(g, field, what, obj, len, n);
+    return nullptr;
+  }
+  return items;
 }
 
 // Python int (not bool) in [lo, hi] with an optional multiple-of rule; writes it to *out.
@@ -320,8 +344,8 @@ struct Unpacked {
 // Walks data = (abc, sf, sf_reordered, sizes) into the buffer. Returns false with an exception set.
 bool unpack_into(PyObject* data, bool check_device, Unpacked* out) {
   Py_ssize_t n = 0;
-  PyObject* const* top = seq_items(data, &n);
-  if (FL_UNLIKELY(!PyTuple_Check(data) && !PyList_Check(data))) {
+  PyObject* const* top = nullptr;
+  if (FL_UNLIKELY(!as_seq(data, &top, &n))) {
     err_sequence("data", " (abc, sf, sf_reordered, sizes)", data);
     return false;
   }
@@ -334,8 +358,7 @@ bool unpack_into(PyObject* data, bool check_device, Unpacked* out) {
   Py_ssize_t G = -1;
   for (int i = 0; i < 4; ++i) {
     Py_ssize_t len = 0;
-    lvl[i] = seq_items(top[i], &len);
-    if (FL_UNLIKELY(!PyTuple_Check(top[i]) && !PyList_Check(top[i]))) {
+    if (FL_UNLIKELY(!as_seq(top[i], &lvl[i], &len))) {
       err_sequence(kTop[i], " with one item per group", top[i]);
       return false;
     }
@@ -358,21 +381,8 @@ bool unpack_into(PyObject* data, bool check_device, Unpacked* out) {
   if (!buf) return false;
   DeviceSeen seen;
   for (Py_ssize_t g = 0; g < G; ++g) {
-    // sizes[g] = (m, n, k, l)
-    Py_ssize_t len = 0;
-    PyObject* const* sz = seq_items(lvl[3][g], &len);
-    if (FL_UNLIKELY(!PyTuple_Check(lvl[3][g]) && !PyList_Check(lvl[3][g]))) {
-      char where[48];
-      snprintf(where, sizeof(where), "group %zd: sizes", g);
-      err_sequence(where, " (m, n, k, l)", lvl[3][g]);
-      return false;
-    }
-    if (FL_UNLIKELY(len != 4)) {
-      char where[48];
-      snprintf(where, sizeof(where), "group %zd: sizes", g);
-      err_length(where, " (m, n, k, l)", 4, len);
-      return false;
-    }
+    PyObject* const* sz = group_seq(lvl[3][g], g, "sizes", " (m, n, k, l)", 4);
+    if (!sz) return false;
     int64_t m, nn, k, l;
     if (!read_size(sz[0], g, "m", 1, fl::kMaxExtent, 1, "an int in 1..2147483647", &m) ||
         !read_size(sz[1], g, "n", 1, fl::kMaxExtent, 1, "an int in 1..2147483647", &nn) ||
@@ -380,41 +390,12 @@ bool unpack_into(PyObject* data, bool check_device, Unpacked* out) {
                    "a positive multiple of 64 up to 2147483584", &k) ||
         !read_size(sz[3], g, "l", 1, 1, 1, "1", &l))
       return false;
-
-    // abc[g] = (a, b, c)
-    PyObject* const* abc = seq_items(lvl[0][g], &len);
-    if (FL_UNLIKELY(!PyTuple_Check(lvl[0][g]) && !PyList_Check(lvl[0][g]))) {
-      char where[48];
-      snprintf(where, sizeof(where), "group %zd: abc", g);
-      err_sequence(where, " (a, b, c)", lvl[0][g]);
-      return false;
-    }
-    if (FL_UNLIKELY(len != 3)) {
-      char where[48];
-      snprintf(where, sizeof(where), "group %zd: abc", g);
-      err_length(where, " (a, b, c)", 3, len);
-      return false;
-    }
-    // sf[g]: ignored by the fast path beyond its structure.
-    if (FL_UNLIKELY(!PyTuple_Check(lvl[1][g]) && !PyList_Check(lvl[1][g]))) {
-      char where[48];
-      snprintf(where, sizeof(where), "group %zd: sf", g);
-      err_sequence(where, " (sfa, sfb)", lvl[1][g]);
-      return false;
-    }
-    PyObject* const* sfr = seq_items(lvl[2][g], &len);
-    if (FL_UNLIKELY(!PyTuple_Check(lvl[2][g]) && !PyList_Check(lvl[2][g]))) {
-      char where[48];
-      snprintf(where, sizeof(where), "group %zd: sf_reordered", g);
-      err_sequence(where, " (sfa, sfb)", lvl[2][g]);
-      return false;
-    }
-    if (FL_UNLIKELY(len != 2)) {
-      char where[48];
-      snprintf(where, sizeof(where), "group %zd: sf_reordered", g);
-      err_length(where, " (sfa, sfb)", 2, len);
-      return false;
-    }
+    PyObject* const* abc = group_seq(lvl[0][g], g, "abc", " (a, b, c)", 3);
+    if (!abc) return false;
+    // sf[g] (plain scales on the CPU) is not read by the fast path; only its structure is checked.
+    if (!group_seq(lvl[1][g], g, "sf", " (sfa, sfb)", 2)) return false;
+    PyObject* const* sfr = group_seq(lvl[2][g], g, "sf_reordered", " (sfa, sfb)", 2);
+    if (!sfr) return false;
 
     const int64_t kb = k / 2, kt = k / 64;
     const int64_t mt = fl::ceil_div(m, 128), nt = fl::ceil_div(nn, 128);
@@ -531,8 +512,8 @@ PyObject* plan(PyObject*, PyObject* args) {
   int sm_count;
   if (!PyArg_ParseTuple(args, "Oi:plan", &sizes, &sm_count)) return nullptr;
   Py_ssize_t G = 0;
-  PyObject* const* items = seq_items(sizes, &G);
-  if (!PyTuple_Check(sizes) && !PyList_Check(sizes)) return err_sequence("sizes", " of (m, n, k)", sizes);
+  PyObject* const* items = nullptr;
+  if (!as_seq(sizes, &items, &G)) return err_sequence("sizes", " of (m, n, k)", sizes);
   if (G < 1 || G > fl::sm90::kGroupsPerLaunch || sm_count < 1)
     return raise(PyExc_ValueError, "plan: need 1..%d groups and sm_count >= 1", fl::sm90::kGroupsPerLaunch);
   int64_t m[fl::sm90::kGroupsPerLaunch], n[fl::sm90::kGroupsPerLaunch], k[fl::sm90::kGroupsPerLaunch];

@@ -143,6 +143,8 @@ def test_structure_messages():
          "group 1: sf_reordered must be a tuple or list (sfa, sfb), got str"),
         ((data[0], [None, None], data[2], data[3]), TypeError,
          "group 0: sf must be a tuple or list (sfa, sfb), got NoneType"),
+        ((data[0], [data[1][0], data[1][1] + (None,)], data[2], data[3]), ValueError,
+         "group 1: sf must have 2 items (sfa, sfb), got 3"),
     ]
     for obj, exc, msg in cases:
         with pytest.raises(exc) as info:
