@@ -7,9 +7,10 @@ import time
 import torch
 
 
-def host_ns(fn, batches: int = 50, per_batch: int = 20, sync=None) -> float:
-    """Median host ns per call over batches with no synchronisation inside a batch."""
-    for _ in range(per_batch):
+def host_ns_stats(fn, batches: int = 50, per_batch: int = 20, sync=None, warmup: int = 1) -> dict:
+    """Host ns per call over `batches` batches of `per_batch` calls, no synchronisation inside a batch
+    (`sync` runs between batches, so a GPU queue never fills): median, p10 and p90 over the batches."""
+    for _ in range(warmup * per_batch):
         fn()
     if sync:
         sync()
@@ -21,7 +22,13 @@ def host_ns(fn, batches: int = 50, per_batch: int = 20, sync=None) -> float:
         per.append((time.perf_counter_ns() - t0) / per_batch)
         if sync:
             sync()
-    return statistics.median(per)
+    per.sort()
+    return {"median": statistics.median(per), "p10": per[len(per) // 10], "p90": per[9 * len(per) // 10]}
+
+
+def host_ns(fn, batches: int = 50, per_batch: int = 20, sync=None) -> float:
+    """Median host ns per call (see host_ns_stats)."""
+    return host_ns_stats(fn, batches, per_batch, sync)["median"]
 
 
 def device_us(fn, flush: torch.Tensor, reps: int = 30) -> float:

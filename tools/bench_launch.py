@@ -33,21 +33,11 @@ import torch
 import fastlaunch
 from fastlaunch import reference as R
 from fastlaunch.shapes import BENCH_SHAPES
+from fastlaunch.timing import host_ns_stats
 
 
 def batches_ns(fn, batches=200, per_batch=20, sync=torch.cuda.synchronize):
-    for _ in range(3 * per_batch):
-        fn()
-    sync()
-    per = []
-    for _ in range(batches):
-        t0 = time.perf_counter_ns()
-        for _ in range(per_batch):
-            fn()
-        per.append((time.perf_counter_ns() - t0) / per_batch)
-        sync()
-    per.sort()
-    return {"median": per[len(per) // 2], "p10": per[len(per) // 10], "p90": per[9 * len(per) // 10]}
+    return host_ns_stats(fn, batches, per_batch, sync, warmup=3)
 
 
 def flat(data):
