@@ -1,9 +1,10 @@
 // sm_90a NVFP4 grouped GEMM: C[g] (M x N, fp16) = A[g] (M x K) . B[g] (N x K)^T, fp32 accumulation.
 //
 // Computed as C^T = B . A^T so that the large operand B is wgmma's A (dequantised straight into
-// registers) and the small per-group M is wgmma's N (16..256, picked per tile).
+// registers) and the small per-group M is wgmma's N: the launch's tile width W (64, 128, 192 or 256,
+// one kernel each; plan.h picks W per launch).
 //
-// One CTA = 3 warpgroups, persistent over tiles of 128 B rows x up to 256 A rows:
+// One CTA = 3 warpgroups, persistent over tiles of 128 B rows x W A rows:
 //   warp 0          producer: patches the group's tensor maps, issues TMA for A/B tiles and the
 //                   512-byte scale blocks of each 64-wide K stage (warps 1..3 only hand over registers);
 //   warpgroups 1, 2 consumers: 64 B rows each, dequantise them into wgmma A fragments; together they
@@ -21,7 +22,6 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
-#include <type_traits>
 
 #include "nvfp4.cuh"
 #include "plan.h"
@@ -42,7 +42,7 @@ struct Group {
   const uint8_t* sfb;
   __half* c;           // [m, n]
   int32_t m, n, k;
-  int32_t tile_m;      // rows of A per tile (plan_tile_m)
+  int32_t tile_m;      // rows of A per tile: the launch's tile width W (plan_width)
   int32_t tile_end;    // exclusive end of this group's tiles in the launch's tile order
   int32_t pad_;
 };

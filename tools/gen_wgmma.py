@@ -40,7 +40,7 @@ def render() -> str:
         "// wgmma m64nNk16, fp32 += fp16 x fp16, A (64x16) from registers, B (Nx16, K-major) from shared memory.\n"
         "// Accumulators: float[N/2] per thread.\n"
         "#pragma once\n#include <cstdint>\n\nnamespace fl::ptx {\n\n"
-        "constexpr int kMaxAcc = 128;\n\n"
+
         "template <int N>\nstruct WgmmaRS;\n\n"
     ]
     parts += [wrapper(n) + "\n" for n in N_VALUES]

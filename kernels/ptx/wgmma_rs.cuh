@@ -6,8 +6,6 @@
 
 namespace fl::ptx {
 
-constexpr int kMaxAcc = 128;
-
 template <int N>
 struct WgmmaRS;
 
