@@ -31,11 +31,11 @@ def host_ns(fn, batches: int = 50, per_batch: int = 20, sync=None) -> float:
     return host_ns_stats(fn, batches, per_batch, sync)["median"]
 
 
-def device_us(fn, flush: torch.Tensor, reps: int = 30) -> float:
-    """Median device us of one call, L2 flushed before each."""
+def events_us(fn, before, reps: int) -> float:
+    """Median us of one call between two CUDA events, running `before()` ahead of each repetition."""
     times = []
     for _ in range(reps):
-        flush.zero_()
+        before()
         s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         s.record()
         fn()
@@ -43,6 +43,23 @@ def device_us(fn, flush: torch.Tensor, reps: int = 30) -> float:
         torch.cuda.synchronize()
         times.append(s.elapsed_time(e) * 1e3)
     return statistics.median(times)
+
+
+def device_us(fn, flush: torch.Tensor, reps: int = 30) -> float:
+    """Median device us of one call, L2 flushed before each."""
+    return events_us(fn, flush.zero_, reps)
+
+
+def load_pyplot():
+    """matplotlib.pyplot with a file-only backend, or None (with a message) when matplotlib is missing."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib missing: no chart")
+        return None
+    return plt
 
 
 def l2_flush_buffer(device="cuda") -> torch.Tensor:

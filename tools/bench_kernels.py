@@ -23,7 +23,7 @@ import torch
 import fastlaunch
 from fastlaunch import reference as R
 from fastlaunch.shapes import BENCH_SHAPES, describe, flops, nvfp4_bytes
-from fastlaunch.timing import device_us, l2_flush_buffer
+from fastlaunch.timing import device_us, l2_flush_buffer, load_pyplot
 
 
 def parse_shape(text: str):
@@ -152,27 +152,21 @@ def main(argv=None) -> int:
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"device": name, "peak_flops": peak, "copy_bw": bw, "rows": rows}, f, indent=1)
-    if args.png:
-        try:
-            import matplotlib
-            matplotlib.use("Agg")
-            import matplotlib.pyplot as plt
-        except ImportError:
-            print("matplotlib missing: no chart")
-        else:
-            fig, ax = plt.subplots(figsize=(10, 4.5))
-            keys = [("fastlaunch_us", "fastlaunch"), ("cublas_fp16_us", "cuBLAS fp16 (pre-dequantised)"),
-                    ("grouped_bf16_us", "grouped_mm bf16 (pre-dequantised)"), ("floor_us", "floor")]
-            w = 0.2
-            for j, (key, label) in enumerate(keys):
-                ax.bar([i + (j - 1.5) * w for i in range(len(rows))], [r[key] for r in rows], w, label=label)
-            ax.set_xticks(range(len(rows)))
-            ax.set_xticklabels([r["shape"].replace(" N=", "\nN=") for r in rows], fontsize=7)
-            ax.set_ylabel("device us per call (L2 flushed)")
-            ax.set_title(f"NVFP4 grouped GEMM on {name}")
-            ax.legend(fontsize=8)
-            fig.tight_layout()
-            fig.savefig(args.png, dpi=120)
+    plt = load_pyplot() if args.png else None
+    if plt:
+        fig, ax = plt.subplots(figsize=(10, 4.5))
+        keys = [("fastlaunch_us", "fastlaunch"), ("cublas_fp16_us", "cuBLAS fp16 (pre-dequantised)"),
+                ("grouped_bf16_us", "grouped_mm bf16 (pre-dequantised)"), ("floor_us", "floor")]
+        w = 0.2
+        for j, (key, label) in enumerate(keys):
+            ax.bar([i + (j - 1.5) * w for i in range(len(rows))], [r[key] for r in rows], w, label=label)
+        ax.set_xticks(range(len(rows)))
+        ax.set_xticklabels([r["shape"].replace(" N=", "\nN=") for r in rows], fontsize=7)
+        ax.set_ylabel("device us per call (L2 flushed)")
+        ax.set_title(f"NVFP4 grouped GEMM on {name}")
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        fig.savefig(args.png, dpi=120)
     return 0 if all(r["ok"] for r in rows) else 1
 
 

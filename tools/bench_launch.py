@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import ctypes
 import json
-import statistics
 import sys
 import time
 
@@ -33,7 +32,7 @@ import torch
 import fastlaunch
 from fastlaunch import reference as R
 from fastlaunch.shapes import BENCH_SHAPES
-from fastlaunch.timing import host_ns_stats
+from fastlaunch.timing import events_us, host_ns_stats, load_pyplot
 
 
 def batches_ns(fn, batches=200, per_batch=20, sync=torch.cuda.synchronize):
@@ -123,17 +122,10 @@ def make_variants(data):
 
 
 def event_latency_us(fn, reps=50):
-    ts = []
-    for _ in range(reps):
+    def idle():
         torch.cuda.synchronize()
-        time.sleep(0.0005)  # idle GPU
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        fn()
-        e.record()
-        torch.cuda.synchronize()
-        ts.append(s.elapsed_time(e) * 1e3)
-    return statistics.median(ts)
+        time.sleep(0.0005)  # let the GPU go idle
+    return events_us(fn, idle, reps)
 
 
 def dry_run() -> int:
@@ -225,24 +217,18 @@ def main(argv=None) -> int:
         with open(args.json, "w") as f:
             json.dump({"device": name, "host_ns": results, "scaling": scaling, "e2e_us": e2e, "ok": ok_all}, f,
                       indent=1)
-    if args.png:
-        try:
-            import matplotlib
-            matplotlib.use("Agg")
-            import matplotlib.pyplot as plt
-        except ImportError:
-            print("matplotlib missing: no chart")
-        else:
-            names = list(results)
-            vals = [results[n_]["median"] / 1e3 for n_ in names]
-            fig, ax = plt.subplots(figsize=(9, 4))
-            ax.barh(names, vals, color=["#888" if n_.startswith("floor") else "#3a7" for n_ in names])
-            ax.axvline(floor / 1e3, color="k", ls="--", lw=1, label="floor: launcher from C")
-            ax.set_xlabel("host us per call (median)")
-            ax.set_title(f"Launching the NVFP4 grouped GEMM (G=8) on {name}")
-            ax.legend()
-            fig.tight_layout()
-            fig.savefig(args.png, dpi=120)
+    plt = load_pyplot() if args.png else None
+    if plt:
+        names = list(results)
+        vals = [results[n_]["median"] / 1e3 for n_ in names]
+        fig, ax = plt.subplots(figsize=(9, 4))
+        ax.barh(names, vals, color=["#888" if n_.startswith("floor") else "#3a7" for n_ in names])
+        ax.axvline(floor / 1e3, color="k", ls="--", lw=1, label="floor: launcher from C")
+        ax.set_xlabel("host us per call (median)")
+        ax.set_title(f"Launching the NVFP4 grouped GEMM (G=8) on {name}")
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(args.png, dpi=120)
     return 0 if ok_all else 1
 
 
