@@ -62,8 +62,10 @@ struct Error {
   } while (0)
 
 struct Sm90State {
-  // [width index][0: up to kGroupsSmall groups per launch, 1: up to kGroupsPerLaunch]
-  CUfunction fn[8][2] = {};
+  // [0: B fragments in registers (wgmma RS), 1: B through shared memory (wgmma SS)][width index]
+  // [0: up to kGroupsSmall groups per launch, 1: up to kGroupsPerLaunch]
+  CUfunction fn[2][8][2] = {};
+  int form = 0;           // FASTLAUNCH_SM90_MMA=rs|ss (experiments)
   int forced_width = -1;  // FASTLAUNCH_SM90_WIDTH (experiments): index into sm90::kWidths
   CUlaunchAttribute attr[1];  // programmatic stream serialisation
   CUlaunchConfig config;      // prebuilt; a launch sets grid size and stream

@@ -1,8 +1,9 @@
-"""Times the sm90 kernel with each compiled tile width forced (FASTLAUNCH_SM90_WIDTH) and with the
+"""Times the sm90 kernel in each MMA form (FASTLAUNCH_SM90_MMA: rs = B fragments from registers, ss = B
+through shared memory) with each compiled tile width forced (FASTLAUNCH_SM90_WIDTH) and with the
 planner's choice, on the benchmark shapes, each in its own process, after a correctness check on a few
 test shapes. Prints one table (the data behind plan.h's cost model).
 
-python tools/sweep_sm90.py [width ...]      (default: auto and every compiled width)
+python tools/sweep_sm90.py [form:width ...]   (default: rs and ss, each with auto and every compiled width)
 """
 import json
 import os
@@ -10,7 +11,8 @@ import statistics
 import subprocess
 import sys
 
-MODES = {"auto": "planner", "64": "W=64", "128": "W=128", "192": "W=192", "256": "W=256"}
+WIDTHS = {"auto": "planner", "64": "W=64", "128": "W=128", "192": "W=192", "256": "W=256"}
+FORMS = ("rs", "ss")
 
 CHILD = r"""
 import json, torch, fastlaunch
@@ -36,24 +38,26 @@ print(json.dumps({"ok": bool(ok), "us": times}))
 
 
 def main():
-    modes = sys.argv[1:] or list(MODES)
+    modes = sys.argv[1:] or [f"{f}:{w}" for f in FORMS for w in WIDTHS]
     rows = []
     for m in modes:
+        form, _, width = m.rpartition(":")
         env = dict(os.environ)
         env.pop("FASTLAUNCH_SM90_WIDTH", None)
-        if m != "auto":
-            env["FASTLAUNCH_SM90_WIDTH"] = m
+        env["FASTLAUNCH_SM90_MMA"] = form or "rs"
+        if width != "auto":
+            env["FASTLAUNCH_SM90_WIDTH"] = width
         out = subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True, text=True, timeout=600)
         if out.returncode:
             print(f"mode {m}: failed\n{out.stderr[-2000:]}")
             continue
         r = json.loads(out.stdout.strip().splitlines()[-1])
         rows.append((m, r))
-    print("| width | variant | correct | bench 1 | bench 2 | bench 3 | bench 4 | geomean us |")
+    print("| form:width | variant | correct | bench 1 | bench 2 | bench 3 | bench 4 | geomean us |")
     print("|---|---|---|---|---|---|---|---|")
     for m, r in rows:
         us = r["us"]
-        print(f"| {m} | {MODES.get(m, '?')} | {r['ok']} | " + " | ".join(f"{u:.1f}" for u in us) +
+        print(f"| {m} | {WIDTHS.get(m.rpartition(':')[2], '?')} | {r['ok']} | " + " | ".join(f"{u:.1f}" for u in us) +
               f" | {statistics.geometric_mean(us):.1f} |")
 
 
