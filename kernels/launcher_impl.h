@@ -62,11 +62,13 @@ struct Error {
   } while (0)
 
 struct Sm90State {
-  // [0: B fragments in registers (wgmma RS), 1: B through shared memory (wgmma SS)][width index]
-  // [0: up to kGroupsSmall groups per launch, 1: up to kGroupsPerLaunch]
-  CUfunction fn[2][8][2] = {};
-  int form = 0;           // FASTLAUNCH_SM90_MMA=rs|ss (experiments)
+  // [width index][0: up to kGroupsSmall groups per launch, 1: up to kGroupsPerLaunch]
+  CUfunction fn[8][2] = {};
   int forced_width = -1;  // FASTLAUNCH_SM90_WIDTH (experiments): index into sm90::kWidths
+  // FASTLAUNCH_SM90_DIAG (timing experiments, wrong results): kernels that leave parts of the K step
+  // out, [diag code][0: W = 128, 1: W = 256], up to kGroupsSmall groups.
+  CUfunction diag_fn[9][2] = {};
+  int diag = 0;
   CUlaunchAttribute attr[1];  // programmatic stream serialisation
   CUlaunchConfig config;      // prebuilt; a launch sets grid size and stream
   alignas(64) CUtensorMap tmpl_a;

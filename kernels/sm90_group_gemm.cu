@@ -25,11 +25,10 @@ int encode_template(const Driver& drv, CUtensorMap* map, uint32_t box_bytes, uin
   return FL_OK;
 }
 
-template <int MAXG, int W, bool SS>
+template <int MAXG, int W, int DIAG = 0>
 int prepare(CUfunction* fn, Error& err) {
-  const void* sym = reinterpret_cast<const void*>(&sm90::nvfp4_group_gemm<MAXG, W, SS>);
-  FL_CUDA_TRY(err, cudaFuncSetAttribute(sym, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        (int)sm90::Layout<SS>::kSmemBytes));
+  const void* sym = reinterpret_cast<const void*>(&sm90::nvfp4_group_gemm<MAXG, W, DIAG>);
+  FL_CUDA_TRY(err, cudaFuncSetAttribute(sym, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm90::kSmemBytes));
   cudaFunction_t f = nullptr;
   FL_CUDA_TRY(err, cudaGetFuncBySymbol(&f, sym));
   *fn = reinterpret_cast<CUfunction>(f);
@@ -46,7 +45,13 @@ int launch_chunk(const DeviceState& dev, int which, const int64_t* buf, int G, i
                      ? dev.sm90.forced_width
                      : sm90::plan_width(buf + 5 * G + g0, buf + 6 * G + g0, buf + 7 * G + g0, gc, dev.sm_count);
   const int width = sm90::kWidths[wi];
-  CUfunction fn = dev.sm90.fn[dev.sm90.form][wi][which];
+  CUfunction fn = dev.sm90.fn[wi][which];
+  if (dev.sm90.diag) {
+    if (MAXG != sm90::kGroupsSmall || (width != 128 && width != 256))
+      return err.set(FL_ERR_VALUE, "FASTLAUNCH_SM90_DIAG needs <= %d groups and FASTLAUNCH_SM90_WIDTH=128 or 256",
+                     sm90::kGroupsSmall);
+    fn = dev.sm90.diag_fn[dev.sm90.diag][width == 256];
+  }
   int64_t tiles = 0;
   for (int i = 0; i < gc; ++i) {
     const int g = g0 + i;
@@ -70,7 +75,6 @@ int launch_chunk(const DeviceState& dev, int which, const int64_t* buf, int G, i
 
   CUlaunchConfig cfg = dev.sm90.config;  // attrs point into dev, which outlives the call
   cfg.gridDimX = (unsigned)sm90::grid_size(tiles, dev.sm_count);
-  cfg.sharedMemBytes = dev.sm90.form ? sm90::Layout<true>::kSmemBytes : sm90::Layout<false>::kSmemBytes;
   cfg.hStream = reinterpret_cast<CUstream>(stream);
   void* args[1] = {&p};
   FL_DRV_TRY(err, dev.drv, dev.drv.launch_kernel_ex(&cfg, fn, args, nullptr));
@@ -79,15 +83,20 @@ int launch_chunk(const DeviceState& dev, int which, const int64_t* buf, int G, i
 
 }  // namespace
 
-template <int I, bool SS>
+template <int I>
 int prepare_widths(DeviceState& dev, Error& err) {
   if constexpr (I < sm90::kNumWidths) {
-    CUfunction* fn = dev.sm90.fn[SS][I];
-    if (int rc = prepare<sm90::kGroupsSmall, sm90::kWidths[I], SS>(&fn[0], err)) return rc;
-    if (int rc = prepare<sm90::kGroupsPerLaunch, sm90::kWidths[I], SS>(&fn[1], err)) return rc;
-    return prepare_widths<I + 1, SS>(dev, err);
+    if (int rc = prepare<sm90::kGroupsSmall, sm90::kWidths[I]>(&dev.sm90.fn[I][0], err)) return rc;
+    if (int rc = prepare<sm90::kGroupsPerLaunch, sm90::kWidths[I]>(&dev.sm90.fn[I][1], err)) return rc;
+    return prepare_widths<I + 1>(dev, err);
   }
   return FL_OK;
+}
+
+template <int DIAG>
+int prepare_diag(DeviceState& dev, Error& err) {
+  if (int rc = prepare<sm90::kGroupsSmall, 128, DIAG>(&dev.sm90.diag_fn[DIAG][0], err)) return rc;
+  return prepare<sm90::kGroupsSmall, 256, DIAG>(&dev.sm90.diag_fn[DIAG][1], err);
 }
 
 int sm90_init(DeviceState& dev, Error& err) {
@@ -99,15 +108,23 @@ int sm90_init(DeviceState& dev, Error& err) {
   st.config.gridDimY = st.config.gridDimZ = 1;
   st.config.blockDimX = sm90::kThreads;
   st.config.blockDimY = st.config.blockDimZ = 1;
-  st.config.sharedMemBytes = sm90::Layout<false>::kSmemBytes;
+  st.config.sharedMemBytes = sm90::kSmemBytes;
   st.config.attrs = st.attr;
   st.config.numAttrs = 1;
-  if (int rc = prepare_widths<0, false>(dev, err)) return rc;
-  if (int rc = prepare_widths<0, true>(dev, err)) return rc;
-  if (const char* env = std::getenv("FASTLAUNCH_SM90_MMA")) {
-    if (std::strcmp(env, "rs") && std::strcmp(env, "ss"))
-      return err.set(FL_ERR_VALUE, "FASTLAUNCH_SM90_MMA=%s: expected rs or ss", env);
-    dev.sm90.form = std::strcmp(env, "ss") == 0;
+  if (int rc = prepare_widths<0>(dev, err)) return rc;
+  if (const char* env = std::getenv("FASTLAUNCH_SM90_DIAG")) {
+    const int d = std::atoi(env);
+    int rc = FL_OK;
+    switch (d) {
+      case 1: rc = prepare_diag<1>(dev, err); break;
+      case 2: rc = prepare_diag<2>(dev, err); break;
+      case 3: rc = prepare_diag<3>(dev, err); break;
+      case 4: rc = prepare_diag<4>(dev, err); break;
+      case 8: rc = prepare_diag<8>(dev, err); break;
+      default: return err.set(FL_ERR_VALUE, "FASTLAUNCH_SM90_DIAG=%s: expected 1, 2, 3, 4 or 8", env);
+    }
+    if (rc) return rc;
+    dev.sm90.diag = d;
   }
   if (const char* env = std::getenv("FASTLAUNCH_SM90_WIDTH")) {
     for (int i = 0; i < sm90::kNumWidths; ++i)

@@ -25,7 +25,6 @@
 
 #include "nvfp4.cuh"
 #include "plan.h"
-#include "ptx/barrier.cuh"
 #include "ptx/cvt.cuh"
 #include "ptx/griddep.cuh"
 #include "ptx/mbarrier.cuh"
@@ -58,8 +57,7 @@ struct Params {
 };
 
 // Shared memory (bytes). A raw stage holds what TMA brings for one 64-wide K step; an A16 stage the
-// converted fp16 A tile of one K step; a B16 stage (SS form only) the dequantised fp16 B tile of one
-// K step. The rings advance together, one entry per K step.
+// converted fp16 A tile of one K step. The two rings advance together, one entry per K step.
 constexpr uint32_t kSfBlockBytes = 512;  // 128 rows x 4 scale blocks
 constexpr uint32_t kARawBytes = kBlockM * kBlockK / 2;
 constexpr uint32_t kBRawBytes = kBlockN * kBlockK / 2;
@@ -71,38 +69,25 @@ constexpr uint32_t kOffSfa = kOffBRaw + kBRawBytes;
 constexpr uint32_t kOffSfb = kOffSfa + kSfaBytes;
 constexpr uint32_t kRawBytes = kOffSfb + kSfbBytes;
 constexpr uint32_t kA16Bytes = kBlockM * kBlockK * 2;  // A as fp16, core-matrix layout
-constexpr uint32_t kB16Bytes = kBlockN * kBlockK * 2;  // B as fp16, core-matrix layout (SS form)
-constexpr uint32_t kB16Stages = 2;
 // Header: two 128-byte tensor-map staging copies, then the mbarriers.
 constexpr uint32_t kOffMapStage = 0;
 constexpr uint32_t kOffBars = 256;
+constexpr uint32_t kNumBars = 2 * kRawStages + 2 * kA16Stages;
 constexpr uint32_t kHeaderBytes = 1024;
+constexpr uint32_t kOffRaw = kHeaderBytes;
+constexpr uint32_t kOffA16 = kOffRaw + kRawStages * kRawBytes;
+constexpr uint32_t kSmemBytes = kOffA16 + kA16Stages * kA16Bytes;
 // A16 core-matrix layout: element (row, k) of the stage at
 //   (k / 8) * kKGroupStride + (row / 8) * 128 + (row % 8) * 16 + (k % 8) * 2.
 constexpr uint32_t kKGroupStride = kBlockM / 8 * 128;
-// B16 (SS form): the same layout per consumer warpgroup (64 rows), the two halves kB16Bytes / 2 apart.
-constexpr uint32_t kKGroupStrideB = 64 / 8 * 128;
-
-// The register-A form (RS) keeps kRawStages TMA stages; the shared-A form (SS) gives one of them to
-// the two B16 stages.
-template <bool SS>
-struct Layout {
-  static constexpr int kRaw = SS ? kRawStages - 1 : kRawStages;
-  static constexpr uint32_t kNumBars = 2 * kRaw + 2 * kA16Stages;
-  static constexpr uint32_t kOffRaw = kHeaderBytes;
-  static constexpr uint32_t kOffA16 = kOffRaw + kRaw * kRawBytes;
-  static constexpr uint32_t kOffB16 = kOffA16 + kA16Stages * kA16Bytes;
-  static constexpr uint32_t kSmemBytes = kOffB16 + (SS ? kB16Stages * kB16Bytes : 0);
-  static_assert(kOffBars + 8 * kNumBars <= kHeaderBytes, "barriers fit the header");
-  static_assert(kSmemBytes <= 227 * 1024, "exceeds the sm_90 shared-memory limit per block");
-  static_assert(kRaw + 1 <= kMapRing, "tensor-map ring covers the TMA ring");
-};
 
 static_assert(kBlockK == 64, "one stage is one 512-byte scale block per 128 rows");
 static_assert(kBlockN == 128, "two consumer warpgroups of 64 rows share one 128-row scale block");
 static_assert(kBlockM == 256 && kBlockM <= ptx::kWgmmaNMax, "tile width is wgmma N (<= 256)");
 static_assert(kWgmmaNStep == ptx::kWgmmaNStep, "plan.h and the generated wgmma table disagree");
-static_assert(kRawBytes % 128 == 0 && kHeaderBytes % 128 == 0 && kA16Bytes % 128 == 0, "stage alignment");
+static_assert(kRawBytes % 128 == 0 && kOffA16 % 128 == 0, "stage alignment");
+static_assert(kOffBars + 8 * kNumBars <= kHeaderBytes, "barriers fit the header");
+static_assert(kSmemBytes <= 227 * 1024, "exceeds the sm_90 shared-memory limit per block");
 static_assert(kThreads == 384, "warp 0 producer, warpgroups 1-2 consumers");
 
 // Tensor-map slots. Two launches may run at once (two streams, or the next launch starting early
@@ -200,20 +185,32 @@ __device__ __forceinline__ uint32_t lds8(uint32_t addr) {
   asm volatile("ld.shared.u8 %0, [%1];" : "=r"(v) : "r"(addr));
   return v;
 }
-__device__ __forceinline__ void sts128(uint32_t addr, uint4 v) {
-  asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
-               : "memory");
+__device__ __forceinline__ void sts64(uint32_t addr, uint32_t x, uint32_t y) {
+  asm volatile("st.shared.v2.b32 [%0], {%1, %2};" ::"r"(addr), "r"(x), "r"(y) : "memory");
 }
+
+// Timing experiments (tools/sweep_sm90.py --diag): kernels that leave one part of the K step out.
+// Their results are wrong; the launcher selects them only through FASTLAUNCH_SM90_DIAG.
+constexpr int kDiagNoConvertA = 1;  // A16 stages are not written
+constexpr int kDiagNoDequantB = 2;  // raw B words go to the wgmma as they are
+constexpr int kDiagNoMma = 4;       // no wgmma is issued
+constexpr int kDiagNoA16Wait = 8;   // the wgmma does not wait for the other warps' A conversion
 
 // Byte offset of row r's four scales (K blocks 0..3 of the stage) inside a 512-byte scale block.
 __device__ __forceinline__ uint32_t sf_row_offset(int r) { return (r % 32) * 16 + ((r % 128) / 32) * 4; }
 
 // B rows r0 and r0+8, K block c of a raw stage -> the four steps' wgmma A fragments (see the K
 // permutation at the top of this file).
+template <int DIAG>
 __device__ __forceinline__ void dequant_b(uint32_t (&f)[4][4], uint32_t raw, int r0, int c) {
   const int r1 = r0 + 8;
   const uint2 b0 = lds64(raw + kOffBRaw + r0 * 32 + 8 * c);
   const uint2 b1 = lds64(raw + kOffBRaw + r1 * 32 + 8 * c);
+  if constexpr ((DIAG & kDiagNoDequantB) != 0) {
+#pragma unroll
+    for (int s4 = 0; s4 < 4; ++s4) f[s4][0] = b0.x, f[s4][1] = b1.x, f[s4][2] = b0.y, f[s4][3] = b1.y;
+    return;
+  }
   const uint32_t s0 = ptx::e4m3_to_f16x2_bcast(lds8(raw + kOffSfb + sf_row_offset(r0) + c));
   const uint32_t s1 = ptx::e4m3_to_f16x2_bcast(lds8(raw + kOffSfb + sf_row_offset(r1) + c));
 #pragma unroll
@@ -225,58 +222,33 @@ __device__ __forceinline__ void dequant_b(uint32_t (&f)[4][4], uint32_t raw, int
   }
 }
 
-// The B fragments of one K step into this warp's rows of a B16 stage (SS form), laid out like an
-// A16 stage with 64 rows: fragment f[s4][j] of thread (warp wq, lane) is row 16 wq + lane / 4
-// (+8 for j = 1, 3), logical K 16 s4 + 2 c (+8 for j = 2, 3). A warp's 32 four-byte stores of one
-// fragment cover one 128-byte core matrix: no bank conflicts.
-__device__ __forceinline__ void store_b16(uint32_t b16, const uint32_t (&f)[4][4], int wq, int lane) {
-  const uint32_t base = b16 + 2 * wq * 128 + (lane / 4) * 16 + 4 * (lane % 4);
-#pragma unroll
-  for (int s4 = 0; s4 < 4; ++s4) {
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const uint32_t addr = base + (2 * s4 + j / 2) * kKGroupStrideB + (j % 2) * 128;
-      asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(f[s4][j]) : "memory");
-    }
-  }
-}
-
 // The four k16 steps of one 64-wide K step against an A16 stage, with wgmma N = the launch's tile
 // width W (a tile narrower than W, a group's last, computes columns it does not store); `first`
 // starts from zero. One N per kernel: ptxas serialises wgmma when one kernel mixes several N, and a
-// branch between wgmma instructions costs more than the padding. RS form: B from the fragments f;
-// SS form: B from this warpgroup's half of the B16 stage at b16.
-template <int W, bool SS>
-__device__ __forceinline__ void mma_step(float (&acc)[W / 2], const uint32_t (&f)[4][4], uint32_t a16, uint32_t b16,
-                                         bool first) {
+// branch between wgmma instructions costs more than the padding.
+template <int W, int DIAG>
+__device__ __forceinline__ void mma_step(float (&acc)[W / 2], const uint32_t (&f)[4][4], uint32_t a16, bool first) {
+  if constexpr ((DIAG & kDiagNoMma) != 0) return;
   ptx::wgmma_fence();
 #pragma unroll
   for (int s4 = 0; s4 < 4; ++s4) {
     const uint64_t desc = ptx::smem_desc_noswizzle(a16 + 2 * s4 * kKGroupStride, kKGroupStride, 128);
-    if constexpr (SS) {
-      const uint64_t bdesc = ptx::smem_desc_noswizzle(b16 + 2 * s4 * kKGroupStrideB, kKGroupStrideB, 128);
-      ptx::WgmmaSS<W>::mma(acc, bdesc, desc, !(first && s4 == 0));
-    } else {
-      ptx::WgmmaRS<W>::mma(acc, f[s4][0], f[s4][1], f[s4][2], f[s4][3], desc, !(first && s4 == 0));
-    }
+    ptx::WgmmaRS<W>::mma(acc, f[s4][0], f[s4][1], f[s4][2], f[s4][3], desc, !(first && s4 == 0));
   }
   ptx::wgmma_commit();
 }
 
 // Barrier and stage addresses in shared memory.
-template <bool SS>
 struct Smem {
-  using L = Layout<SS>;
   uint32_t base;
   __device__ uint32_t raw_full(int s) const { return base + kOffBars + 8u * s; }  // TMA bytes landed
-  __device__ uint32_t raw_empty(int s) const { return base + kOffBars + 8u * (L::kRaw + s); }  // read
-  __device__ uint32_t a16_full(int s) const { return base + kOffBars + 8u * (2 * L::kRaw + s); }  // converted
+  __device__ uint32_t raw_empty(int s) const { return base + kOffBars + 8u * (kRawStages + s); }  // read
+  __device__ uint32_t a16_full(int s) const { return base + kOffBars + 8u * (2 * kRawStages + s); }  // converted
   __device__ uint32_t a16_empty(int s) const {  // wgmma done
-    return base + kOffBars + 8u * (2 * L::kRaw + kA16Stages + s);
+    return base + kOffBars + 8u * (2 * kRawStages + kA16Stages + s);
   }
-  __device__ uint32_t raw(int s) const { return base + L::kOffRaw + s * kRawBytes; }
-  __device__ uint32_t a16(int s) const { return base + L::kOffA16 + s * kA16Bytes; }
-  __device__ uint32_t b16(int s, int cw) const { return base + L::kOffB16 + s * kB16Bytes + cw * (kB16Bytes / 2); }
+  __device__ uint32_t raw(int s) const { return base + kOffRaw + s * kRawBytes; }
+  __device__ uint32_t a16(int s) const { return base + kOffA16 + s * kA16Bytes; }
 };
 
 // Barrier arrival counts: one arrival per consumer warp (lane 0 after __syncwarp).
@@ -287,16 +259,15 @@ constexpr int kConsumerThreads = 256;
 // then its warp's arrival on a16_full. The work is cut into half rows (32 K values, two scale
 // blocks) so that every consumer thread gets a share from a tile width of 128 up. Waits for the raw
 // data and for the A16 stage to be free (its wgmma from kA16Stages steps ago retired).
-template <bool SS>
-__device__ __forceinline__ void convert_a(const Smem<SS>& sm, uint32_t it, const Tile& tile, int ct, int lane) {
-  using L = Layout<SS>;
-  const int s = it % L::kRaw, d = it % kA16Stages;
-  ptx::mbar_wait(sm.raw_full(s), (it / L::kRaw) & 1);
+template <int DIAG>
+__device__ __forceinline__ void convert_a(const Smem& sm, uint32_t it, const Tile& tile, int ct, int lane) {
+  const int s = it % kRawStages, d = it % kA16Stages;
+  ptx::mbar_wait(sm.raw_full(s), (it / kRawStages) & 1);
   ptx::mbar_wait(sm.a16_empty(d), ((it / kA16Stages) & 1) ^ 1);
   const uint32_t st = sm.raw(s);
   const uint32_t out = sm.a16(d);
   const int blk0 = tile.m0 / 128;
-  for (int u = ct; u < 2 * tile.width; u += kConsumerThreads) {
+  for (int u = ct; u < 2 * tile.width && !(DIAG & kDiagNoConvertA); u += kConsumerThreads) {
     const int row = u / 2, h = u % 2;  // scale blocks 2h and 2h + 1 of the row
     const uint4 w = lds128(st + kOffARaw + row * 32 + 16 * h);
     const int grow = tile.m0 + row;
@@ -307,10 +278,8 @@ __device__ __forceinline__ void convert_a(const Smem<SS>& sm, uint32_t it, const
     for (int s4 = 0; s4 < 4; ++s4) {
       const uint32_t v00 = ptx::mul_f16x2(e2m1_pair(w.x, s4), sc0), v01 = ptx::mul_f16x2(e2m1_pair(w.y, s4), sc0);
       const uint32_t v10 = ptx::mul_f16x2(e2m1_pair(w.z, s4), sc1), v11 = ptx::mul_f16x2(e2m1_pair(w.w, s4), sc1);
-      asm volatile("st.shared.v2.b32 [%0], {%1, %2};" ::"r"(dst + (2 * s4) * kKGroupStride), "r"(v00), "r"(v10)
-                   : "memory");
-      asm volatile("st.shared.v2.b32 [%0], {%1, %2};" ::"r"(dst + (2 * s4 + 1) * kKGroupStride), "r"(v01), "r"(v11)
-                   : "memory");
+      sts64(dst + (2 * s4) * kKGroupStride, v00, v10);
+      sts64(dst + (2 * s4 + 1) * kKGroupStride, v01, v11);
     }
   }
   ptx::fence_proxy_async_smem();  // each writer, before the wgmma (async proxy) reads
@@ -318,35 +287,23 @@ __device__ __forceinline__ void convert_a(const Smem<SS>& sm, uint32_t it, const
   if (lane == 0) ptx::mbar_arrive(sm.a16_full(d));
 }
 
-// One consumer K step at pipeline position `it`: wait for its B data, take it into registers (SS:
-// and into this warpgroup's B16 stage), issue the step's wgmma once its A16 stage is complete,
-// convert this thread's share of the next step's A while they run (its A raw rows were converted
-// one step earlier, so the raw stage is then free), and retire step it-1 (its wgmma done), freeing
-// that A16 stage. Callers alternate two fragment sets, so the registers of step it-1's wgmma are not
-// overwritten while it may still run.
-template <int W, bool SS>
-__device__ __forceinline__ void consumer_step(const Smem<SS>& sm, float (&acc)[W / 2], uint32_t (&f)[4][4],
+// One consumer K step at pipeline position `it`: wait for its B data, take it into registers, issue
+// the step's wgmma once its A16 stage is complete, convert this thread's share of the next step's A
+// while they run (its A raw rows were converted one step earlier, so the raw stage is then free),
+// and retire step it-1 (its wgmma done), freeing that A16 stage. Callers alternate two fragment
+// sets, so the registers of step it-1's wgmma are not overwritten while it may still run.
+template <int W, int DIAG>
+__device__ __forceinline__ void consumer_step(const Smem& sm, float (&acc)[W / 2], uint32_t (&f)[4][4],
                                               uint32_t it, const Tile& tile, int kc, int r0, int c, int ct,
                                               int lane) {
-  using L = Layout<SS>;
-  const int s = it % L::kRaw, d = it % kA16Stages;
-  const int cw = ct / 128, wq = (ct / 32) % 4;
-  ptx::mbar_wait(sm.raw_full(s), (it / L::kRaw) & 1);
-  dequant_b(f, sm.raw(s), r0, c);
+  const int s = it % kRawStages, d = it % kA16Stages;
+  ptx::mbar_wait(sm.raw_full(s), (it / kRawStages) & 1);
+  dequant_b<DIAG>(f, sm.raw(s), r0, c);
   __syncwarp();
   if (lane == 0) ptx::mbar_arrive(sm.raw_empty(s));
-  const uint32_t b16 = sm.b16(it % kB16Stages, cw);
-  if constexpr (SS) {
-    // B16 stage it % 2 was last read by wgmma it-2: every warp of the warpgroup has retired it
-    // (wgmma_wait<1> in step it-1) once all pass this barrier.
-    ptx::named_bar_sync(1 + cw, 128);
-    store_b16(b16, f, wq, lane);
-    ptx::fence_proxy_async_smem();
-    ptx::named_bar_sync(1 + cw, 128);
-  }
-  ptx::mbar_wait(sm.a16_full(d), (it / kA16Stages) & 1);
-  mma_step<W, SS>(acc, f, sm.a16(d), b16, kc == 0);
-  if (kc + 1 < tile.kstages) convert_a(sm, it + 1, tile, ct, lane);
+  if constexpr ((DIAG & kDiagNoA16Wait) == 0) ptx::mbar_wait(sm.a16_full(d), (it / kA16Stages) & 1);
+  mma_step<W, DIAG>(acc, f, sm.a16(d), kc == 0);
+  if (kc + 1 < tile.kstages) convert_a<DIAG>(sm, it + 1, tile, ct, lane);
   if (kc > 0) {
     ptx::wgmma_wait<1>();
     if (lane == 0) ptx::mbar_arrive(sm.a16_empty((it - 1) % kA16Stages));
@@ -354,14 +311,14 @@ __device__ __forceinline__ void consumer_step(const Smem<SS>& sm, float (&acc)[W
 }
 
 // One tile: the K loop, then the epilogue.
-template <int W, bool SS>
-__device__ __forceinline__ void consumer_tile(const Smem<SS>& sm, float (&acc)[W / 2], uint32_t (&fa)[4][4],
+template <int W, int DIAG>
+__device__ __forceinline__ void consumer_tile(const Smem& sm, float (&acc)[W / 2], uint32_t (&fa)[4][4],
                                               uint32_t (&fb)[4][4], const Group& gr, const Tile& tile, uint32_t& it,
                                               int r0, int c, int ct, int lane) {
-  convert_a(sm, it, tile, ct, lane);  // the first step's A; later steps' overlap the wgmma
+  convert_a<DIAG>(sm, it, tile, ct, lane);  // the first step's A; later steps' overlap the wgmma
   for (int kc = 0; kc < tile.kstages; kc += 2) {
-    consumer_step<W, SS>(sm, acc, fa, it++, tile, kc, r0, c, ct, lane);
-    if (kc + 1 < tile.kstages) consumer_step<W, SS>(sm, acc, fb, it++, tile, kc + 1, r0, c, ct, lane);
+    consumer_step<W, DIAG>(sm, acc, fa, it++, tile, kc, r0, c, ct, lane);
+    if (kc + 1 < tile.kstages) consumer_step<W, DIAG>(sm, acc, fb, it++, tile, kc + 1, r0, c, ct, lane);
   }
   ptx::wgmma_wait<0>();
   if (lane == 0) ptx::mbar_arrive(sm.a16_empty((it - 1) % kA16Stages));
@@ -383,20 +340,18 @@ __device__ __forceinline__ void consumer_tile(const Smem<SS>& sm, float (&acc)[W
   }
 }
 
-// SS = false: B fragments from registers (wgmma RS); true: B through shared memory (wgmma SS).
-template <int MAXG, int W, bool SS>
+template <int MAXG, int W, int DIAG = 0>
 __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_constant__ Params<MAXG> p) {
   static_assert(W % kWgmmaNStep == 0 && W <= kBlockM, "tile width is a wgmma N");
-  using L = Layout<SS>;
   extern __shared__ __align__(1024) uint8_t smem[];
   const int warp = threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   const int wg = warp / 4;
 
-  const Smem<SS> sm{ptx::smem_u32(smem)};
+  const Smem sm{ptx::smem_u32(smem)};
 
   if (threadIdx.x == 0) {
-    for (int s = 0; s < L::kRaw; ++s) {
+    for (int s = 0; s < kRawStages; ++s) {
       ptx::mbar_init(sm.raw_full(s), 1);
       ptx::mbar_init(sm.raw_empty(s), kConsumerWarps);  // its B and A have been read
     }
@@ -439,8 +394,8 @@ __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_con
         const int nblk = (min(tile.m0 + tile.width, gr.m) - 1) / 128 - blk0 + 1;
         const uint32_t bytes = kARawBytes + kBRawBytes + kSfbBytes + nblk * kSfBlockBytes;
         for (int kc = 0; kc < tile.kstages; ++kc, ++it) {
-          const int s = it % L::kRaw;
-          ptx::mbar_wait(sm.raw_empty(s), ((it / L::kRaw) & 1) ^ 1);
+          const int s = it % kRawStages;
+          ptx::mbar_wait(sm.raw_empty(s), ((it / kRawStages) & 1) ^ 1);
           if (lane == 0) {
             const uint32_t st = sm.raw(s);
             ptx::mbar_arrive_expect_tx(sm.raw_full(s), bytes);
@@ -471,7 +426,7 @@ __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_con
     for (int t = blockIdx.x; t < p.num_tiles; t += gridDim.x) {
       const Tile tile = decode_tile(p, t, g_hint);
       g_hint = tile.g;
-      consumer_tile<W, SS>(sm, acc, fa, fb, p.groups[tile.g], tile, it, r0, c, threadIdx.x - 128, lane);
+      consumer_tile<W, DIAG>(sm, acc, fa, fb, p.groups[tile.g], tile, it, r0, c, threadIdx.x - 128, lane);
     }
   }
   __syncthreads();  // every TMA that used this CTA's map slot has been consumed

@@ -65,7 +65,7 @@ def test_check_flags_nan_inf_and_tolerance():
 
 
 def test_generated_wgmma_header_is_current():
-    header = ROOT / "kernels" / "ptx" / "wgmma_gen.cuh"
+    header = ROOT / "kernels" / "ptx" / "wgmma_rs.cuh"
     sys.path.insert(0, str(ROOT / "tools"))
     try:
         import gen_wgmma

@@ -1,9 +1,10 @@
-"""Times the sm90 kernel in each MMA form (FASTLAUNCH_SM90_MMA: rs = B fragments from registers, ss = B
-through shared memory) with each compiled tile width forced (FASTLAUNCH_SM90_WIDTH) and with the
+"""Times the sm90 kernel with each compiled tile width forced (FASTLAUNCH_SM90_WIDTH) and with the
 planner's choice, on the benchmark shapes, each in its own process, after a correctness check on a few
 test shapes. Prints one table (the data behind plan.h's cost model).
 
-python tools/sweep_sm90.py [form:width ...]   (default: rs and ss, each with auto and every compiled width)
+python tools/sweep_sm90.py [width ...]      (default: auto and every compiled width)
+python tools/sweep_sm90.py --diag           (W = 128 and 256, each whole and with parts of the K step
+                                             left out: FASTLAUNCH_SM90_DIAG; those results are wrong)
 """
 import json
 import os
@@ -11,8 +12,9 @@ import statistics
 import subprocess
 import sys
 
-WIDTHS = {"auto": "planner", "64": "W=64", "128": "W=128", "192": "W=192", "256": "W=256"}
-FORMS = ("rs", "ss")
+MODES = {"auto": "planner", "64": "W=64", "128": "W=128", "192": "W=192", "256": "W=256"}
+DIAGS = {"0": "whole", "1": "no A conversion", "2": "no B dequantisation", "3": "neither conversion",
+         "4": "no wgmma", "8": "no wait for the converted A"}
 
 CHILD = r"""
 import json, torch, fastlaunch
@@ -38,26 +40,34 @@ print(json.dumps({"ok": bool(ok), "us": times}))
 
 
 def main():
-    modes = sys.argv[1:] or [f"{f}:{w}" for f in FORMS for w in WIDTHS]
+    args = sys.argv[1:]
+    if args == ["--diag"]:
+        modes = [f"{w}:{d}" for w in ("128", "256") for d in DIAGS]
+    else:
+        modes = args or list(MODES)
     rows = []
     for m in modes:
-        form, _, width = m.rpartition(":")
+        width, _, diag = m.partition(":")
         env = dict(os.environ)
         env.pop("FASTLAUNCH_SM90_WIDTH", None)
-        env["FASTLAUNCH_SM90_MMA"] = form or "rs"
+        env.pop("FASTLAUNCH_SM90_DIAG", None)
         if width != "auto":
             env["FASTLAUNCH_SM90_WIDTH"] = width
+        if diag not in ("", "0"):
+            env["FASTLAUNCH_SM90_DIAG"] = diag
         out = subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True, text=True, timeout=600)
         if out.returncode:
             print(f"mode {m}: failed\n{out.stderr[-2000:]}")
             continue
         r = json.loads(out.stdout.strip().splitlines()[-1])
         rows.append((m, r))
-    print("| form:width | variant | correct | bench 1 | bench 2 | bench 3 | bench 4 | geomean us |")
+    print("| width | variant | correct | bench 1 | bench 2 | bench 3 | bench 4 | geomean us |")
     print("|---|---|---|---|---|---|---|---|")
     for m, r in rows:
         us = r["us"]
-        print(f"| {m} | {WIDTHS.get(m.rpartition(':')[2], '?')} | {r['ok']} | " + " | ".join(f"{u:.1f}" for u in us) +
+        width, _, diag = m.partition(":")
+        variant = MODES.get(width, "?") + (f", {DIAGS.get(diag, '?')}" if diag else "")
+        print(f"| {m} | {variant} | {r['ok']} | " + " | ".join(f"{u:.1f}" for u in us) +
               f" | {statistics.geometric_mean(us):.1f} |")
 
 

@@ -1,9 +1,9 @@
 // Warpgroup MMA (sm_90a): fences, commit/wait groups and shared-memory matrix descriptors.
-// The MMA wrappers themselves are generated into wgmma_gen.cuh.
+// The MMA wrappers themselves are generated into wgmma_rs.cuh.
 #pragma once
 #include <cstdint>
 
-#include "wgmma_gen.cuh"
+#include "wgmma_rs.cuh"
 
 namespace fl::ptx {
 
