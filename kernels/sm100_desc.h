@@ -93,8 +93,9 @@ constexpr int64_t tiles_a(int64_t m) { return ceil_div(m, kTileA); }
 constexpr int64_t tiles_b(int64_t n) { return ceil_div(n, kTileB); }
 constexpr int64_t group_tiles(int64_t m, int64_t n) { return tiles_a(m) * tiles_b(n); }
 
-// K stages of a group and the 64-wide chunks of its last stage (K is a multiple of 64).
-constexpr int32_t kstages(int32_t k) { return (k + kBlockK - 1) / kBlockK; }
+// K stages of a group and the 64-wide chunks of its last stage (K is a positive multiple of 64;
+// written so that K near 2^31 does not overflow int32).
+constexpr int32_t kstages(int32_t k) { return (k - 1) / kBlockK + 1; }
 constexpr int32_t last_chunks(int32_t k) { return ((k / kMmaK) - 1) % kChunks + 1; }
 
 // MMA N of a tile whose first A row is m0: the valid rows, rounded up to kMmaNStep.
@@ -114,7 +115,7 @@ template <class Group>
 FL_HD TileCoord decode_tile(const Group* groups, int32_t t, int32_t g) {
   while (t >= groups[g].tile_end) ++g;
   const int32_t local = t - (g ? groups[g - 1].tile_end : 0);
-  const int32_t ta = (groups[g].m + kTileA - 1) / kTileA;
+  const int32_t ta = (groups[g].m - 1) / kTileA + 1;  // m >= 1; no overflow near 2^31
   return TileCoord{g, (local % ta) * kTileA, (local / ta) * kTileB};
 }
 

@@ -9,6 +9,7 @@ namespace fl {
 namespace {
 
 using sm100::Params;
+static_assert(sizeof(Params<sm100::kGroupsPerLaunch>) <= 32764, "kernel parameters exceed the 32764-byte limit");
 
 // A template map for a [rows, row_bytes] byte matrix with a 128-byte x 128-row box and 128-byte
 // swizzle (the layout the MMA's shared-memory descriptors describe). The kernel rewrites address,

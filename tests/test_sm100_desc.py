@@ -107,7 +107,8 @@ def test_tmem_column_map(probe):
 
 # ---------------------------------------------------------------- K stages and MMA N
 @pytest.mark.parametrize("k, stages, last", [(64, 1, 1), (192, 1, 3), (256, 1, 4), (320, 2, 1), (448, 2, 3),
-                                             (512, 2, 4), (1536, 6, 4), (7168, 28, 4), (2112, 9, 1)])
+                                             (512, 2, 4), (1536, 6, 4), (7168, 28, 4), (2112, 9, 1),
+                                             (2**31 - 64, 2**23, 3)])
 def test_k_stages(probe, k, stages, last):
     # 256 K per stage, 64 per MMA: the last stage holds the remaining 64-wide chunks (1..4).
     assert probe(f"kstages {k}", f"lastchunks {k}") == [stages, last]
@@ -133,6 +134,12 @@ def test_decode_tile_order(probe):
     groups = "256 256 72 384"
     got = probe(*[f"decode {t} {groups}" for t in range(7)])
     assert got == [(0, 0, 0), (0, 128, 0), (0, 0, 128), (0, 128, 128), (1, 0, 0), (1, 0, 128), (1, 0, 256)]
+
+
+def test_decode_largest_m(probe):
+    # m = 2^31 - 1 has 2^24 A tiles (the last with 127 rows); tile 2^24 + 5 is B tile 1, A tile 5.
+    assert probe(f"decode {2**24 + 5} {2**31 - 1} 256") == [(0, 5 * 128, 128)]
+    assert probe(f"mman {2**31 - 1} {(2**24 - 1) * 128}") == [128]
 
 
 def test_decode_skips_to_later_groups(probe):
