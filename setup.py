@@ -2,7 +2,9 @@
 
 python setup.py build_ext --inplace   (tools/setup.sh does this)
 
-Needs nvcc (CUDA 12.8+; 13.0 is what the project is tested with) and torch; no GPU is needed to build.
+Needs nvcc (CUDA 12.8+; 13.0 is what the project is tested with, and the only toolkit the sm_100a
+source was compiled with) and torch; no GPU is needed to build. kernels/sm100_group_gemm.cu is compiled
+on its own for sm_100a and linked into fastlaunch._C (Sm100Build below).
 FASTLAUNCH_PTXAS_VERBOSE=1 prints registers/spills per kernel.
 """
 import os
