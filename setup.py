@@ -2,11 +2,14 @@
 
 python setup.py build_ext --inplace   (tools/setup.sh does this)
 
-Needs nvcc (CUDA 12.8+; 13.0 is what the project is tested with) and torch; no GPU is needed to build.
+Needs nvcc (CUDA 12.8+; 13.0 is what the project is tested with, and the only toolkit the sm_100a
+source was compiled with) and torch; no GPU is needed to build. kernels/sm100_group_gemm.cu is compiled
+on its own for sm_100a and linked into fastlaunch._C (Sm100Build below).
 FASTLAUNCH_PTXAS_VERBOSE=1 prints registers/spills per kernel.
 """
 import os
 import shutil
+import subprocess
 
 from setuptools import setup
 
@@ -26,17 +29,49 @@ def _find_cuda_home():
 
 if _find_cuda_home():
     os.environ["CUDA_HOME"] = _find_cuda_home()
-from torch.utils.cpp_extension import BuildExtension, CUDAExtension
+from torch.utils.cpp_extension import CUDA_HOME, BuildExtension, CUDAExtension
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 
-# Architecture-specific targets: wgmma/setmaxnreg/tensormap.replace need sm_90a exactly.
+# Architecture-specific targets: wgmma/setmaxnreg/tensormap.replace need sm_90a exactly; tcgen05
+# needs sm_100a. setuptools passes one flag set to every .cu of an extension, so the sm_100a source
+# is compiled on its own (Sm100Build) and linked in as an object.
 GENCODE = ["-gencode", "arch=compute_90a,code=sm_90a"]
+GENCODE_SM100 = ["-gencode", "arch=compute_100a,code=sm_100a"]
+SM100_SOURCES = ["kernels/sm100_group_gemm.cu"]
 
-nvcc_flags = ["-O3", "-std=c++17", "--expt-relaxed-constexpr", "-lineinfo", *GENCODE,
-              "-diag-suppress", "1160"]
+common_nvcc_flags = ["-O3", "-std=c++17", "--expt-relaxed-constexpr", "-lineinfo", "-diag-suppress", "1160"]
 if os.environ.get("FASTLAUNCH_PTXAS_VERBOSE"):
-    nvcc_flags += ["-Xptxas", "-v"]
+    common_nvcc_flags += ["-Xptxas", "-v"]
+nvcc_flags = [*common_nvcc_flags, *GENCODE]
+
+
+
+class Sm100Build(BuildExtension):
+    """Compiles SM100_SOURCES for sm_100a only and links the objects into fastlaunch._C."""
+
+    def build_extensions(self):
+        nvcc = os.path.join(CUDA_HOME, "bin", "nvcc") if CUDA_HOME else "nvcc"
+        headers = [os.path.join(ROOT, "kernels", f) for f in os.listdir(os.path.join(ROOT, "kernels"))
+                   if f.endswith((".h", ".cuh"))]
+        headers += [os.path.join(ROOT, "kernels", "ptx", f) for f in os.listdir(os.path.join(ROOT, "kernels", "ptx"))]
+        newest_header = max(os.path.getmtime(h) for h in headers)
+        for ext in self.extensions:
+            if ext.name != "fastlaunch._C":
+                continue
+            for src in SM100_SOURCES:
+                obj = os.path.join(self.build_temp, "sm100", os.path.basename(src) + ".o")
+                os.makedirs(os.path.dirname(obj), exist_ok=True)
+                path = os.path.join(ROOT, src)
+                if not os.path.exists(obj) or os.path.getmtime(obj) < max(os.path.getmtime(path), newest_header):
+                    cmd = [nvcc, "-c", path, "-o", obj, *common_nvcc_flags, *GENCODE_SM100, "-Xcompiler", "-fPIC",
+                           "-I" + os.path.join(ROOT, "kernels")]
+                    print(" ".join(cmd))
+                    subprocess.check_call(cmd)
+                if obj not in ext.extra_objects:
+                    ext.extra_objects.append(obj)
+        super().build_extensions()
+
 
 setup(
     name="fastlaunch",
@@ -64,5 +99,5 @@ setup(
             extra_compile_args={"cxx": ["-O3"]},
         ),
     ],
-    cmdclass={"build_ext": BuildExtension},
+    cmdclass={"build_ext": Sm100Build},
 )

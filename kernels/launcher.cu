@@ -34,7 +34,14 @@ int init_device(int device, DeviceState& dev, Error& err) {
   FL_CUDA_TRY(err, cudaDeviceGetAttribute(&dev.cc_major, cudaDevAttrComputeCapabilityMajor, device));
   FL_CUDA_TRY(err, cudaDeviceGetAttribute(&dev.cc_minor, cudaDevAttrComputeCapabilityMinor, device));
   FL_CUDA_TRY(err, cudaDeviceGetAttribute(&dev.sm_count, cudaDevAttrMultiProcessorCount, device));
-  if (dev.cc_major == 9 && dev.cc_minor == 0) return sm90_init(dev, err);
+  if (dev.cc_major == 9 && dev.cc_minor == 0) {
+    dev.launch = sm90_launch;
+    return sm90_init(dev, err);
+  }
+  if (dev.cc_major == 10 && dev.cc_minor == 0) {
+    dev.launch = sm100_launch;
+    return sm100_init(dev, err);
+  }
   return err.set(FL_ERR_UNSUPPORTED, "no fastlaunch kernel for cuda:%d (sm_%d%d); this build has kernels for %s", device,
                  dev.cc_major, dev.cc_minor, fl_supported_archs());
 }
@@ -68,9 +75,9 @@ int device_state(int device, DeviceState** out, Error& err) {
 int launch_on(DeviceState& dev, const int64_t* buf, int G, void* stream, int device, Error& err) {
   int cur = -1;
   FL_CUDA_TRY(err, cudaGetDevice(&cur));
-  if (cur == device) return sm90_launch(dev, buf, G, static_cast<cudaStream_t>(stream), err);
+  if (cur == device) return dev.launch(dev, buf, G, static_cast<cudaStream_t>(stream), err);
   FL_CUDA_TRY(err, cudaSetDevice(device));
-  const int rc = sm90_launch(dev, buf, G, static_cast<cudaStream_t>(stream), err);
+  const int rc = dev.launch(dev, buf, G, static_cast<cudaStream_t>(stream), err);
   cudaSetDevice(cur);
   return rc;
 }
@@ -100,4 +107,6 @@ extern "C" int fl_launch_repeat(const int64_t* buf, int num_groups, void* stream
   return FL_OK;
 }
 
-extern "C" const char* fl_supported_archs(void) { return "sm_90a (H100, H200)"; }
+extern "C" const char* fl_supported_archs(void) {
+  return "sm_90a (H100, H200), sm_100a (B200, GB200; compiled and inspected, not yet run on hardware)";
+}

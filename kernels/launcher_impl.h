@@ -75,15 +75,29 @@ struct Sm90State {
   alignas(64) CUtensorMap tmpl_b;
 };
 
+struct Sm100State {
+  CUfunction fn[2][2] = {};   // [0: up to kGroupsSmall groups, 1: up to kGroupsPerLaunch][0: one tile per CTA, 1: persistent]
+  CUlaunchAttribute attr[1];  // programmatic stream serialisation
+  CUlaunchConfig config;      // prebuilt; a launch sets grid size and stream
+  alignas(64) CUtensorMap tmpl;
+};
+
+struct DeviceState;
+using LaunchFn = int (*)(const DeviceState&, const int64_t*, int, cudaStream_t, Error&);
+
 struct DeviceState {
   std::atomic<int> status{-1};  // -1 not initialised, else the fl_status of initialisation
   char message[512] = {0};      // initialisation error, repeated on every call
   int cc_major = 0, cc_minor = 0, sm_count = 0;
   Driver drv;
+  LaunchFn launch = nullptr;  // the architecture's launch function, set by init_device
   Sm90State sm90;
+  Sm100State sm100;
 };
 
 int sm90_init(DeviceState& dev, Error& err);
 int sm90_launch(const DeviceState& dev, const int64_t* buf, int num_groups, cudaStream_t stream, Error& err);
+int sm100_init(DeviceState& dev, Error& err);  // kernels/sm100_group_gemm.cu (built for sm_100a)
+int sm100_launch(const DeviceState& dev, const int64_t* buf, int num_groups, cudaStream_t stream, Error& err);
 
 }  // namespace fl

@@ -1,0 +1,122 @@
+// Host side of the sm_100a kernel: one-time set-up per device and the per-call launch.
+// Compiled for sm_100a only (setup.py builds this file apart from the sm_90a sources).
+#include <cstring>
+
+#include "launcher_impl.h"
+#include "sm100_group_gemm.cuh"
+
+namespace fl {
+namespace {
+
+using sm100::Params;
+static_assert(sizeof(Params<sm100::kGroupsPerLaunch>) <= 32764, "kernel parameters exceed the 32764-byte limit");
+
+// A template map for a [rows, row_bytes] byte matrix with a 128-byte x 128-row box and 128-byte
+// swizzle (the layout the MMA's shared-memory descriptors describe). The kernel rewrites address,
+// extents and stride, so the template depends on the box alone.
+int encode_template(const Driver& drv, CUtensorMap* map, Error& err) {
+  constexpr uint32_t kBoxBytes = sm100::kBlockK / 2;
+  constexpr uint32_t kBoxRows = sm100::kTileB;
+  const cuuint64_t dims[2] = {kBoxBytes, kBoxRows};
+  const cuuint64_t strides[1] = {kBoxBytes};
+  const cuuint32_t box[2] = {kBoxBytes, kBoxRows};
+  const cuuint32_t elem_strides[2] = {1, 1};
+  void* placeholder = reinterpret_cast<void*>(uintptr_t{1} << 20);  // any 1024-byte aligned address
+  FL_DRV_TRY(err, drv,
+             drv.tensor_map_encode_tiled(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, placeholder, dims, strides, box,
+                                         elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                         CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
+  return FL_OK;
+}
+
+template <int MAXG, bool kPersistent>
+int prepare(CUfunction* fn, Error& err) {
+  const void* sym = reinterpret_cast<const void*>(&sm100::nvfp4_group_gemm<MAXG, kPersistent>);
+  FL_CUDA_TRY(err, cudaFuncSetAttribute(sym, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm100::kSmemBytes));
+  cudaFunction_t f = nullptr;
+  FL_CUDA_TRY(err, cudaGetFuncBySymbol(&f, sym));
+  *fn = reinterpret_cast<CUfunction>(f);
+  return FL_OK;
+}
+
+template <int MAXG>
+int launch_chunk(const DeviceState& dev, int which, const int64_t* buf, int G, int g0, int gc, cudaStream_t stream,
+                 Error& err) {
+  Params<MAXG> p;
+  std::memcpy(&p.tmpl, &dev.sm100.tmpl, sizeof(CUtensorMap));
+  int64_t tiles = 0;
+  for (int i = 0; i < gc; ++i) {
+    const int g = g0 + i;
+    const int64_t m = buf[5 * G + g], n = buf[6 * G + g], k = buf[7 * G + g];
+    tiles += sm100::group_tiles(m, n);
+    sm100::Group& gr = p.groups[i];
+    gr.a = reinterpret_cast<const uint8_t*>(buf[0 * G + g]);
+    gr.b = reinterpret_cast<const uint8_t*>(buf[1 * G + g]);
+    gr.c = reinterpret_cast<__half*>(buf[2 * G + g]);
+    gr.sfa = reinterpret_cast<const uint8_t*>(buf[3 * G + g]);
+    gr.sfb = reinterpret_cast<const uint8_t*>(buf[4 * G + g]);
+    // Every A tile is read once per B tile and vice versa: keep the smaller operand in L2.
+    gr.policy_a = m <= n ? ptx::kEvictLast : ptx::kEvictFirst;
+    gr.policy_b = m <= n ? ptx::kEvictFirst : ptx::kEvictLast;
+    gr.m = (int32_t)m;
+    gr.n = (int32_t)n;
+    gr.k = (int32_t)k;
+    gr.tile_end = (int32_t)tiles;
+  }
+  p.num_groups = gc;
+  p.num_tiles = (int32_t)tiles;
+  const bool one_tile = sm100::one_tile_per_cta(tiles, dev.sm_count);
+
+  CUlaunchConfig cfg = dev.sm100.config;  // attrs point into dev, which outlives the call
+  cfg.gridDimX = (unsigned)sm100::grid_size(tiles, dev.sm_count);
+  cfg.hStream = reinterpret_cast<CUstream>(stream);
+  void* args[1] = {&p};
+  FL_DRV_TRY(err, dev.drv, dev.drv.launch_kernel_ex(&cfg, dev.sm100.fn[which][one_tile ? 0 : 1], args, nullptr));
+  return FL_OK;
+}
+
+}  // namespace
+
+int sm100_init(DeviceState& dev, Error& err) {
+  Sm100State& st = dev.sm100;
+  st.attr[0].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+  st.attr[0].value.programmaticStreamSerializationAllowed = 1;
+  std::memset(&st.config, 0, sizeof(st.config));
+  st.config.gridDimY = st.config.gridDimZ = 1;
+  st.config.blockDimX = sm100::kThreads;
+  st.config.blockDimY = st.config.blockDimZ = 1;
+  st.config.sharedMemBytes = sm100::kSmemBytes;
+  st.config.attrs = st.attr;
+  st.config.numAttrs = 1;
+  if (int rc = prepare<sm100::kGroupsSmall, false>(&st.fn[0][0], err)) return rc;
+  if (int rc = prepare<sm100::kGroupsSmall, true>(&st.fn[0][1], err)) return rc;
+  if (int rc = prepare<sm100::kGroupsPerLaunch, false>(&st.fn[1][0], err)) return rc;
+  if (int rc = prepare<sm100::kGroupsPerLaunch, true>(&st.fn[1][1], err)) return rc;
+  return encode_template(dev.drv, &st.tmpl, err);
+}
+
+int sm100_launch(const DeviceState& dev, const int64_t* buf, int G, cudaStream_t stream, Error& err) {
+  // Check every limit before the first launch, so a bad group launches nothing.
+  int64_t tiles = 0;
+  for (int g = 0; g < G; ++g) {
+    const int64_t m = buf[5 * G + g], n = buf[6 * G + g], k = buf[7 * G + g];
+    if (m < 1 || n < 1 || k < kKMultiple || k % kKMultiple || m > kMaxExtent || n > kMaxExtent || k > kMaxExtent)
+      return err.set(FL_ERR_VALUE, "group %d: unsupported sizes m=%lld n=%lld k=%lld", g, (long long)m,
+                     (long long)n, (long long)k);
+    if (g % sm100::kGroupsPerLaunch == 0) tiles = 0;
+    tiles += sm100::group_tiles(m, n);
+    if (tiles > kMaxTilesPerLaunch)
+      return err.set(FL_ERR_VALUE, "group %d: more than %lld tiles of %dx%d in one launch of up to %d groups", g,
+                     (long long)kMaxTilesPerLaunch, sm100::kTileA, sm100::kTileB, sm100::kGroupsPerLaunch);
+  }
+  for (int g0 = 0; g0 < G; g0 += sm100::kGroupsPerLaunch) {
+    const int gc = G - g0 < sm100::kGroupsPerLaunch ? G - g0 : sm100::kGroupsPerLaunch;
+    const int rc = gc <= sm100::kGroupsSmall
+                       ? launch_chunk<sm100::kGroupsSmall>(dev, 0, buf, G, g0, gc, stream, err)
+                       : launch_chunk<sm100::kGroupsPerLaunch>(dev, 1, buf, G, g0, gc, stream, err);
+    if (rc) return rc;
+  }
+  return FL_OK;
+}
+
+}  // namespace fl
