@@ -23,6 +23,7 @@
 
 #include <cstdint>
 
+#include "map_pool.cuh"
 #include "nvfp4.cuh"
 #include "plan.h"
 #include "ptx/cvt.cuh"
@@ -103,24 +104,6 @@ constexpr int kMapPairBytes = 256;
 __device__ unsigned long long g_pool_bits[kPoolWords];
 __device__ __align__(128) uint8_t g_pool_maps[kPoolSlots][kMapRing][kMapPairBytes];
 
-__device__ __forceinline__ int pool_acquire() {
-  for (int i = blockIdx.x % kPoolWords;; i = (i + 1) % kPoolWords) {
-    const unsigned long long cur = *reinterpret_cast<volatile unsigned long long*>(&g_pool_bits[i]);
-    if (cur == ~0ull) {
-      __nanosleep(64);
-      continue;
-    }
-    const int bit = __ffsll(static_cast<long long>(~cur)) - 1;
-    const unsigned long long mask = 1ull << bit;
-    if ((atomicOr(&g_pool_bits[i], mask) & mask) == 0) return i * 64 + bit;
-  }
-}
-
-__device__ __forceinline__ void pool_release(int slot) {
-  __threadfence();
-  atomicAnd(&g_pool_bits[slot / 64], ~(1ull << (slot % 64)));
-}
-
 struct Tile {
   int g;       // group
   int m0, n0;  // first A row, first B row
@@ -144,25 +127,6 @@ __device__ __forceinline__ Tile decode_tile(const Params<MAXG>& p, int t, int g)
   tile.width = (rows + kWgmmaNStep - 1) / kWgmmaNStep * kWgmmaNStep;
   tile.kstages = gr.k / kBlockK;
   return tile;
-}
-
-// Whole producer warp: stage `tmpl` in shared memory, point it at a [rows, row_bytes] byte matrix,
-// publish it to `gmem_map`, and acquire it for lane 0's TMA.
-__device__ __forceinline__ void patch_map(uint8_t* stage, const CUtensorMap& tmpl, void* gmem_map,
-                                          const void* base, uint32_t row_bytes, uint32_t rows, int lane) {
-  if (lane < 8) reinterpret_cast<uint4*>(stage)[lane] = reinterpret_cast<const uint4*>(&tmpl)[lane];
-  __syncwarp();
-  const uint32_t s = ptx::smem_u32(stage);
-  if (lane == 0) {
-    ptx::tmap_replace_address(s, reinterpret_cast<uint64_t>(base));
-    ptx::tmap_replace_dim<0>(s, row_bytes);
-    ptx::tmap_replace_dim<1>(s, rows);
-    ptx::tmap_replace_stride<0>(s, row_bytes);
-  }
-  __syncwarp();
-  ptx::tmap_publish(gmem_map, s);
-  if (lane == 0) ptx::tmap_acquire(gmem_map);
-  __syncwarp();
 }
 
 __device__ __forceinline__ uint4 lds128(uint32_t addr) {
@@ -371,7 +335,7 @@ __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_con
     ptx::setmaxnreg_dec<24>();
     if (warp == 0) {
       // ---------------------------------------------------------------- producer
-      if (lane == 0) slot = pool_acquire();
+      if (lane == 0) slot = pool::acquire(g_pool_bits, kPoolWords);
       slot = __shfl_sync(0xffffffffu, slot, 0);
       int cur_g = -1, ring = kMapRing - 1, g_hint = 0;
       uint32_t it = 0;
@@ -383,8 +347,8 @@ __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_con
           cur_g = tile.g;
           ring = (ring + 1) % kMapRing;
           uint8_t* pair = g_pool_maps[slot][ring];
-          patch_map(smem + kOffMapStage, p.tmpl_a, pair, gr.a, gr.k / 2, gr.m, lane);
-          patch_map(smem + kOffMapStage + 128, p.tmpl_b, pair + 128, gr.b, gr.k / 2, gr.n, lane);
+          pool::patch_map_2d(smem + kOffMapStage, p.tmpl_a, pair, gr.a, gr.k / 2, gr.m, lane);
+          pool::patch_map_2d(smem + kOffMapStage + 128, p.tmpl_b, pair + 128, gr.b, gr.k / 2, gr.n, lane);
         }
         const void* map_a = g_pool_maps[slot][ring];
         const void* map_b = g_pool_maps[slot][ring] + 128;
@@ -430,7 +394,7 @@ __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_con
     }
   }
   __syncthreads();  // every TMA that used this CTA's map slot has been consumed
-  if (threadIdx.x == 0) pool_release(slot);
+  if (threadIdx.x == 0) pool::release(g_pool_bits, slot);
 }
 
 }  // namespace fl::sm90
