@@ -12,6 +12,7 @@
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAStream.h>
 #include <torch/csrc/autograd/python_variable.h>
 
@@ -429,6 +430,32 @@ bool unpack_into(PyObject* data, bool check_device, Unpacked* out) {
   return true;
 }
 
+// ============================================================================ workspace allocator
+
+// The launcher's workspace (kernels/launcher.h, fl_allocator) comes from torch's caching allocator:
+// no cudaMalloc on the hot path, stream-ordered reuse, and CUDA-graph capture works as for any tensor.
+void* torch_ws_alloc(size_t bytes, void* stream, void*) noexcept {
+  try {
+    return c10::cuda::CUDACachingAllocator::raw_alloc_with_stream(bytes, static_cast<cudaStream_t>(stream));
+  } catch (...) {
+    return nullptr;
+  }
+}
+
+void torch_ws_release(void* ptr, void*, void*) noexcept {
+  try {
+    c10::cuda::CUDACachingAllocator::raw_delete(ptr);
+  } catch (...) {
+  }
+}
+
+}  // namespace
+
+// Exported for the other launch paths of tools/bench_launch.py, so that every path allocates alike.
+extern "C" const fl_allocator fl_torch_allocator = {torch_ws_alloc, torch_ws_release, nullptr};
+
+namespace {
+
 // ============================================================================ module functions
 
 PyObject* fast_launch(PyObject*, PyObject* data) {
@@ -438,7 +465,7 @@ PyObject* fast_launch(PyObject*, PyObject* data) {
     const c10::DeviceIndex dev = u.device.index();
     cudaStream_t stream = c10::cuda::getCurrentCUDAStream(dev).stream();
     char err[512];
-    const int rc = fl_launch(u.buf, (int)u.groups, stream, dev, err, sizeof(err));
+    const int rc = fl_launch(u.buf, (int)u.groups, stream, dev, &fl_torch_allocator, err, sizeof(err));
     if (FL_UNLIKELY(rc != FL_OK)) return err_launch(rc, err);
     PyObject* out = PyList_New(u.groups);
     if (!out) return nullptr;
@@ -497,7 +524,8 @@ PyObject* launch_repeat(PyObject*, PyObject* args) {
     cudaStream_t stream = c10::cuda::getCurrentCUDAStream(dev).stream();
     char err[512];
     double ns = 0;
-    const int rc = fl_launch_repeat(u.buf, (int)u.groups, stream, dev, iters, &ns, err, sizeof(err));
+    const int rc = fl_launch_repeat(u.buf, (int)u.groups, stream, dev, &fl_torch_allocator, iters, &ns, err,
+                                    sizeof(err));
     if (rc != FL_OK) return err_launch(rc, err);
     return PyFloat_FromDouble(ns);
   } catch (const std::exception& e) {

@@ -72,12 +72,13 @@ int device_state(int device, DeviceState** out, Error& err) {
   return FL_OK;
 }
 
-int launch_on(DeviceState& dev, const int64_t* buf, int G, void* stream, int device, Error& err) {
+int launch_on(DeviceState& dev, const int64_t* buf, int G, void* stream, int device, const fl_allocator* alloc,
+              Error& err) {
   int cur = -1;
   FL_CUDA_TRY(err, cudaGetDevice(&cur));
-  if (cur == device) return dev.launch(dev, buf, G, static_cast<cudaStream_t>(stream), err);
+  if (cur == device) return dev.launch(dev, buf, G, static_cast<cudaStream_t>(stream), alloc, err);
   FL_CUDA_TRY(err, cudaSetDevice(device));
-  const int rc = dev.launch(dev, buf, G, static_cast<cudaStream_t>(stream), err);
+  const int rc = dev.launch(dev, buf, G, static_cast<cudaStream_t>(stream), alloc, err);
   cudaSetDevice(cur);
   return rc;
 }
@@ -85,23 +86,24 @@ int launch_on(DeviceState& dev, const int64_t* buf, int G, void* stream, int dev
 }  // namespace
 }  // namespace fl
 
-extern "C" int fl_launch(const int64_t* buf, int num_groups, void* stream, int device, char* err, size_t errlen) {
+extern "C" int fl_launch(const int64_t* buf, int num_groups, void* stream, int device, const fl_allocator* alloc,
+                         char* err, size_t errlen) {
   fl::Error e{err, errlen};
   if (num_groups < 1) return e.set(FL_ERR_VALUE, "need at least one group, got %d", num_groups);
   fl::DeviceState* dev = nullptr;
   if (int rc = fl::device_state(device, &dev, e)) return rc;
-  return fl::launch_on(*dev, buf, num_groups, stream, device, e);
+  return fl::launch_on(*dev, buf, num_groups, stream, device, alloc, e);
 }
 
-extern "C" int fl_launch_repeat(const int64_t* buf, int num_groups, void* stream, int device, int iters,
-                                double* ns_per_launch, char* err, size_t errlen) {
+extern "C" int fl_launch_repeat(const int64_t* buf, int num_groups, void* stream, int device,
+                                const fl_allocator* alloc, int iters, double* ns_per_launch, char* err, size_t errlen) {
   fl::Error e{err, errlen};
   if (num_groups < 1 || iters < 1) return e.set(FL_ERR_VALUE, "need groups >= 1 and iters >= 1");
   fl::DeviceState* dev = nullptr;
   if (int rc = fl::device_state(device, &dev, e)) return rc;
   const auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < iters; ++i)
-    if (int rc = fl::launch_on(*dev, buf, num_groups, stream, device, e)) return rc;
+    if (int rc = fl::launch_on(*dev, buf, num_groups, stream, device, alloc, e)) return rc;
   const auto t1 = std::chrono::steady_clock::now();
   *ns_per_launch = std::chrono::duration<double, std::nano>(t1 - t0).count() / iters;
   return FL_OK;

@@ -22,14 +22,26 @@ enum fl_status {
   FL_ERR_UNSUPPORTED = 3, /* no kernel for this GPU architecture (raise RuntimeError) */
 };
 
-/* Launches the grouped GEMM on `device`, on `stream` (a cudaStream_t; 0 is the legacy default
- * stream). Returns FL_OK, or an error code with a message written to err[0 .. errlen). */
-int fl_launch(const int64_t* buf, int num_groups, void* stream, int device, char* err, size_t errlen);
+/* Device memory a call needs for intermediate data (the sm_90a path's fp16 copy of A, a few MB
+ * for typical shapes). The launcher calls alloc at most once per call, after every check passed,
+ * and release right after queueing its kernels: both are stream-ordered on `stream` (the memory may
+ * be reused by work queued later on that stream). alloc returns NULL on failure. */
+typedef struct fl_allocator {
+  void* (*alloc)(size_t bytes, void* stream, void* ctx);
+  void (*release)(void* ptr, void* stream, void* ctx);
+  void* ctx;
+} fl_allocator;
 
-/* Benchmark floor: `iters` launches of the same prepacked buffer from a C loop. Writes the host
- * nanoseconds per launch (mean over the loop, no synchronisation inside) to *ns_per_launch. */
-int fl_launch_repeat(const int64_t* buf, int num_groups, void* stream, int device, int iters,
-                     double* ns_per_launch, char* err, size_t errlen);
+/* Launches the grouped GEMM on `device`, on `stream` (a cudaStream_t; 0 is the legacy default
+ * stream). `alloc` may be NULL: then cudaMallocAsync / cudaFreeAsync on the stream. Returns FL_OK,
+ * or an error code with a message written to err[0 .. errlen). */
+int fl_launch(const int64_t* buf, int num_groups, void* stream, int device, const fl_allocator* alloc, char* err,
+              size_t errlen);
+
+/* Benchmark floor: `iters` calls of fl_launch with the same prepacked buffer from a C loop. Writes
+ * the host nanoseconds per call (mean over the loop, no synchronisation inside) to *ns_per_launch. */
+int fl_launch_repeat(const int64_t* buf, int num_groups, void* stream, int device, const fl_allocator* alloc,
+                     int iters, double* ns_per_launch, char* err, size_t errlen);
 
 /* Architectures with a kernel in this build, e.g. "sm_90a". */
 const char* fl_supported_archs(void);

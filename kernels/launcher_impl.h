@@ -61,17 +61,42 @@ struct Error {
     if (fl_rc_ != CUDA_SUCCESS) return (err).driver((drv), fl_rc_, #call, __FILE__, __LINE__); \
   } while (0)
 
+// Device memory for one call, from the caller's allocator or else the stream-ordered CUDA allocator.
+struct Workspace {
+  void* ptr = nullptr;
+  const fl_allocator* alloc = nullptr;
+  int acquire(const fl_allocator* a, size_t bytes, cudaStream_t stream, Error& err) {
+    alloc = a;
+    if (bytes == 0) return FL_OK;
+    if (alloc) {
+      ptr = alloc->alloc(bytes, stream, alloc->ctx);
+      if (!ptr) return err.set(FL_ERR_CUDA, "could not allocate a workspace of %zu bytes", bytes);
+      return FL_OK;
+    }
+    FL_CUDA_TRY(err, cudaMallocAsync(&ptr, bytes, stream));
+    return FL_OK;
+  }
+  // After the work that uses it was queued on `stream`.
+  void release(cudaStream_t stream) {
+    if (!ptr) return;
+    if (alloc)
+      alloc->release(ptr, stream, alloc->ctx);
+    else
+      cudaFreeAsync(ptr, stream);
+    ptr = nullptr;
+  }
+};
+
 struct Sm90State {
-  // [width index][0: up to kGroupsSmall groups per launch, 1: up to kGroupsPerLaunch]
+  // GEMM kernels: [width index][0: up to kGroupsSmall groups per launch, 1: up to kGroupsPerLaunch]
   CUfunction fn[8][2] = {};
+  uint32_t smem_bytes[8] = {};  // per width index
+  CUfunction convert_fn[2] = {};  // the A conversion, [0: up to kGroupsSmall groups, 1: more]
   int forced_width = -1;  // FASTLAUNCH_SM90_WIDTH (experiments): index into sm90::kWidths
-  // FASTLAUNCH_SM90_DIAG (timing experiments, wrong results): kernels that leave parts of the K step
-  // out, [diag code][0: W = 128, 1: W = 256], up to kGroupsSmall groups.
-  CUfunction diag_fn[9][2] = {};
-  int diag = 0;
   CUlaunchAttribute attr[1];  // programmatic stream serialisation
-  CUlaunchConfig config;      // prebuilt; a launch sets grid size and stream
-  alignas(64) CUtensorMap tmpl_a;
+  CUlaunchConfig config;      // prebuilt; a launch sets grid size, shared memory and stream
+  CUlaunchConfig convert_config;
+  alignas(64) CUtensorMap tmpl_a[8];  // fp16 A box of each tile width, 128-byte swizzle
   alignas(64) CUtensorMap tmpl_b;
 };
 
@@ -83,7 +108,7 @@ struct Sm100State {
 };
 
 struct DeviceState;
-using LaunchFn = int (*)(const DeviceState&, const int64_t*, int, cudaStream_t, Error&);
+using LaunchFn = int (*)(const DeviceState&, const int64_t*, int, cudaStream_t, const fl_allocator*, Error&);
 
 struct DeviceState {
   std::atomic<int> status{-1};  // -1 not initialised, else the fl_status of initialisation
@@ -96,8 +121,10 @@ struct DeviceState {
 };
 
 int sm90_init(DeviceState& dev, Error& err);
-int sm90_launch(const DeviceState& dev, const int64_t* buf, int num_groups, cudaStream_t stream, Error& err);
+int sm90_launch(const DeviceState& dev, const int64_t* buf, int num_groups, cudaStream_t stream,
+                const fl_allocator* alloc, Error& err);
 int sm100_init(DeviceState& dev, Error& err);  // kernels/sm100_group_gemm.cu (built for sm_100a)
-int sm100_launch(const DeviceState& dev, const int64_t* buf, int num_groups, cudaStream_t stream, Error& err);
+int sm100_launch(const DeviceState& dev, const int64_t* buf, int num_groups, cudaStream_t stream,
+                 const fl_allocator* alloc, Error& err);
 
 }  // namespace fl

@@ -18,11 +18,11 @@ namespace sm90 {
 constexpr int kBlockM = 256;   // most rows of A / C per tile (the widest tile); wgmma N (C^T = B A^T)
 constexpr int kBlockN = 128;   // rows of B / columns of C per tile; 2 consumer warpgroups x 64
 constexpr int kBlockK = 64;    // K per pipeline stage: one 512-byte scale block per 128 rows
-constexpr int kRawStages = 8;  // TMA stages (packed A/B tiles + scale blocks)
-constexpr int kA16Stages = 3;  // fp16 A tiles (converted one K step ahead by the consumers)
-constexpr int kMapRing = kRawStages + 1;  // tensor-map slots per CTA: see sm90_group_gemm.cuh
-constexpr int kWgmmaNStep = 16;        // valid A rows of a tile are converted in steps of this
+constexpr int kMaxStages = 8;  // TMA stages (fp16 A tile, packed B tile, B scale block); fewer for wide tiles
+constexpr int kMapRing = kMaxStages + 1;  // tensor-map slots per CTA: see sm90_group_gemm.cuh
+constexpr int kWgmmaNStep = 16;        // tile widths are multiples of this (wgmma N)
 constexpr int kThreads = 384;          // producer warpgroup + 2 consumer warpgroups
+constexpr int kConvertThreads = 256;   // threads per CTA of the A conversion kernel
 constexpr int kGroupsSmall = 16;       // kernel variant with a small parameter block
 constexpr int kGroupsPerLaunch = 256;  // larger G is split into several launches
 
@@ -30,6 +30,21 @@ constexpr int64_t tiles_n(int64_t n) { return ceil_div(n, kBlockN); }
 
 constexpr int64_t tiles_m(int64_t m, int64_t tile_m) { return ceil_div(m, tile_m); }
 constexpr int64_t tiles(int64_t m, int64_t n, int64_t tile_m) { return tiles_m(m, tile_m) * tiles_n(n); }
+
+// The A operand goes through a workspace: a conversion kernel writes each group's A as fp16 (scale
+// folded in, K permuted inside each 64-wide step as the GEMM reads it), [m, k] row-major, groups
+// kWorkspaceAlign bytes apart; the GEMM loads its tiles from there with TMA.
+constexpr int64_t kWorkspaceAlign = 1024;
+
+// Byte offset of each group's fp16 A in the workspace (offsets[g], g < groups) and the total size.
+inline int64_t workspace_layout(const int64_t* m, const int64_t* k, int groups, int64_t* offsets) {
+  int64_t total = 0;
+  for (int g = 0; g < groups; ++g) {
+    offsets[g] = total;
+    total += round_up(m[g] * k[g] * 2, kWorkspaceAlign);
+  }
+  return total;
+}
 
 // Persistent grid: one CTA per SM (the kernel's shared memory allows no more), never more CTAs
 // than tiles.

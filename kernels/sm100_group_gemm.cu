@@ -95,7 +95,8 @@ int sm100_init(DeviceState& dev, Error& err) {
   return encode_template(dev.drv, &st.tmpl, err);
 }
 
-int sm100_launch(const DeviceState& dev, const int64_t* buf, int G, cudaStream_t stream, Error& err) {
+int sm100_launch(const DeviceState& dev, const int64_t* buf, int G, cudaStream_t stream, const fl_allocator*,
+                 Error& err) {
   // Check every limit before the first launch, so a bad group launches nothing.
   int64_t tiles = 0;
   for (int g = 0; g < G; ++g) {

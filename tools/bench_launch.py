@@ -58,7 +58,8 @@ def make_variants(data):
     bench_ext.bind(fastlaunch._C.__file__)
     lib = ctypes.CDLL(fastlaunch._C.__file__)
     addr = ctypes.cast(lib.fl_launch, ctypes.c_void_p).value
-    rest = (ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t)
+    rest = (ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t)
+    alloc = ctypes.cast(lib.fl_torch_allocator, ctypes.c_void_p).value  # the workspace allocator fast_launch uses
     fl_launch = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, *rest)(addr)  # buffer as an address
     fl_launch_arr = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_int64), *rest)(addr)  # ctypes array
     errbuf = ctypes.create_string_buffer(512)
@@ -86,7 +87,7 @@ def make_variants(data):
                 + [t[0].data_ptr() for t in sfr] + [t[1].data_ptr() for t in sfr]
                 + [s[0] for s in sizes] + [s[1] for s in sizes] + [s[2] for s in sizes])
         buf = torch.tensor(vals, dtype=torch.int64)
-        check_rc(fl_launch(buf.data_ptr(), len(abc), torch.cuda.current_stream().cuda_stream, dev, errbuf, 512))
+        check_rc(fl_launch(buf.data_ptr(), len(abc), torch.cuda.current_stream().cuda_stream, dev, alloc, errbuf, 512))
 
     arr_t = ctypes.c_int64 * (8 * g)
 
@@ -103,7 +104,7 @@ def make_variants(data):
             for s in sizes:
                 ptrs.append(s[i])
         buf = arr_t(*ptrs)
-        check_rc(fl_launch_arr(buf, len(abc), torch.cuda.current_stream().cuda_stream, dev, errbuf, 512))
+        check_rc(fl_launch_arr(buf, len(abc), torch.cuda.current_stream().cuda_stream, dev, alloc, errbuf, 512))
 
     fastlaunch.fast_launch(data)  # set-up outside capture
     torch.cuda.synchronize()

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One call on a GPU machine: build, inspect SASS, then the named steps (default: all).
-#   tools/gpu_check.sh [diag] [tests] [main] [bench] [launch] [eval] [sweep] [sweepdiag]
+#   tools/gpu_check.sh [diag] [tests] [main] [bench] [launch] [eval] [sweep]
 # Logs and JSON go to $OUT (default ./out). Uses the machine's own python3 and torch.
 set -u
 OUT=${OUT:-out}
@@ -32,7 +32,6 @@ for s in $steps; do
     bench) [ -f tools/bench_kernels.py ] && { timeout 900 $PY tools/bench_kernels.py --json "$OUT/bench_kernels.json" --png "$OUT/bench_kernels.png" 2>&1 | tee "$OUT/bench.log" || rc=1; } ;;
     eval) timeout 900 $PY tools/eval.py --json "$OUT/eval.json" 2>&1 | tee "$OUT/eval.log" || rc=1 ;;
     sweep) timeout 900 $PY tools/sweep_sm90.py 2>&1 | tee "$OUT/sweep.log" || rc=1 ;;
-    sweepdiag) timeout 900 $PY tools/sweep_sm90.py --diag 2>&1 | tee "$OUT/sweepdiag.log" || rc=1 ;;
     launch) [ -f tools/bench_launch.py ] && { timeout 600 $PY tools/bench_launch.py --json "$OUT/bench_launch.json" --png "$OUT/bench_launch.png" 2>&1 | tee "$OUT/launch.log" || rc=1; } ;;
   esac
 done

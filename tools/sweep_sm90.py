@@ -3,8 +3,6 @@ planner's choice, on the benchmark shapes, each in its own process, after a corr
 test shapes. Prints one table (the data behind plan.h's cost model).
 
 python tools/sweep_sm90.py [width ...]      (default: auto and every compiled width)
-python tools/sweep_sm90.py --diag           (W = 128 and 256, each whole and with parts of the K step
-                                             left out: FASTLAUNCH_SM90_DIAG; those results are wrong)
 """
 import json
 import os
@@ -13,8 +11,6 @@ import subprocess
 import sys
 
 MODES = {"auto": "planner", "64": "W=64", "128": "W=128", "192": "W=192", "256": "W=256"}
-DIAGS = {"0": "whole", "1": "no A conversion", "2": "no B dequantisation", "3": "neither conversion",
-         "4": "no wgmma", "8": "no wait for the converted A"}
 
 CHILD = r"""
 import json, torch, fastlaunch
@@ -40,21 +36,13 @@ print(json.dumps({"ok": bool(ok), "us": times}))
 
 
 def main():
-    args = sys.argv[1:]
-    if args == ["--diag"]:
-        modes = [f"{w}:{d}" for w in ("128", "256") for d in DIAGS]
-    else:
-        modes = args or list(MODES)
+    modes = sys.argv[1:] or list(MODES)
     rows = []
     for m in modes:
-        width, _, diag = m.partition(":")
         env = dict(os.environ)
         env.pop("FASTLAUNCH_SM90_WIDTH", None)
-        env.pop("FASTLAUNCH_SM90_DIAG", None)
-        if width != "auto":
-            env["FASTLAUNCH_SM90_WIDTH"] = width
-        if diag not in ("", "0"):
-            env["FASTLAUNCH_SM90_DIAG"] = diag
+        if m != "auto":
+            env["FASTLAUNCH_SM90_WIDTH"] = m
         out = subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True, text=True, timeout=600)
         if out.returncode:
             print(f"mode {m}: failed\n{out.stderr[-2000:]}")
@@ -65,9 +53,7 @@ def main():
     print("|---|---|---|---|---|---|---|---|")
     for m, r in rows:
         us = r["us"]
-        width, _, diag = m.partition(":")
-        variant = MODES.get(width, "?") + (f", {DIAGS.get(diag, '?')}" if diag else "")
-        print(f"| {m} | {variant} | {r['ok']} | " + " | ".join(f"{u:.1f}" for u in us) +
+        print(f"| {m} | {MODES.get(m, '?')} | {r['ok']} | " + " | ".join(f"{u:.1f}" for u in us) +
               f" | {statistics.geometric_mean(us):.1f} |")
 
 

@@ -25,4 +25,14 @@ __host__ __device__ constexpr uint64_t smem_desc_noswizzle(uint32_t smem_addr, u
          ((uint64_t)((sbo >> 4) & 0x3FFFu) << 32);
 }
 
+// Matrix descriptor, K-major with 128-byte swizzle (as TMA writes a box of 128-byte rows with
+// CU_TENSOR_MAP_SWIZZLE_128B): 8-row atoms of 1024 bytes `sbo` apart; the leading offset is unused
+// (encoded as 1); the tile starts on a 1024-byte boundary, and a k16 step inside the atom advances
+// the start address by 32 bytes (PTX ISA, "Matrix Descriptor Format" and "Shared Memory Matrix
+// Layout" for wgmma).
+__host__ __device__ constexpr uint64_t smem_desc_swizzle128(uint32_t smem_addr, uint32_t sbo) {
+  return (uint64_t)((smem_addr & 0x3FFFFu) >> 4) | (uint64_t{1} << 16) | ((uint64_t)((sbo >> 4) & 0x3FFFu) << 32) |
+         (uint64_t{1} << 62);
+}
+
 }  // namespace fl::ptx

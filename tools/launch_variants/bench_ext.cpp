@@ -1,26 +1,31 @@
 // Other ways to reach the same launcher, for tools/bench_launch.py only (built as fastlaunch._bench):
 //   launch_vec(a, b, c, sfa, sfb, m, n, k)          pybind11, std::vector<at::Tensor> + int lists
 //   torch.ops.fastlaunch_bench.launch(same)         TORCH_LIBRARY custom op taking Tensor[]
-// Both pack the same int64 buffer as fast_launch and call fl_launch from fastlaunch._C, looked up
-// with dlsym after bind(path to fastlaunch._C).
+// Both pack the same int64 buffer as fast_launch and call fl_launch from fastlaunch._C with its
+// workspace allocator, both looked up with dlsym after bind(path to fastlaunch._C).
 #include <c10/cuda/CUDAStream.h>
 #include <dlfcn.h>
 #include <torch/extension.h>
 #include <torch/library.h>
+
+#include "launcher.h"
 
 #include <cstdint>
 #include <vector>
 
 namespace {
 
-using LaunchFn = int (*)(const int64_t*, int, void*, int, char*, size_t);
+using LaunchFn = decltype(&fl_launch);
 LaunchFn g_launch = nullptr;
+const fl_allocator* g_alloc = nullptr;
 
 void bind(const std::string& path) {
   void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_NOLOAD);
   TORCH_CHECK(h, "fastlaunch._C is not loaded: ", path);
   g_launch = reinterpret_cast<LaunchFn>(dlsym(h, "fl_launch"));
   TORCH_CHECK(g_launch, "fl_launch not found in ", path);
+  g_alloc = reinterpret_cast<const fl_allocator*>(dlsym(h, "fl_torch_allocator"));
+  TORCH_CHECK(g_alloc, "fl_torch_allocator not found in ", path);
 }
 
 void launch_impl(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b, const std::vector<at::Tensor>& c,
@@ -41,7 +46,8 @@ void launch_impl(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>
   }
   const int dev = a[0].get_device();
   char err[512];
-  const int rc = g_launch(buf.data(), G, c10::cuda::getCurrentCUDAStream(dev).stream(), dev, err, sizeof(err));
+  const int rc =
+      g_launch(buf.data(), G, c10::cuda::getCurrentCUDAStream(dev).stream(), dev, g_alloc, err, sizeof(err));
   TORCH_CHECK(rc == 0, err);
 }
 
