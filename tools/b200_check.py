@@ -41,8 +41,8 @@ def refuse_unless_b200() -> str | None:
         return "no CUDA GPU: this check needs a GPU of compute capability 10.0 (B200); --dry-run runs on the CPU"
     cc = torch.cuda.get_device_capability()
     if cc != (10, 0):
-        return (f"{torch.cuda.get_device_name()} is compute capability {cc[0]}.{cc[1]}; this check is for 10.0 "
-                "(B200): other GPUs run other code")
+        return (f"{torch.cuda.get_device_name()} is compute capability {cc[0]}.{cc[1]}; this check needs compute "
+                "capability 10.0 (B200): other GPUs run other code")
     return None
 
 
