@@ -88,16 +88,17 @@ struct Workspace {
 };
 
 struct Sm90State {
-  // GEMM kernels: [width index][0: up to kGroupsSmall groups per launch, 1: up to kGroupsPerLaunch]
+  // GEMM kernels: [tile shape index][0: up to kGroupsSmall groups per launch, 1: up to kGroupsPerLaunch]
   CUfunction fn[8][2] = {};
-  uint32_t smem_bytes[8] = {};  // per width index
+  uint32_t smem_bytes[8] = {};  // per tile shape
   CUfunction convert_fn[2] = {};  // the A conversion, [0: up to kGroupsSmall groups, 1: more]
-  int forced_width = -1;  // FASTLAUNCH_SM90_WIDTH (experiments): index into sm90::kWidths
+  int forced_shape = -1;  // FASTLAUNCH_SM90_TILE (experiments): index into sm90::kShapes
+  int only = 0;           // FASTLAUNCH_SM90_ONLY (experiments, wrong results): 1 conversion, 2 GEMM
   CUlaunchAttribute attr[1];  // programmatic stream serialisation
   CUlaunchConfig config;      // prebuilt; a launch sets grid size, shared memory and stream
   CUlaunchConfig convert_config;
-  alignas(64) CUtensorMap tmpl_a[8];  // fp16 A box of each tile width, 128-byte swizzle
-  alignas(64) CUtensorMap tmpl_b;
+  alignas(64) CUtensorMap tmpl_a[8];  // per tile shape: fp16 A box (W rows), 128-byte swizzle
+  alignas(64) CUtensorMap tmpl_b[8];  // per tile shape: packed B box (BM rows)
 };
 
 struct Sm100State {

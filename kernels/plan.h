@@ -26,25 +26,19 @@ constexpr int kConvertThreads = 256;   // threads per CTA of the A conversion ke
 constexpr int kGroupsSmall = 16;       // kernel variant with a small parameter block
 constexpr int kGroupsPerLaunch = 256;  // larger G is split into several launches
 
-constexpr int64_t tiles_n(int64_t n) { return ceil_div(n, kBlockN); }
-
+constexpr int64_t tiles_n(int64_t n, int64_t tile_n) { return ceil_div(n, tile_n); }
 constexpr int64_t tiles_m(int64_t m, int64_t tile_m) { return ceil_div(m, tile_m); }
-constexpr int64_t tiles(int64_t m, int64_t n, int64_t tile_m) { return tiles_m(m, tile_m) * tiles_n(n); }
+constexpr int64_t tiles(int64_t m, int64_t n, int64_t tile_m, int64_t tile_n) {
+  return tiles_m(m, tile_m) * tiles_n(n, tile_n);
+}
 
 // The A operand goes through a workspace: a conversion kernel writes each group's A as fp16 (scale
 // folded in, K permuted inside each 64-wide step as the GEMM reads it), [m, k] row-major, groups
 // kWorkspaceAlign bytes apart; the GEMM loads its tiles from there with TMA.
 constexpr int64_t kWorkspaceAlign = 1024;
 
-// Byte offset of each group's fp16 A in the workspace (offsets[g], g < groups) and the total size.
-inline int64_t workspace_layout(const int64_t* m, const int64_t* k, int groups, int64_t* offsets) {
-  int64_t total = 0;
-  for (int g = 0; g < groups; ++g) {
-    offsets[g] = total;
-    total += round_up(m[g] * k[g] * 2, kWorkspaceAlign);
-  }
-  return total;
-}
+// Bytes of one group's fp16 A in the workspace (m, k < 2^31, so no overflow).
+constexpr int64_t a16_bytes(int64_t m, int64_t k) { return round_up(m * k * 2, kWorkspaceAlign); }
 
 // Persistent grid: one CTA per SM (the kernel's shared memory allows no more), never more CTAs
 // than tiles.
@@ -52,35 +46,44 @@ constexpr int grid_size(int64_t total_tiles, int sm_count) {
   return (int)(total_tiles < sm_count ? total_tiles : sm_count);
 }
 
-// Tile widths with a compiled kernel (wgmma N is fixed per kernel) and the cost model that picks one
-// per launch. A K step of a tile costs about (kStepOverheadRows + W) row-units: the MMA grows with W,
-// the B dequantisation, barriers and A conversion overhead do not.
-constexpr int kWidths[] = {64, 128, 192, 256};
-constexpr int kNumWidths = sizeof(kWidths) / sizeof(kWidths[0]);
-constexpr int64_t kStepOverheadRows = 128;
+// Tile shapes with a compiled kernel: W A rows (wgmma N, fixed per kernel) x BM B rows, and the
+// cost model that picks one per launch. step_cycles: measured cycles per 64-wide K step of one tile
+// on the H200 (tools/sweep_sm90.py; docs/sm90_kernel_notes.md); each tile also costs kTileCycles
+// (prologue, epilogue).
+struct TileShape {
+  int w, bm;
+  double step_cycles;
+};
+constexpr TileShape kShapes[] = {{64, 128, 780}, {128, 128, 920}, {192, 128, 1500},
+                                 {256, 128, 2080}, {64, 256, 950}, {128, 256, 1500}};
+constexpr int kNumShapes = sizeof(kShapes) / sizeof(kShapes[0]);
+constexpr double kTileCycles = 10000;
+constexpr int kNarrowestShape = 0;  // kShapes[0] cuts a launch into the most tiles
 
-// Estimated time of a launch with tile width W, in row-units: the work spread over the SMs, or the
-// slowest single tile when there are fewer tiles than SMs.
-inline double plan_cost(const int64_t* m, const int64_t* n, const int64_t* k, int groups, int sm_count, int w) {
+// Estimated cycles of a launch with tile shape `sh`: the persistent grid takes tiles round-robin, so
+// the busiest SM runs ceil(tiles / SMs) average tiles, and never less than the longest tile.
+inline double plan_cost(const int64_t* m, const int64_t* n, const int64_t* k, int groups, int sm_count, int sh) {
+  const TileShape& s = kShapes[sh];
   double total = 0, longest = 0;
-  int64_t tiles_all = 0;
+  int64_t count = 0;
   for (int g = 0; g < groups; ++g) {
-    const double per_tile = (double)(k[g] / kBlockK) * (double)(kStepOverheadRows + w);
-    const int64_t t = tiles(m[g], n[g], w);
-    tiles_all += t;
+    const double per_tile = (double)(k[g] / kBlockK) * s.step_cycles + kTileCycles;
+    const int64_t t = tiles(m[g], n[g], s.w, s.bm);
+    count += t;
     total += per_tile * (double)t;
     if (per_tile > longest) longest = per_tile;
   }
-  const double spread = total / (double)(tiles_all < sm_count ? tiles_all : sm_count);
+  const double rounds = (double)ceil_div(count, sm_count);
+  const double spread = rounds * total / (double)count;
   return spread > longest ? spread : longest;
 }
 
-// The width (index into kWidths) with the lowest estimated cost; ties go to the wider tile.
-inline int plan_width(const int64_t* m, const int64_t* n, const int64_t* k, int groups, int sm_count) {
-  int best = kNumWidths - 1;
-  double best_cost = plan_cost(m, n, k, groups, sm_count, kWidths[best]);
-  for (int i = kNumWidths - 2; i >= 0; --i) {
-    const double c = plan_cost(m, n, k, groups, sm_count, kWidths[i]);
+// The tile shape (index into kShapes) with the lowest estimated cost; ties go to the earlier shape.
+inline int plan_shape(const int64_t* m, const int64_t* n, const int64_t* k, int groups, int sm_count) {
+  int best = 0;
+  double best_cost = plan_cost(m, n, k, groups, sm_count, 0);
+  for (int i = 1; i < kNumShapes; ++i) {
+    const double c = plan_cost(m, n, k, groups, sm_count, i);
     if (c < best_cost * 0.999) best = i, best_cost = c;
   }
   return best;

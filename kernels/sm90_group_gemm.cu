@@ -1,5 +1,6 @@
 // Host side of the sm_90a kernels: one-time set-up per device and the per-call launches (the A
 // conversion into the workspace, then the GEMM).
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -31,11 +32,11 @@ int encode_template(const Driver& drv, CUtensorMap* map, uint32_t box_bytes, uin
   return FL_OK;
 }
 
-template <int MAXG, int W>
+template <int MAXG, int W, int BM>
 int prepare(CUfunction* fn, Error& err) {
-  const void* sym = reinterpret_cast<const void*>(&sm90::nvfp4_group_gemm<MAXG, W>);
+  const void* sym = reinterpret_cast<const void*>(&sm90::nvfp4_group_gemm<MAXG, W, BM>);
   FL_CUDA_TRY(err, cudaFuncSetAttribute(sym, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        (int)sm90::Layout<W>::kSmemBytes));
+                                        (int)sm90::Layout<W, BM>::kSmemBytes));
   cudaFunction_t f = nullptr;
   FL_CUDA_TRY(err, cudaGetFuncBySymbol(&f, sym));
   *fn = reinterpret_cast<CUfunction>(f);
@@ -51,15 +52,18 @@ int prepare_convert(CUfunction* fn, Error& err) {
 }
 
 template <int I>
-int prepare_widths(DeviceState& dev, Error& err) {
-  if constexpr (I < sm90::kNumWidths) {
-    constexpr int W = sm90::kWidths[I];
-    if (int rc = prepare<sm90::kGroupsSmall, W>(&dev.sm90.fn[I][0], err)) return rc;
-    if (int rc = prepare<sm90::kGroupsPerLaunch, W>(&dev.sm90.fn[I][1], err)) return rc;
-    dev.sm90.smem_bytes[I] = sm90::Layout<W>::kSmemBytes;
-    if (int rc = encode_template(dev.drv, &dev.sm90.tmpl_a[I], sm90::kA16RowBytes, W, CU_TENSOR_MAP_SWIZZLE_128B, err))
+int prepare_shapes(DeviceState& dev, Error& err) {
+  if constexpr (I < sm90::kNumShapes) {
+    constexpr int W = sm90::kShapes[I].w, BM = sm90::kShapes[I].bm;
+    Sm90State& st = dev.sm90;
+    if (int rc = prepare<sm90::kGroupsSmall, W, BM>(&st.fn[I][0], err)) return rc;
+    if (int rc = prepare<sm90::kGroupsPerLaunch, W, BM>(&st.fn[I][1], err)) return rc;
+    st.smem_bytes[I] = sm90::Layout<W, BM>::kSmemBytes;
+    if (int rc = encode_template(dev.drv, &st.tmpl_a[I], sm90::kA16RowBytes, W, CU_TENSOR_MAP_SWIZZLE_128B, err))
       return rc;
-    return prepare_widths<I + 1>(dev, err);
+    if (int rc = encode_template(dev.drv, &st.tmpl_b[I], sm90::kBlockK / 2, BM, CU_TENSOR_MAP_SWIZZLE_NONE, err))
+      return rc;
+    return prepare_shapes<I + 1>(dev, err);
   }
   return FL_OK;
 }
@@ -71,17 +75,17 @@ int launch_chunk(const DeviceState& dev, int which, const int64_t* buf, int G, i
                  cudaStream_t stream, Error& err) {
   const Sm90State& st = dev.sm90;
   Params<MAXG> p;
-  const int wi = st.forced_width >= 0
-                     ? st.forced_width
-                     : sm90::plan_width(buf + 5 * G + g0, buf + 6 * G + g0, buf + 7 * G + g0, gc, dev.sm_count);
-  const int width = sm90::kWidths[wi];
-  std::memcpy(&p.tmpl_a, &st.tmpl_a[wi], sizeof(CUtensorMap));
-  std::memcpy(&p.tmpl_b, &st.tmpl_b, sizeof(CUtensorMap));
+  const int si = st.forced_shape >= 0
+                     ? st.forced_shape
+                     : sm90::plan_shape(buf + 5 * G + g0, buf + 6 * G + g0, buf + 7 * G + g0, gc, dev.sm_count);
+  const int width = sm90::kShapes[si].w, bm = sm90::kShapes[si].bm;
+  std::memcpy(&p.tmpl_a, &st.tmpl_a[si], sizeof(CUtensorMap));
+  std::memcpy(&p.tmpl_b, &st.tmpl_b[si], sizeof(CUtensorMap));
   int64_t tiles = 0, units = 0;
   for (int i = 0; i < gc; ++i) {
     const int g = g0 + i;
     const int64_t m = buf[5 * G + g], n = buf[6 * G + g], k = buf[7 * G + g];
-    tiles += sm90::tiles(m, n, width);
+    tiles += sm90::tiles(m, n, width, bm);
     units += m * (k / sm90::kBlockK);
     sm90::Group& gr = p.groups[i];
     gr.a = reinterpret_cast<const uint8_t*>(buf[0 * G + g]);
@@ -90,7 +94,7 @@ int launch_chunk(const DeviceState& dev, int which, const int64_t* buf, int G, i
     gr.sfa = reinterpret_cast<const uint8_t*>(buf[3 * G + g]);
     gr.sfb = reinterpret_cast<const uint8_t*>(buf[4 * G + g]);
     gr.a16 = reinterpret_cast<__half*>(a16);
-    a16 += round_up(m * k * 2, sm90::kWorkspaceAlign);
+    a16 += sm90::a16_bytes(m, k);
     gr.m = (int32_t)m;
     gr.n = (int32_t)n;
     gr.k = (int32_t)k;
@@ -108,20 +112,20 @@ int launch_chunk(const DeviceState& dev, int which, const int64_t* buf, int G, i
   const int64_t blocks = ceil_div(units, sm90::kConvertThreads);
   cfg.gridDimX = (unsigned)(blocks < 8 * dev.sm_count ? blocks : 8 * dev.sm_count);
   cfg.hStream = reinterpret_cast<CUstream>(stream);
-  FL_DRV_TRY(err, dev.drv, dev.drv.launch_kernel_ex(&cfg, st.convert_fn[which], args, nullptr));
+  if (st.only != 2) FL_DRV_TRY(err, dev.drv, dev.drv.launch_kernel_ex(&cfg, st.convert_fn[which], args, nullptr));
 
   cfg = st.config;
   cfg.gridDimX = (unsigned)sm90::grid_size(tiles, dev.sm_count);
-  cfg.sharedMemBytes = st.smem_bytes[wi];
+  cfg.sharedMemBytes = st.smem_bytes[si];
   cfg.hStream = reinterpret_cast<CUstream>(stream);
-  FL_DRV_TRY(err, dev.drv, dev.drv.launch_kernel_ex(&cfg, st.fn[wi][which], args, nullptr));
+  if (st.only != 1) FL_DRV_TRY(err, dev.drv, dev.drv.launch_kernel_ex(&cfg, st.fn[si][which], args, nullptr));
   return FL_OK;
 }
 
 }  // namespace
 
 int sm90_init(DeviceState& dev, Error& err) {
-  static_assert(sm90::kNumWidths <= 8, "Sm90State holds 8 widths");
+  static_assert(sm90::kNumShapes <= 8, "Sm90State holds 8 tile shapes");
   Sm90State& st = dev.sm90;
   st.attr[0].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
   st.attr[0].value.programmaticStreamSerializationAllowed = 1;
@@ -133,15 +137,23 @@ int sm90_init(DeviceState& dev, Error& err) {
   st.config.numAttrs = 1;
   st.convert_config = st.config;
   st.convert_config.blockDimX = sm90::kConvertThreads;
-  if (int rc = prepare_widths<0>(dev, err)) return rc;
+  if (int rc = prepare_shapes<0>(dev, err)) return rc;
   if (int rc = prepare_convert<sm90::kGroupsSmall>(&st.convert_fn[0], err)) return rc;
   if (int rc = prepare_convert<sm90::kGroupsPerLaunch>(&st.convert_fn[1], err)) return rc;
-  if (const char* env = std::getenv("FASTLAUNCH_SM90_WIDTH")) {
-    for (int i = 0; i < sm90::kNumWidths; ++i)
-      if (std::atoi(env) == sm90::kWidths[i]) st.forced_width = i;
-    if (st.forced_width < 0) return err.set(FL_ERR_VALUE, "FASTLAUNCH_SM90_WIDTH=%s is not a compiled width", env);
+  // Experiments (tools/sweep_sm90.py): a forced tile shape "WxBM"; one of the two kernels only.
+  if (const char* env = std::getenv("FASTLAUNCH_SM90_TILE")) {
+    for (int i = 0; i < sm90::kNumShapes; ++i) {
+      char name[32];
+      std::snprintf(name, sizeof(name), "%dx%d", sm90::kShapes[i].w, sm90::kShapes[i].bm);
+      if (std::strcmp(env, name) == 0) st.forced_shape = i;
+    }
+    if (st.forced_shape < 0) return err.set(FL_ERR_VALUE, "FASTLAUNCH_SM90_TILE=%s is not a compiled tile shape", env);
   }
-  return encode_template(dev.drv, &st.tmpl_b, sm90::kBlockK / 2, sm90::kBlockN, CU_TENSOR_MAP_SWIZZLE_NONE, err);
+  if (const char* env = std::getenv("FASTLAUNCH_SM90_ONLY")) {
+    st.only = std::strcmp(env, "convert") == 0 ? 1 : std::strcmp(env, "gemm") == 0 ? 2 : -1;
+    if (st.only < 0) return err.set(FL_ERR_VALUE, "FASTLAUNCH_SM90_ONLY=%s: expected convert or gemm", env);
+  }
+  return FL_OK;
 }
 
 int sm90_launch(const DeviceState& dev, const int64_t* buf, int G, cudaStream_t stream, const fl_allocator* alloc,
@@ -154,16 +166,17 @@ int sm90_launch(const DeviceState& dev, const int64_t* buf, int G, cudaStream_t 
       return err.set(FL_ERR_VALUE, "group %d: unsupported sizes m=%lld n=%lld k=%lld", g, (long long)m,
                      (long long)n, (long long)k);
     if (g % sm90::kGroupsPerLaunch == 0) tiles = units = 0;
-    tiles += sm90::tiles(m, n, sm90::kWidths[0]);  // the narrowest tiles: the most a launch can have
+    const sm90::TileShape& narrow = sm90::kShapes[sm90::kNarrowestShape];  // the most tiles a launch can have
+    tiles += sm90::tiles(m, n, narrow.w, narrow.bm);
     if (tiles > kMaxTilesPerLaunch)
       return err.set(FL_ERR_VALUE, "group %d: more than %lld tiles of %dx%d in one launch of up to %d groups", g,
-                     (long long)kMaxTilesPerLaunch, sm90::kBlockM, sm90::kBlockN, sm90::kGroupsPerLaunch);
+                     (long long)kMaxTilesPerLaunch, narrow.w, narrow.bm, sm90::kGroupsPerLaunch);
     units += m * (k / sm90::kBlockK);
     if (units > kMaxUnitsPerLaunch)
       return err.set(FL_ERR_VALUE, "group %d: more than %lld rows x K/64 of A in one launch of up to %d groups", g,
                      (long long)kMaxUnitsPerLaunch, sm90::kGroupsPerLaunch);
     // m, k < 2^31, so m * k * 2 < 2^63; the running sum is checked against a bound far below overflow.
-    workspace += round_up(m * k * 2, sm90::kWorkspaceAlign);
+    workspace += sm90::a16_bytes(m, k);
     if (workspace > kMaxWorkspaceBytes)
       return err.set(FL_ERR_VALUE, "group %d: the fp16 copy of A would exceed %lld bytes", g,
                      (long long)kMaxWorkspaceBytes);
@@ -176,7 +189,7 @@ int sm90_launch(const DeviceState& dev, const int64_t* buf, int G, cudaStream_t 
     const int gc = G - g0 < sm90::kGroupsPerLaunch ? G - g0 : sm90::kGroupsPerLaunch;
     rc = gc <= sm90::kGroupsSmall ? launch_chunk<sm90::kGroupsSmall>(dev, 0, buf, G, g0, gc, a16, stream, err)
                                   : launch_chunk<sm90::kGroupsPerLaunch>(dev, 1, buf, G, g0, gc, a16, stream, err);
-    for (int g = g0; g < g0 + gc; ++g) a16 += round_up(buf[5 * G + g] * buf[7 * G + g] * 2, sm90::kWorkspaceAlign);
+    for (int g = g0; g < g0 + gc; ++g) a16 += sm90::a16_bytes(buf[5 * G + g], buf[7 * G + g]);
   }
   ws.release(stream);  // stream-ordered: after the kernels just queued
   return rc;

@@ -5,12 +5,13 @@
 // one kernel each; plan.h picks W per launch). A is converted to fp16 once per launch by a separate
 // kernel (sm90_convert_a.cuh) into a workspace; the GEMM loads its tiles from there with TMA.
 //
-// One CTA = 3 warpgroups, persistent over tiles of 128 B rows x W A rows:
+// One CTA = 3 warpgroups, persistent over tiles of BM (128 or 256) B rows x W A rows:
 //   warp 0          producer: patches the group's tensor maps, issues TMA for the fp16 A tile (128-byte
-//                   swizzle), the packed B tile and B's 512-byte scale block of each 64-wide K step
+//                   swizzle), the packed B tile and B's 512-byte scale blocks of each 64-wide K step
 //                   (warps 1..3 only hand over registers);
-//   warpgroups 1, 2 consumers: 64 B rows each, dequantise them into wgmma A fragments, issue the
-//                   wgmma, epilogue.
+//   warpgroups 1, 2 consumers: BM / 2 B rows each (one or two blocks of 64), dequantise them into
+//                   wgmma A fragments, issue the wgmma, epilogue. BM = 256 halves the fp16 A traffic
+//                   per MMA (the kernel is bound by L2 -> shared memory traffic) at twice the registers.
 //
 // K permutation. An MMA sums over K, so both operands may be read in any one order of K. Thread
 // lane%4 == c of a consumer warp owns K range [16c, 16c+16) of a 64-wide stage (one scale block,
@@ -64,23 +65,25 @@ struct Params {
 // Shared memory (bytes). A stage holds what TMA brings for one 64-wide K step: the fp16 A tile
 // (W rows of 128 bytes, 128-byte swizzled, 1024-byte aligned), the packed B tile and B's scale block.
 constexpr uint32_t kSfBlockBytes = 512;  // 128 rows x 4 scale blocks
-constexpr uint32_t kBRawBytes = kBlockN * kBlockK / 2;
 constexpr uint32_t kA16RowBytes = kBlockK * 2;
 constexpr uint32_t kHeaderBytes = 1024;  // two 128-byte tensor-map staging copies, then the mbarriers
 constexpr uint32_t kOffMapStage = 0;
 constexpr uint32_t kOffBars = 256;
 constexpr uint32_t kSmemLimit = 227 * 1024;
 
-template <int W>
+template <int W, int BM>
 struct Layout {
+  static constexpr int kMB = BM / kBlockN;  // 64-row blocks of B per consumer warpgroup
+  static constexpr uint32_t kBRawBytes = BM * kBlockK / 2;
   static constexpr uint32_t kOffA16 = 0;
   static constexpr uint32_t kOffBRaw = W * kA16RowBytes;
   static constexpr uint32_t kOffSfb = kOffBRaw + kBRawBytes;
-  static constexpr uint32_t kStageBytes = (kOffSfb + kSfBlockBytes + 1023) / 1024 * 1024;
+  static constexpr uint32_t kStageBytes = (kOffSfb + kMB * kSfBlockBytes + 1023) / 1024 * 1024;
   static constexpr int kFit = (int)((kSmemLimit - kHeaderBytes) / kStageBytes);
   static constexpr int kStages = kFit < kMaxStages ? kFit : kMaxStages;
   static constexpr uint32_t kSmemBytes = kHeaderBytes + kStages * kStageBytes;
-  static constexpr uint32_t kTxBytes = W * kA16RowBytes + kBRawBytes + kSfBlockBytes;
+  static constexpr uint32_t kTxBytes = W * kA16RowBytes + kBRawBytes;  // + B's scale blocks that exist
+  static_assert(BM == kBlockN || BM == 2 * kBlockN, "one or two 64-row blocks per consumer warpgroup");
   static_assert(kStages >= 4, "pipeline depth");
   static_assert(kOffBars + 16 * kStages <= kHeaderBytes, "barriers fit the header");
   static_assert(kStages + 1 <= kMapRing, "tensor-map ring covers the TMA ring");
@@ -114,7 +117,7 @@ struct Tile {
 
 // Tiles are numbered group by group; inside a group the A-row tiles of one B-row tile are
 // adjacent, so CTAs running at the same time share B tiles in L2. `g` is a hint (tiles only grow).
-template <int MAXG>
+template <int BM, int MAXG>
 __device__ __forceinline__ Tile decode_tile(const Params<MAXG>& p, int t, int g) {
   while (t >= p.groups[g].tile_end) ++g;
   const Group& gr = p.groups[g];
@@ -123,7 +126,7 @@ __device__ __forceinline__ Tile decode_tile(const Params<MAXG>& p, int t, int g)
   Tile tile;
   tile.g = g;
   tile.m0 = (local % mt) * gr.tile_m;
-  tile.n0 = (local / mt) * kBlockN;
+  tile.n0 = (local / mt) * BM;
   const int rows = min(gr.tile_m, gr.m - tile.m0);
   tile.width = (rows + kWgmmaNStep - 1) / kWgmmaNStep * kWgmmaNStep;
   tile.kstages = gr.k / kBlockK;
@@ -146,14 +149,15 @@ __host__ __device__ __forceinline__ uint32_t sf_row_offset(int r) { return (r % 
 
 // B rows r0 and r0+8, K block c of a stage -> the four steps' wgmma A fragments (see the K
 // permutation at the top of this file).
-template <int W>
+template <int W, int BM>
 __device__ __forceinline__ void dequant_b(uint32_t (&f)[4][4], uint32_t stage, int r0, int c) {
-  using L = Layout<W>;
+  using L = Layout<W, BM>;
   const int r1 = r0 + 8;
   const uint2 b0 = lds64(stage + L::kOffBRaw + r0 * 32 + 8 * c);
   const uint2 b1 = lds64(stage + L::kOffBRaw + r1 * 32 + 8 * c);
-  const uint32_t s0 = ptx::e4m3_to_f16x2_bcast(lds8(stage + L::kOffSfb + sf_row_offset(r0) + c));
-  const uint32_t s1 = ptx::e4m3_to_f16x2_bcast(lds8(stage + L::kOffSfb + sf_row_offset(r1) + c));
+  const uint32_t sf = stage + L::kOffSfb + (r0 / 128) * kSfBlockBytes + c;
+  const uint32_t s0 = ptx::e4m3_to_f16x2_bcast(lds8(sf + sf_row_offset(r0)));
+  const uint32_t s1 = ptx::e4m3_to_f16x2_bcast(lds8(sf + sf_row_offset(r1)));
 #pragma unroll
   for (int s4 = 0; s4 < 4; ++s4) {
     f[s4][0] = ptx::mul_f16x2(e2m1_pair(b0.x, s4), s0);
@@ -164,25 +168,30 @@ __device__ __forceinline__ void dequant_b(uint32_t (&f)[4][4], uint32_t stage, i
 }
 
 // The four k16 steps of one 64-wide K step against the stage's fp16 A tile (W rows of 128 bytes,
-// 128-byte swizzle: k16 step s4 starts 32 bytes further into each row), with wgmma N = the launch's
-// tile width W (a tile narrower than W, a group's last, computes columns it does not store); `first`
-// starts from zero. One N per kernel: ptxas serialises wgmma when one kernel mixes several N, and a
-// branch between wgmma instructions costs more than the padding.
-template <int W>
-__device__ __forceinline__ void mma_step(float (&acc)[W / 2], const uint32_t (&f)[4][4], uint32_t a16, bool first) {
+// 128-byte swizzle: k16 step s4 starts 32 bytes further into each row), for each of the warpgroup's
+// MB blocks of 64 B rows, with wgmma N = the launch's tile width W (a tile narrower than W, a group's
+// last, computes columns it does not store); `first` starts from zero. One N per kernel: ptxas
+// serialises wgmma when one kernel mixes several N, and a branch between wgmma instructions costs
+// more than the padding.
+template <int W, int MB>
+__device__ __forceinline__ void mma_step(float (&acc)[MB][W / 2], const uint32_t (&f)[MB][4][4], uint32_t a16,
+                                         bool first) {
   ptx::wgmma_fence();
 #pragma unroll
-  for (int s4 = 0; s4 < 4; ++s4) {
-    const uint64_t desc = ptx::smem_desc_swizzle128(a16 + 32 * s4, 8 * kA16RowBytes);
-    ptx::WgmmaRS<W>::mma(acc, f[s4][0], f[s4][1], f[s4][2], f[s4][3], desc, !(first && s4 == 0));
+  for (int j = 0; j < MB; ++j) {
+#pragma unroll
+    for (int s4 = 0; s4 < 4; ++s4) {
+      const uint64_t desc = ptx::smem_desc_swizzle128(a16 + 32 * s4, 8 * kA16RowBytes);
+      ptx::WgmmaRS<W>::mma(acc[j], f[j][s4][0], f[j][s4][1], f[j][s4][2], f[j][s4][3], desc, !(first && s4 == 0));
+    }
   }
   ptx::wgmma_commit();
 }
 
 // Barrier and stage addresses in shared memory.
-template <int W>
+template <int W, int BM>
 struct Smem {
-  using L = Layout<W>;
+  using L = Layout<W, BM>;
   uint32_t base;
   __device__ uint32_t full(int s) const { return base + kOffBars + 8u * s; }  // TMA bytes landed
   __device__ uint32_t empty(int s) const { return base + kOffBars + 8u * (L::kStages + s); }  // consumed
@@ -195,15 +204,17 @@ constexpr uint32_t kConsumerWarps = 8;
 // One consumer K step at pipeline position `it`: wait for its data, dequantise B into registers,
 // issue the step's wgmma, then retire step it-1 (its wgmma done: its stage, fp16 A and B, is free).
 // Callers alternate two fragment sets, so the registers of step it-1's wgmma are not overwritten
-// while it may still run.
-template <int W>
-__device__ __forceinline__ void consumer_step(const Smem<W>& sm, float (&acc)[W / 2], uint32_t (&f)[4][4],
-                                              uint32_t it, int kc, int r0, int c, int lane) {
-  using L = Layout<W>;
+// while it may still run. r0: the thread's first B row in its warpgroup's first block.
+template <int W, int BM>
+__device__ __forceinline__ void consumer_step(const Smem<W, BM>& sm, float (&acc)[BM / 128][W / 2],
+                                              uint32_t (&f)[BM / 128][4][4], uint32_t it, int kc, int r0, int c,
+                                              int lane) {
+  using L = Layout<W, BM>;
   const int s = it % L::kStages;
   ptx::mbar_wait(sm.full(s), (it / L::kStages) & 1);
-  dequant_b<W>(f, sm.stage(s), r0, c);
-  mma_step<W>(acc, f, sm.stage(s) + L::kOffA16, kc == 0);
+#pragma unroll
+  for (int j = 0; j < L::kMB; ++j) dequant_b<W, BM>(f[j], sm.stage(s), r0 + 128 * j, c);
+  mma_step<W, L::kMB>(acc, f, sm.stage(s) + L::kOffA16, kc == 0);
   if (kc > 0) {
     ptx::wgmma_wait<1>();
     __syncwarp();
@@ -212,46 +223,50 @@ __device__ __forceinline__ void consumer_step(const Smem<W>& sm, float (&acc)[W 
 }
 
 // One tile: the K loop, then the epilogue.
-template <int W>
-__device__ __forceinline__ void consumer_tile(const Smem<W>& sm, float (&acc)[W / 2], uint32_t (&fa)[4][4],
-                                              uint32_t (&fb)[4][4], const Group& gr, const Tile& tile, uint32_t& it,
-                                              int r0, int c, int lane) {
-  using L = Layout<W>;
+template <int W, int BM>
+__device__ __forceinline__ void consumer_tile(const Smem<W, BM>& sm, float (&acc)[BM / 128][W / 2],
+                                              uint32_t (&fa)[BM / 128][4][4], uint32_t (&fb)[BM / 128][4][4],
+                                              const Group& gr, const Tile& tile, uint32_t& it, int r0, int c,
+                                              int lane) {
+  using L = Layout<W, BM>;
   for (int kc = 0; kc < tile.kstages; kc += 2) {
-    consumer_step<W>(sm, acc, fa, it++, kc, r0, c, lane);
-    if (kc + 1 < tile.kstages) consumer_step<W>(sm, acc, fb, it++, kc + 1, r0, c, lane);
+    consumer_step<W, BM>(sm, acc, fa, it++, kc, r0, c, lane);
+    if (kc + 1 < tile.kstages) consumer_step<W, BM>(sm, acc, fb, it++, kc + 1, r0, c, lane);
   }
   ptx::wgmma_wait<0>();
   __syncwarp();
   if (lane == 0) ptx::mbar_arrive(sm.empty((it - 1) % L::kStages));
-  // acc[4i + {0,1,2,3}] = C^T rows (r0, r0, r0+8, r0+8) x A rows (8i + 2c + {0,1,0,1}).
-  const int64_t n_a = tile.n0 + r0, n_b = tile.n0 + r0 + 8;
+  // acc[j][4i + {0,1,2,3}] = C^T rows (r0, r0, r0+8, r0+8) + 128 j x A rows (8i + 2c + {0,1,0,1}).
 #pragma unroll
-  for (int i = 0; i < W / 8; ++i) {
-    if (8 * i < tile.width) {
-      const int64_t m = tile.m0 + 8 * i + 2 * c;
-      if (m < gr.m) {
-        if (n_a < gr.n) gr.c[m * gr.n + n_a] = __float2half_rn(acc[4 * i + 0] * kNvfp4Unscale);
-        if (n_b < gr.n) gr.c[m * gr.n + n_b] = __float2half_rn(acc[4 * i + 2] * kNvfp4Unscale);
-      }
-      if (m + 1 < gr.m) {
-        if (n_a < gr.n) gr.c[(m + 1) * gr.n + n_a] = __float2half_rn(acc[4 * i + 1] * kNvfp4Unscale);
-        if (n_b < gr.n) gr.c[(m + 1) * gr.n + n_b] = __float2half_rn(acc[4 * i + 3] * kNvfp4Unscale);
+  for (int j = 0; j < L::kMB; ++j) {
+    const int64_t n_a = tile.n0 + r0 + 128 * j, n_b = n_a + 8;
+#pragma unroll
+    for (int i = 0; i < W / 8; ++i) {
+      if (8 * i < tile.width) {
+        const int64_t m = tile.m0 + 8 * i + 2 * c;
+        if (m < gr.m) {
+          if (n_a < gr.n) gr.c[m * gr.n + n_a] = __float2half_rn(acc[j][4 * i + 0] * kNvfp4Unscale);
+          if (n_b < gr.n) gr.c[m * gr.n + n_b] = __float2half_rn(acc[j][4 * i + 2] * kNvfp4Unscale);
+        }
+        if (m + 1 < gr.m) {
+          if (n_a < gr.n) gr.c[(m + 1) * gr.n + n_a] = __float2half_rn(acc[j][4 * i + 1] * kNvfp4Unscale);
+          if (n_b < gr.n) gr.c[(m + 1) * gr.n + n_b] = __float2half_rn(acc[j][4 * i + 3] * kNvfp4Unscale);
+        }
       }
     }
   }
 }
 
-template <int MAXG, int W>
+template <int MAXG, int W, int BM>
 __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_constant__ Params<MAXG> p) {
   static_assert(W % kWgmmaNStep == 0 && W <= kBlockM, "tile width is a wgmma N");
-  using L = Layout<W>;
+  using L = Layout<W, BM>;
   extern __shared__ __align__(1024) uint8_t smem[];
   const int warp = threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   const int wg = warp / 4;
 
-  const Smem<W> sm{ptx::smem_u32(smem)};
+  const Smem<W, BM> sm{ptx::smem_u32(smem)};
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < L::kStages; ++s) {
@@ -276,7 +291,7 @@ __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_con
       int cur_g = -1, ring = kMapRing - 1, g_hint = 0;
       uint32_t it = 0;
       for (int t = blockIdx.x; t < p.num_tiles; t += gridDim.x) {
-        const Tile tile = decode_tile(p, t, g_hint);
+        const Tile tile = decode_tile<BM>(p, t, g_hint);
         g_hint = tile.g;
         const Group& gr = p.groups[tile.g];
         if (tile.g != cur_g) {
@@ -290,16 +305,19 @@ __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_con
         const void* map_b = g_pool_maps[slot][ring] + 128;
         const int kt = gr.k / kBlockK;  // 512-byte scale blocks per 128 rows
         const uint8_t* sfb = gr.sfb + (int64_t)(tile.n0 / 128) * kt * kSfBlockBytes;
+        // B's scale blocks of the tile that exist (the last tile of a group may have fewer rows).
+        const int nsf = min(L::kMB, (gr.n - tile.n0 + 127) / 128);
         for (int kc = 0; kc < tile.kstages; ++kc, ++it) {
           const int s = it % L::kStages;
           ptx::mbar_wait(sm.empty(s), ((it / L::kStages) & 1) ^ 1);
           if (lane == 0) {
             const uint32_t st = sm.stage(s);
-            ptx::mbar_arrive_expect_tx(sm.full(s), L::kTxBytes);
+            ptx::mbar_arrive_expect_tx(sm.full(s), L::kTxBytes + nsf * kSfBlockBytes);
             ptx::tma_load_2d(st + L::kOffA16, map_a, kc * kA16RowBytes, tile.m0, sm.full(s), ptx::kEvictLast);
             ptx::tma_load_2d(st + L::kOffBRaw, map_b, kc * (kBlockK / 2), tile.n0, sm.full(s), ptx::kEvictFirst);
-            ptx::bulk_load(st + L::kOffSfb, sfb + (int64_t)kc * kSfBlockBytes, kSfBlockBytes, sm.full(s),
-                           ptx::kEvictLast);
+            for (int j = 0; j < nsf; ++j)
+              ptx::bulk_load(st + L::kOffSfb + j * kSfBlockBytes, sfb + ((int64_t)j * kt + kc) * kSfBlockBytes,
+                             kSfBlockBytes, sm.full(s), ptx::kEvictLast);
           }
           __syncwarp();
         }
@@ -312,14 +330,14 @@ __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_con
     const int wq = warp % 4;        // warp inside the warpgroup: 16 rows each
     const int c = lane % 4;         // K block of the stage this thread dequantises
     const int r0 = 64 * cw + 16 * wq + lane / 4;  // tile-local B rows r0 and r0 + 8
-    float acc[W / 2];
-    uint32_t fa[4][4], fb[4][4];
+    float acc[L::kMB][W / 2];
+    uint32_t fa[L::kMB][4][4], fb[L::kMB][4][4];
     int g_hint = 0;
     uint32_t it = 0;
     for (int t = blockIdx.x; t < p.num_tiles; t += gridDim.x) {
-      const Tile tile = decode_tile(p, t, g_hint);
+      const Tile tile = decode_tile<BM>(p, t, g_hint);
       g_hint = tile.g;
-      consumer_tile<W>(sm, acc, fa, fb, p.groups[tile.g], tile, it, r0, c, lane);
+      consumer_tile<W, BM>(sm, acc, fa, fb, p.groups[tile.g], tile, it, r0, c, lane);
     }
   }
   __syncthreads();  // every TMA that used this CTA's map slot has been consumed

@@ -2,7 +2,9 @@
 with outputs poisoned to NaN and fresh data every time, plus the launch-path behaviours: new addresses,
 changing shapes, streams, graph capture, refcounts."""
 import gc
+import os
 import random
+import subprocess
 import sys
 
 import pytest
@@ -63,6 +65,30 @@ RANDOM_SHAPES = [
 def test_edge_and_random_shapes(shape):
     g, ms, ns, ks = shape
     run_and_check(R.generate_input(ms, ns, ks, g, fresh_seed(), device="cuda"))
+
+
+EVERY_SHAPE_CHILD = r"""
+import sys, torch, fastlaunch
+from fastlaunch import reference as R
+seed = int(sys.argv[1])
+for g, ms, ns, ks in [(3, [257, 1, 100], [131, 384, 1001], [64, 448, 1024]), (2, [200, 64], [256, 512], [256, 128])]:
+    d = R.generate_input(ms, ns, ks, g, seed, device="cuda")
+    ref = R.ref_kernel(R.clone_outputs(d))
+    R.poison(d)
+    ok, msg = R.check(fastlaunch.fast_launch(d), ref)
+    assert ok, msg
+    seed += 1
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("tile", ["64x128", "128x128", "192x128", "256x128", "64x256", "128x256"])
+def test_every_compiled_tile_shape(tile):
+    # The planner picks one shape per launch; force each (a new process: the choice is read at set-up).
+    env = dict(os.environ, FASTLAUNCH_SM90_TILE=tile)
+    out = subprocess.run([sys.executable, "-c", EVERY_SHAPE_CHILD, str(fresh_seed())], env=env, capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-3000:]
 
 
 def test_full_range_values_and_garbage_scale_padding():

@@ -222,17 +222,24 @@ def test_refcounts_unchanged_after_many_calls_and_failures():
     assert [sys.getrefcount(x) for x in leaves] == before
 
 
-def test_plan_picks_one_tile_width_by_cost():
+def test_plan_picks_one_tile_shape_by_cost():
     plan = fastlaunch._C.plan
-    # large M: the widest tiles (256 rows)
-    assert plan([(1000, 4096, 256)], 132) == ((256, 4, 32),)
-    # benchmark 1: 128-row tiles (11 tile rows over 8 groups)
-    b1 = plan([(m, 4096, 7168) for m in (80, 176, 128, 72, 64, 248, 96, 160)], 132)
-    assert {w for w, _tm, _tn in b1} == {128} and sum(tm for _w, tm, _tn in b1) == 11
-    # benchmark 3: 72 tiles at 256 rows would fill half the GPU; 128 rows gives 120 tiles in one wave
-    assert plan([(192, 3072, 4096), (320, 3072, 4096)], 132) == ((128, 2, 24), (128, 3, 24))
-    assert plan([(128, 4096, 1536), (384, 4096, 1536)], 132) == ((128, 1, 32), (128, 3, 32))
-    # one tiny group: the narrowest tiles
-    assert plan([(1, 1, 64)], 132) == ((64, 1, 1),)
+    shapes = {(64, 128), (128, 128), (192, 128), (256, 128), (64, 256), (128, 256)}  # compiled (plan.h)
+    cases = [
+        [(1000, 4096, 256)],
+        [(m, 4096, 7168) for m in (80, 176, 128, 72, 64, 248, 96, 160)],  # benchmark 1
+        [(m, 7168, 2048) for m in (40, 76, 168, 72, 164, 148, 196, 160)],  # benchmark 2
+        [(192, 3072, 4096), (320, 3072, 4096)],  # benchmark 3
+        [(128, 4096, 1536), (384, 4096, 1536)],  # benchmark 4
+        [(1, 1, 64)],
+    ]
+    for sizes in cases:
+        out = plan(sizes, 132)
+        assert len({(w, bm) for w, bm, _tm, _tn in out}) == 1  # one shape per launch
+        for (m, n, _k), (w, bm, tm, tn) in zip(sizes, out):
+            assert (w, bm) in shapes and tm == -(-m // w) and tn == -(-n // bm)
+    # one tiny group: the smallest tile; 120 tiles of 128 rows fill one wave for benchmark 3
+    assert plan([(1, 1, 64)], 132) == ((64, 128, 1, 1),)
+    assert plan([(192, 3072, 4096), (320, 3072, 4096)], 132) == ((128, 128, 2, 24), (128, 128, 3, 24))
     with pytest.raises(ValueError):
         plan([(0, 5, 64)], 132)

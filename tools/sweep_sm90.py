@@ -1,8 +1,9 @@
-"""Times the sm90 kernel with each compiled tile width forced (FASTLAUNCH_SM90_WIDTH) and with the
+"""Times the sm90 kernels with each compiled tile shape forced (FASTLAUNCH_SM90_TILE=WxBM) and with the
 planner's choice, on the benchmark shapes, each in its own process, after a correctness check on a few
-test shapes. Prints one table (the data behind plan.h's cost model).
+test shapes; then the planner's choice with only the A conversion or only the GEMM launched
+(FASTLAUNCH_SM90_ONLY; those results are wrong). Prints one table (the data behind plan.h's cost model).
 
-python tools/sweep_sm90.py [width ...]      (default: auto and every compiled width)
+python tools/sweep_sm90.py [mode ...]   (modes: auto, WxBM, only:convert, only:gemm; default: all)
 """
 import json
 import os
@@ -10,7 +11,9 @@ import statistics
 import subprocess
 import sys
 
-MODES = {"auto": "planner", "64": "W=64", "128": "W=128", "192": "W=192", "256": "W=256"}
+MODES = {"auto": "planner", "64x128": "W=64, BM=128", "128x128": "W=128, BM=128", "192x128": "W=192, BM=128",
+         "256x128": "W=256, BM=128", "64x256": "W=64, BM=256", "128x256": "W=128, BM=256",
+         "only:convert": "planner, A conversion only", "only:gemm": "planner, GEMM only"}
 
 CHILD = r"""
 import json, torch, fastlaunch
@@ -40,16 +43,19 @@ def main():
     rows = []
     for m in modes:
         env = dict(os.environ)
-        env.pop("FASTLAUNCH_SM90_WIDTH", None)
-        if m != "auto":
-            env["FASTLAUNCH_SM90_WIDTH"] = m
+        env.pop("FASTLAUNCH_SM90_TILE", None)
+        env.pop("FASTLAUNCH_SM90_ONLY", None)
+        if m.startswith("only:"):
+            env["FASTLAUNCH_SM90_ONLY"] = m[5:]
+        elif m != "auto":
+            env["FASTLAUNCH_SM90_TILE"] = m
         out = subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True, text=True, timeout=600)
         if out.returncode:
             print(f"mode {m}: failed\n{out.stderr[-2000:]}")
             continue
         r = json.loads(out.stdout.strip().splitlines()[-1])
         rows.append((m, r))
-    print("| width | variant | correct | bench 1 | bench 2 | bench 3 | bench 4 | geomean us |")
+    print("| mode | variant | correct | bench 1 | bench 2 | bench 3 | bench 4 | geomean us |")
     print("|---|---|---|---|---|---|---|---|")
     for m, r in rows:
         us = r["us"]
