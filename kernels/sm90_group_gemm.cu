@@ -109,7 +109,7 @@ int launch_chunk(const DeviceState& dev, int which, const int64_t* buf, int G, i
   void* args[1] = {&p};
 
   CUlaunchConfig cfg = st.convert_config;  // attrs point into dev, which outlives the call
-  const int64_t blocks = ceil_div(units, sm90::kConvertThreads);
+  const int64_t blocks = ceil_div(units * sm90::kChunksPerUnit, sm90::kConvertThreads);
   cfg.gridDimX = (unsigned)(blocks < 8 * dev.sm_count ? blocks : 8 * dev.sm_count);
   cfg.hStream = reinterpret_cast<CUstream>(stream);
   if (st.only != 2) FL_DRV_TRY(err, dev.drv, dev.drv.launch_kernel_ex(&cfg, st.convert_fn[which], args, nullptr));
