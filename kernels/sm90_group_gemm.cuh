@@ -201,31 +201,20 @@ struct Smem {
 // Barrier arrival counts: one arrival per consumer warp (lane 0 after __syncwarp).
 constexpr uint32_t kConsumerWarps = 8;
 
-// Waits for stage `it` and dequantises this thread's B rows of it into fragment set f.
+// One consumer K step at pipeline position `it`: wait for its data, dequantise B into registers,
+// issue the step's wgmma, then retire step it-1 (its wgmma done: its stage, fp16 A and B, is free).
+// Callers alternate two fragment sets, so the registers of step it-1's wgmma are not overwritten
+// while it may still run. r0: the thread's first B row in its warpgroup's first block.
 template <int W, int BM>
-__device__ __forceinline__ void load_b(const Smem<W, BM>& sm, uint32_t (&f)[BM / 128][4][4], uint32_t it, int r0,
-                                       int c) {
+__device__ __forceinline__ void consumer_step(const Smem<W, BM>& sm, float (&acc)[BM / 128][W / 2],
+                                              uint32_t (&f)[BM / 128][4][4], uint32_t it, int kc, int r0, int c,
+                                              int lane) {
   using L = Layout<W, BM>;
   const int s = it % L::kStages;
   ptx::mbar_wait(sm.full(s), (it / L::kStages) & 1);
 #pragma unroll
   for (int j = 0; j < L::kMB; ++j) dequant_b<W, BM>(f[j], sm.stage(s), r0 + 128 * j, c);
-}
-
-// One consumer K step at pipeline position `it`: issue its wgmma (B from fragment set `cur`), then
-// retire step it-1 (its wgmma done: its stage, fp16 A and B, is free). With three fragment sets
-// (kAhead), the next step's B is dequantised into `nxt` between the two, while this step's and
-// step it-1's wgmma run (`nxt` was last read by step it-2's wgmma, retired one step earlier); with
-// two, `cur` is dequantised first (step it-1's wgmma read the other set). r0: the thread's first B
-// row in its warpgroup's first block.
-template <int W, int BM, bool kAhead>
-__device__ __forceinline__ void consumer_step(const Smem<W, BM>& sm, float (&acc)[BM / 128][W / 2],
-                                              uint32_t (&cur)[BM / 128][4][4], uint32_t (&nxt)[BM / 128][4][4],
-                                              uint32_t it, int kc, int kstages, int r0, int c, int lane) {
-  using L = Layout<W, BM>;
-  if (!kAhead) load_b<W, BM>(sm, cur, it, r0, c);
-  mma_step<W, L::kMB>(acc, cur, sm.stage(it % L::kStages) + L::kOffA16, kc == 0);
-  if (kAhead && kc + 1 < kstages) load_b<W, BM>(sm, nxt, it + 1, r0, c);
+  mma_step<W, L::kMB>(acc, f, sm.stage(s) + L::kOffA16, kc == 0);
   if (kc > 0) {
     ptx::wgmma_wait<1>();
     __syncwarp();
@@ -233,31 +222,16 @@ __device__ __forceinline__ void consumer_step(const Smem<W, BM>& sm, float (&acc
   }
 }
 
-// Three fragment sets when the registers allow (accumulators + 3 sets within the consumers' 240).
-template <int W, int BM>
-constexpr bool kDequantAhead = (BM / 128) * (W / 2 + 48) <= 200;
-
 // One tile: the K loop, then the epilogue.
 template <int W, int BM>
 __device__ __forceinline__ void consumer_tile(const Smem<W, BM>& sm, float (&acc)[BM / 128][W / 2],
-                                              uint32_t (&f0)[BM / 128][4][4], uint32_t (&f1)[BM / 128][4][4],
-                                              uint32_t (&f2)[BM / 128][4][4], const Group& gr, const Tile& tile,
-                                              uint32_t& it, int r0, int c, int lane) {
+                                              uint32_t (&fa)[BM / 128][4][4], uint32_t (&fb)[BM / 128][4][4],
+                                              const Group& gr, const Tile& tile, uint32_t& it, int r0, int c,
+                                              int lane) {
   using L = Layout<W, BM>;
-  constexpr bool kAhead = kDequantAhead<W, BM>;
-  const int ks = tile.kstages;
-  if (kAhead) {
-    load_b<W, BM>(sm, f0, it, r0, c);
-    for (int kc = 0; kc < ks; kc += 3) {
-      consumer_step<W, BM, true>(sm, acc, f0, f1, it++, kc, ks, r0, c, lane);
-      if (kc + 1 < ks) consumer_step<W, BM, true>(sm, acc, f1, f2, it++, kc + 1, ks, r0, c, lane);
-      if (kc + 2 < ks) consumer_step<W, BM, true>(sm, acc, f2, f0, it++, kc + 2, ks, r0, c, lane);
-    }
-  } else {
-    for (int kc = 0; kc < ks; kc += 2) {
-      consumer_step<W, BM, false>(sm, acc, f0, f1, it++, kc, ks, r0, c, lane);
-      if (kc + 1 < ks) consumer_step<W, BM, false>(sm, acc, f1, f0, it++, kc + 1, ks, r0, c, lane);
-    }
+  for (int kc = 0; kc < tile.kstages; kc += 2) {
+    consumer_step<W, BM>(sm, acc, fa, it++, kc, r0, c, lane);
+    if (kc + 1 < tile.kstages) consumer_step<W, BM>(sm, acc, fb, it++, kc + 1, r0, c, lane);
   }
   ptx::wgmma_wait<0>();
   __syncwarp();
@@ -357,13 +331,13 @@ __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_con
     const int c = lane % 4;         // K block of the stage this thread dequantises
     const int r0 = 64 * cw + 16 * wq + lane / 4;  // tile-local B rows r0 and r0 + 8
     float acc[L::kMB][W / 2];
-    uint32_t f0[L::kMB][4][4], f1[L::kMB][4][4], f2[L::kMB][4][4];
+    uint32_t fa[L::kMB][4][4], fb[L::kMB][4][4];
     int g_hint = 0;
     uint32_t it = 0;
     for (int t = blockIdx.x; t < p.num_tiles; t += gridDim.x) {
       const Tile tile = decode_tile<BM>(p, t, g_hint);
       g_hint = tile.g;
-      consumer_tile<W, BM>(sm, acc, f0, f1, f2, p.groups[tile.g], tile, it, r0, c, lane);
+      consumer_tile<W, BM>(sm, acc, fa, fb, p.groups[tile.g], tile, it, r0, c, lane);
     }
   }
   __syncthreads();  // every TMA that used this CTA's map slot has been consumed
