@@ -47,9 +47,10 @@ constexpr int grid_size(int64_t total_tiles, int sm_count) {
 }
 
 // Tile shapes with a compiled kernel: W A rows (wgmma N, fixed per kernel) x BM B rows, and the
-// cost model that picks one per launch. step_cycles: measured cycles per 64-wide K step of one tile
-// on the H200 (tools/sweep_sm90.py; docs/sm90_kernel_notes.md); each tile also costs kTileCycles
-// (prologue, epilogue).
+// cost model that picks one per launch. step_cycles: cycles per 64-wide K step of one tile, fitted
+// (rounded) to the H200 tile-shape sweep (tools/sweep_sm90.py; docs/sm90_kernel_notes.md, v9), with
+// kTileCycles per tile for prologue and epilogue. With them the planner picks the fastest measured
+// shape on all four benchmark shapes.
 struct TileShape {
   int w, bm;
   double step_cycles;
