@@ -16,7 +16,7 @@ constexpr int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
 namespace sm90 {
 
 constexpr int kBlockM = 256;   // most rows of A / C per tile (the widest tile); wgmma N (C^T = B A^T)
-constexpr int kBlockN = 128;   // rows of B / columns of C per tile; 2 consumer warpgroups x 64
+constexpr int kBlockN = 128;   // B rows (C columns) per block of a tile (1 or 2 blocks); 2 warpgroups x 64
 constexpr int kBlockK = 64;    // K per pipeline stage: one 512-byte scale block per 128 rows
 constexpr int kMaxStages = 8;  // TMA stages (fp16 A tile, packed B tile, B scale block); fewer for wide tiles
 constexpr int kMapRing = kMaxStages + 1;  // tensor-map slots per CTA: see sm90_group_gemm.cuh

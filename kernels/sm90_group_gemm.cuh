@@ -46,7 +46,7 @@ struct Group {
   __half* c;           // [m, n]
   __half* a16;         // [m, k] fp16 A in the workspace (written by convert_a, read by the GEMM)
   int32_t m, n, k;
-  int32_t tile_m;      // rows of A per tile: the launch's tile width W (plan_width)
+  int32_t tile_m;      // rows of A per tile: the launch's tile width W (plan_shape)
   int32_t tile_end;    // exclusive end of this group's tiles in the launch's tile order
   int32_t unit_end;    // exclusive end of this group's conversion units (rows x K/64) in the launch
 };
@@ -63,7 +63,7 @@ struct Params {
 };
 
 // Shared memory (bytes). A stage holds what TMA brings for one 64-wide K step: the fp16 A tile
-// (W rows of 128 bytes, 128-byte swizzled, 1024-byte aligned), the packed B tile and B's scale block.
+// (W rows of 128 bytes, 128-byte swizzled, 1024-byte aligned), the packed B tile and its scale blocks.
 constexpr uint32_t kSfBlockBytes = 512;  // 128 rows x 4 scale blocks
 constexpr uint32_t kA16RowBytes = kBlockK * 2;
 constexpr uint32_t kHeaderBytes = 1024;  // two 128-byte tensor-map staging copies, then the mbarriers
