@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 
 #include "launcher.h"
 #include "plan.h"
@@ -60,6 +61,54 @@ struct Error {
     CUresult fl_rc_ = (call);                                                       \
     if (fl_rc_ != CUDA_SUCCESS) return (err).driver((drv), fl_rc_, #call, __FILE__, __LINE__); \
   } while (0)
+
+// A template tensor map for a [rows, row_bytes] byte matrix with a (box_bytes x box_rows) box. The
+// kernels rewrite address, extents and stride on the device, so a template depends on the box and
+// swizzle alone.
+inline int encode_byte_map_template(const Driver& drv, CUtensorMap* map, uint32_t box_bytes, uint32_t box_rows,
+                                    CUtensorMapSwizzle swizzle, Error& err) {
+  const cuuint64_t dims[2] = {box_bytes, box_rows};
+  const cuuint64_t strides[1] = {box_bytes};
+  const cuuint32_t box[2] = {box_bytes, box_rows};
+  const cuuint32_t elem_strides[2] = {1, 1};
+  void* placeholder = reinterpret_cast<void*>(uintptr_t{1} << 20);  // any 1024-byte aligned address
+  FL_DRV_TRY(err, drv,
+             drv.tensor_map_encode_tiled(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, placeholder, dims, strides, box,
+                                         elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
+                                         CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
+  return FL_OK;
+}
+
+// The driver handle of kernel `sym`, allowed `smem_bytes` of dynamic shared memory (0: the default).
+inline int kernel_handle(const void* sym, uint32_t smem_bytes, CUfunction* fn, Error& err) {
+  if (smem_bytes)
+    FL_CUDA_TRY(err, cudaFuncSetAttribute(sym, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_bytes));
+  cudaFunction_t f = nullptr;
+  FL_CUDA_TRY(err, cudaGetFuncBySymbol(&f, sym));
+  *fn = reinterpret_cast<CUfunction>(f);
+  return FL_OK;
+}
+
+// A launch configuration with programmatic stream serialisation (PDL) through `attr`, one
+// dimension of `threads`; a launch sets grid size, shared memory and stream.
+inline void init_launch_config(CUlaunchConfig* cfg, CUlaunchAttribute* attr, unsigned threads) {
+  attr->id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+  attr->value.programmaticStreamSerializationAllowed = 1;
+  std::memset(cfg, 0, sizeof(*cfg));
+  cfg->gridDimY = cfg->gridDimZ = 1;
+  cfg->blockDimX = threads;
+  cfg->blockDimY = cfg->blockDimZ = 1;
+  cfg->attrs = attr;
+  cfg->numAttrs = 1;
+}
+
+// The size checks every architecture shares (M, N, K extents, K a multiple of 64), group g.
+inline int check_group_sizes(int64_t m, int64_t n, int64_t k, int g, Error& err) {
+  if (m < 1 || n < 1 || k < kKMultiple || k % kKMultiple || m > kMaxExtent || n > kMaxExtent || k > kMaxExtent)
+    return err.set(FL_ERR_VALUE, "group %d: unsupported sizes m=%lld n=%lld k=%lld", g, (long long)m, (long long)n,
+                   (long long)k);
+  return FL_OK;
+}
 
 // Device memory for one call, from the caller's allocator or else the stream-ordered CUDA allocator.
 struct Workspace {

@@ -11,32 +11,10 @@ namespace {
 using sm100::Params;
 static_assert(sizeof(Params<sm100::kGroupsPerLaunch>) <= 32764, "kernel parameters exceed the 32764-byte limit");
 
-// A template map for a [rows, row_bytes] byte matrix with a 128-byte x 128-row box and 128-byte
-// swizzle (the layout the MMA's shared-memory descriptors describe). The kernel rewrites address,
-// extents and stride, so the template depends on the box alone.
-int encode_template(const Driver& drv, CUtensorMap* map, Error& err) {
-  constexpr uint32_t kBoxBytes = sm100::kBlockK / 2;
-  constexpr uint32_t kBoxRows = sm100::kTileB;
-  const cuuint64_t dims[2] = {kBoxBytes, kBoxRows};
-  const cuuint64_t strides[1] = {kBoxBytes};
-  const cuuint32_t box[2] = {kBoxBytes, kBoxRows};
-  const cuuint32_t elem_strides[2] = {1, 1};
-  void* placeholder = reinterpret_cast<void*>(uintptr_t{1} << 20);  // any 1024-byte aligned address
-  FL_DRV_TRY(err, drv,
-             drv.tensor_map_encode_tiled(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, placeholder, dims, strides, box,
-                                         elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                                         CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
-  return FL_OK;
-}
-
 template <int MAXG, bool kPersistent>
 int prepare(CUfunction* fn, Error& err) {
-  const void* sym = reinterpret_cast<const void*>(&sm100::nvfp4_group_gemm<MAXG, kPersistent>);
-  FL_CUDA_TRY(err, cudaFuncSetAttribute(sym, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm100::kSmemBytes));
-  cudaFunction_t f = nullptr;
-  FL_CUDA_TRY(err, cudaGetFuncBySymbol(&f, sym));
-  *fn = reinterpret_cast<CUfunction>(f);
-  return FL_OK;
+  return kernel_handle(reinterpret_cast<const void*>(&sm100::nvfp4_group_gemm<MAXG, kPersistent>), sm100::kSmemBytes,
+                       fn, err);
 }
 
 template <int MAXG>
@@ -79,20 +57,15 @@ int launch_chunk(const DeviceState& dev, int which, const int64_t* buf, int G, i
 
 int sm100_init(DeviceState& dev, Error& err) {
   Sm100State& st = dev.sm100;
-  st.attr[0].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-  st.attr[0].value.programmaticStreamSerializationAllowed = 1;
-  std::memset(&st.config, 0, sizeof(st.config));
-  st.config.gridDimY = st.config.gridDimZ = 1;
-  st.config.blockDimX = sm100::kThreads;
-  st.config.blockDimY = st.config.blockDimZ = 1;
+  init_launch_config(&st.config, st.attr, sm100::kThreads);
   st.config.sharedMemBytes = sm100::kSmemBytes;
-  st.config.attrs = st.attr;
-  st.config.numAttrs = 1;
   if (int rc = prepare<sm100::kGroupsSmall, false>(&st.fn[0][0], err)) return rc;
   if (int rc = prepare<sm100::kGroupsSmall, true>(&st.fn[0][1], err)) return rc;
   if (int rc = prepare<sm100::kGroupsPerLaunch, false>(&st.fn[1][0], err)) return rc;
   if (int rc = prepare<sm100::kGroupsPerLaunch, true>(&st.fn[1][1], err)) return rc;
-  return encode_template(dev.drv, &st.tmpl, err);
+  // The 128-byte x 128-row box with 128-byte swizzle that the MMA's shared-memory descriptors describe.
+  return encode_byte_map_template(dev.drv, &st.tmpl, sm100::kBlockK / 2, sm100::kTileB, CU_TENSOR_MAP_SWIZZLE_128B,
+                                  err);
 }
 
 int sm100_launch(const DeviceState& dev, const int64_t* buf, int G, cudaStream_t stream, const fl_allocator*,
@@ -101,9 +74,7 @@ int sm100_launch(const DeviceState& dev, const int64_t* buf, int G, cudaStream_t
   int64_t tiles = 0;
   for (int g = 0; g < G; ++g) {
     const int64_t m = buf[5 * G + g], n = buf[6 * G + g], k = buf[7 * G + g];
-    if (m < 1 || n < 1 || k < kKMultiple || k % kKMultiple || m > kMaxExtent || n > kMaxExtent || k > kMaxExtent)
-      return err.set(FL_ERR_VALUE, "group %d: unsupported sizes m=%lld n=%lld k=%lld", g, (long long)m,
-                     (long long)n, (long long)k);
+    if (int rc = check_group_sizes(m, n, k, g, err)) return rc;
     if (g % sm100::kGroupsPerLaunch == 0) tiles = 0;
     tiles += sm100::group_tiles(m, n);
     if (tiles > kMaxTilesPerLaunch)

@@ -16,39 +16,15 @@ using sm90::Params;
 constexpr int64_t kMaxWorkspaceBytes = int64_t{1} << 48;  // far beyond any GPU; keeps the sums in int64
 constexpr int64_t kMaxUnitsPerLaunch = (int64_t{1} << 31) - 1;
 
-// A template map for a [rows, row_bytes] byte matrix with a (box_bytes x box_rows) box. The kernel
-// rewrites address, extents and stride, so the template depends on the box (and swizzle) alone.
-int encode_template(const Driver& drv, CUtensorMap* map, uint32_t box_bytes, uint32_t box_rows,
-                    CUtensorMapSwizzle swizzle, Error& err) {
-  const cuuint64_t dims[2] = {box_bytes, box_rows};
-  const cuuint64_t strides[1] = {box_bytes};
-  const cuuint32_t box[2] = {box_bytes, box_rows};
-  const cuuint32_t elem_strides[2] = {1, 1};
-  void* placeholder = reinterpret_cast<void*>(uintptr_t{1} << 20);  // any 1024-byte aligned address
-  FL_DRV_TRY(err, drv,
-             drv.tensor_map_encode_tiled(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, placeholder, dims, strides, box,
-                                         elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
-                                         CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
-  return FL_OK;
-}
-
 template <int MAXG, int W, int BM>
 int prepare(CUfunction* fn, Error& err) {
-  const void* sym = reinterpret_cast<const void*>(&sm90::nvfp4_group_gemm<MAXG, W, BM>);
-  FL_CUDA_TRY(err, cudaFuncSetAttribute(sym, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        (int)sm90::Layout<W, BM>::kSmemBytes));
-  cudaFunction_t f = nullptr;
-  FL_CUDA_TRY(err, cudaGetFuncBySymbol(&f, sym));
-  *fn = reinterpret_cast<CUfunction>(f);
-  return FL_OK;
+  return kernel_handle(reinterpret_cast<const void*>(&sm90::nvfp4_group_gemm<MAXG, W, BM>),
+                       sm90::Layout<W, BM>::kSmemBytes, fn, err);
 }
 
 template <int MAXG>
 int prepare_convert(CUfunction* fn, Error& err) {
-  cudaFunction_t f = nullptr;
-  FL_CUDA_TRY(err, cudaGetFuncBySymbol(&f, reinterpret_cast<const void*>(&sm90::convert_a<MAXG>)));
-  *fn = reinterpret_cast<CUfunction>(f);
-  return FL_OK;
+  return kernel_handle(reinterpret_cast<const void*>(&sm90::convert_a<MAXG>), 0, fn, err);
 }
 
 template <int I>
@@ -59,19 +35,19 @@ int prepare_shapes(DeviceState& dev, Error& err) {
     if (int rc = prepare<sm90::kGroupsSmall, W, BM>(&st.fn[I][0], err)) return rc;
     if (int rc = prepare<sm90::kGroupsPerLaunch, W, BM>(&st.fn[I][1], err)) return rc;
     st.smem_bytes[I] = sm90::Layout<W, BM>::kSmemBytes;
-    if (int rc = encode_template(dev.drv, &st.tmpl_a[I], sm90::kA16RowBytes, W, CU_TENSOR_MAP_SWIZZLE_128B, err))
+    if (int rc = encode_byte_map_template(dev.drv, &st.tmpl_a[I], sm90::kA16RowBytes, W, CU_TENSOR_MAP_SWIZZLE_128B, err))
       return rc;
-    if (int rc = encode_template(dev.drv, &st.tmpl_b[I], sm90::kBlockK / 2, BM, CU_TENSOR_MAP_SWIZZLE_NONE, err))
+    if (int rc = encode_byte_map_template(dev.drv, &st.tmpl_b[I], sm90::kBlockK / 2, BM, CU_TENSOR_MAP_SWIZZLE_NONE, err))
       return rc;
     return prepare_shapes<I + 1>(dev, err);
   }
   return FL_OK;
 }
 
-// One launch of up to MAXG groups g0 .. g0+gc-1: the A conversion, then the GEMM. `a16` is this
-// chunk's part of the workspace.
+// One launch of up to MAXG groups g0 .. g0+gc-1: the A conversion, then the GEMM. `a16` points at
+// this chunk's part of the workspace and is advanced past it.
 template <int MAXG>
-int launch_chunk(const DeviceState& dev, int which, const int64_t* buf, int G, int g0, int gc, uint8_t* a16,
+int launch_chunk(const DeviceState& dev, int which, const int64_t* buf, int G, int g0, int gc, uint8_t*& a16,
                  cudaStream_t stream, Error& err) {
   const Sm90State& st = dev.sm90;
   Params<MAXG> p;
@@ -127,16 +103,8 @@ int launch_chunk(const DeviceState& dev, int which, const int64_t* buf, int G, i
 int sm90_init(DeviceState& dev, Error& err) {
   static_assert(sm90::kNumShapes <= 8, "Sm90State holds 8 tile shapes");
   Sm90State& st = dev.sm90;
-  st.attr[0].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-  st.attr[0].value.programmaticStreamSerializationAllowed = 1;
-  std::memset(&st.config, 0, sizeof(st.config));
-  st.config.gridDimY = st.config.gridDimZ = 1;
-  st.config.blockDimX = sm90::kThreads;
-  st.config.blockDimY = st.config.blockDimZ = 1;
-  st.config.attrs = st.attr;
-  st.config.numAttrs = 1;
-  st.convert_config = st.config;
-  st.convert_config.blockDimX = sm90::kConvertThreads;
+  init_launch_config(&st.config, st.attr, sm90::kThreads);
+  init_launch_config(&st.convert_config, st.attr, sm90::kConvertThreads);
   if (int rc = prepare_shapes<0>(dev, err)) return rc;
   if (int rc = prepare_convert<sm90::kGroupsSmall>(&st.convert_fn[0], err)) return rc;
   if (int rc = prepare_convert<sm90::kGroupsPerLaunch>(&st.convert_fn[1], err)) return rc;
@@ -162,9 +130,7 @@ int sm90_launch(const DeviceState& dev, const int64_t* buf, int G, cudaStream_t 
   int64_t tiles = 0, units = 0, workspace = 0;
   for (int g = 0; g < G; ++g) {
     const int64_t m = buf[5 * G + g], n = buf[6 * G + g], k = buf[7 * G + g];
-    if (m < 1 || n < 1 || k < kKMultiple || k % kKMultiple || m > kMaxExtent || n > kMaxExtent || k > kMaxExtent)
-      return err.set(FL_ERR_VALUE, "group %d: unsupported sizes m=%lld n=%lld k=%lld", g, (long long)m,
-                     (long long)n, (long long)k);
+    if (int rc = check_group_sizes(m, n, k, g, err)) return rc;
     if (g % sm90::kGroupsPerLaunch == 0) tiles = units = 0;
     const sm90::TileShape& narrow = sm90::kShapes[sm90::kNarrowestShape];  // the most tiles a launch can have
     tiles += sm90::tiles(m, n, narrow.w, narrow.bm);
@@ -189,7 +155,6 @@ int sm90_launch(const DeviceState& dev, const int64_t* buf, int G, cudaStream_t 
     const int gc = G - g0 < sm90::kGroupsPerLaunch ? G - g0 : sm90::kGroupsPerLaunch;
     rc = gc <= sm90::kGroupsSmall ? launch_chunk<sm90::kGroupsSmall>(dev, 0, buf, G, g0, gc, a16, stream, err)
                                   : launch_chunk<sm90::kGroupsPerLaunch>(dev, 1, buf, G, g0, gc, a16, stream, err);
-    for (int g = g0; g < g0 + gc; ++g) a16 += sm90::a16_bytes(buf[5 * G + g], buf[7 * G + g]);
   }
   ws.release(stream);  // stream-ordered: after the kernels just queued
   return rc;
