@@ -82,6 +82,7 @@ int launch_chunk(const DeviceState& dev, int which, const int64_t* buf, int G, i
   p.num_tiles = (int32_t)tiles;
   p.num_units = (int32_t)units;
   p.pad_ = 0;
+  p.trace = st.trace;
   void* args[1] = {&p};
 
   CUlaunchConfig cfg = st.convert_config;  // attrs point into dev, which outlives the call
@@ -121,6 +122,9 @@ int sm90_init(DeviceState& dev, Error& err) {
     st.only = std::strcmp(env, "convert") == 0 ? 1 : std::strcmp(env, "gemm") == 0 ? 2 : -1;
     if (st.only < 0) return err.set(FL_ERR_VALUE, "FASTLAUNCH_SM90_ONLY=%s: expected convert or gemm", env);
   }
+  // A device address (decimal) of at least sm_count x 16 x 2 uint64 for the GEMM's trace points
+  // (tools/trace_sm90.py); read once, when the device is first used.
+  if (const char* env = std::getenv("FASTLAUNCH_SM90_TRACE")) st.trace = reinterpret_cast<uint64_t*>(std::strtoull(env, nullptr, 10));
   return FL_OK;
 }
 

@@ -33,6 +33,7 @@
 #include "ptx/mbarrier.cuh"
 #include "ptx/setmaxnreg.cuh"
 #include "ptx/tensormap.cuh"
+#include "ptx/timer.cuh"
 #include "ptx/tma.cuh"
 #include "ptx/wgmma.cuh"
 
@@ -59,6 +60,7 @@ struct Params {
   int32_t num_tiles;
   int32_t num_units;
   int32_t pad_;
+  uint64_t* trace;     // experiments only (FASTLAUNCH_SM90_TRACE): per-CTA trace points, else null
   Group groups[MAXG];
 };
 
@@ -107,6 +109,21 @@ constexpr int kMapPairBytes = 256;
 
 __device__ unsigned long long g_pool_bits[kPoolWords];
 __device__ __align__(128) uint8_t g_pool_maps[kPoolSlots][kMapRing][kMapPairBytes];
+
+// Trace points (experiments: tools/trace_sm90.py). CTA b writes event e as (globaltimer ns, clock64)
+// at trace[(b * kTraceEvents + e) * 2]; event kTraceSm holds the SM id. No-op when p.trace is null.
+constexpr int kTraceEvents = 16;
+enum TraceEvent {
+  kTrEntry, kTrInit, kTrGridWait, kTrMapsReady, kTrFirstTma, kTrFirstFull, kTrFirstMainloop, kTrFirstEpilogue,
+  kTrConsumerDone, kTrExit, kTrSm = kTraceEvents - 1
+};
+__device__ __forceinline__ void trace(uint64_t* tr, int e) {
+  if (tr) {
+    uint64_t* q = tr + ((uint64_t)blockIdx.x * kTraceEvents + e) * 2;
+    q[0] = ptx::globaltimer();
+    q[1] = ptx::clock64();
+  }
+}
 
 struct Tile {
   int g;       // group
@@ -227,13 +244,18 @@ template <int W, int BM>
 __device__ __forceinline__ void consumer_tile(const Smem<W, BM>& sm, float (&acc)[BM / 128][W / 2],
                                               uint32_t (&fa)[BM / 128][4][4], uint32_t (&fb)[BM / 128][4][4],
                                               const Group& gr, const Tile& tile, uint32_t& it, int r0, int c,
-                                              int lane) {
+                                              int lane, uint64_t* tr) {
   using L = Layout<W, BM>;
+  if (tr) {  // trace: when the first stage lands
+    ptx::mbar_wait(sm.full(it % L::kStages), (it / L::kStages) & 1);
+    trace(tr, kTrFirstFull);
+  }
   for (int kc = 0; kc < tile.kstages; kc += 2) {
     consumer_step<W, BM>(sm, acc, fa, it++, kc, r0, c, lane);
     if (kc + 1 < tile.kstages) consumer_step<W, BM>(sm, acc, fb, it++, kc + 1, r0, c, lane);
   }
   ptx::wgmma_wait<0>();
+  trace(tr, kTrFirstMainloop);
   __syncwarp();
   if (lane == 0) ptx::mbar_arrive(sm.empty((it - 1) % L::kStages));
   // acc[j][4i + {0,1,2,3}] = C^T rows (r0, r0, r0+8, r0+8) + 128 j x A rows (8i + 2c + {0,1,0,1}).
@@ -255,6 +277,7 @@ __device__ __forceinline__ void consumer_tile(const Smem<W, BM>& sm, float (&acc
       }
     }
   }
+  trace(tr, kTrFirstEpilogue);
 }
 
 template <int MAXG, int W, int BM>
@@ -269,6 +292,8 @@ __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_con
   const Smem<W, BM> sm{ptx::smem_u32(smem)};
 
   if (threadIdx.x == 0) {
+    trace(p.trace, kTrEntry);
+    if (p.trace) p.trace[((uint64_t)blockIdx.x * kTraceEvents + kTrSm) * 2] = ptx::smid();
     for (int s = 0; s < L::kStages; ++s) {
       ptx::mbar_init(sm.full(s), 1);
       ptx::mbar_init(sm.empty(s), kConsumerWarps);  // its B was read and its wgmma are done
@@ -276,10 +301,12 @@ __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_con
     ptx::fence_mbar_init();
   }
   __syncthreads();
+  if (threadIdx.x == 0) trace(p.trace, kTrInit);
   // Inputs (the fp16 A from the conversion kernel), outputs and the slot pool may still be in use
   // by the previous grid in the stream.
   ptx::griddep_wait();
   ptx::griddep_launch_dependents();
+  if (threadIdx.x == 0) trace(p.trace, kTrGridWait);
 
   int slot = 0;
   if (wg == 0) {
@@ -300,6 +327,7 @@ __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_con
           uint8_t* pair = g_pool_maps[slot][ring];
           pool::patch_map_2d(smem + kOffMapStage, p.tmpl_a, pair, gr.a16, gr.k * 2, gr.m, lane);
           pool::patch_map_2d(smem + kOffMapStage + 128, p.tmpl_b, pair + 128, gr.b, gr.k / 2, gr.n, lane);
+          if (it == 0 && lane == 0) trace(p.trace, kTrMapsReady);
         }
         const void* map_a = g_pool_maps[slot][ring];
         const void* map_b = g_pool_maps[slot][ring] + 128;
@@ -318,6 +346,7 @@ __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_con
             for (int j = 0; j < nsf; ++j)
               ptx::bulk_load(st + L::kOffSfb + j * kSfBlockBytes, sfb + ((int64_t)j * kt + kc) * kSfBlockBytes,
                              kSfBlockBytes, sm.full(s), ptx::kEvictLast);
+            if (it == 0) trace(p.trace, kTrFirstTma);
           }
           __syncwarp();
         }
@@ -334,14 +363,19 @@ __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_con
     uint32_t fa[L::kMB][4][4], fb[L::kMB][4][4];
     int g_hint = 0;
     uint32_t it = 0;
+    uint64_t* const tr = threadIdx.x == 128 ? p.trace : nullptr;
     for (int t = blockIdx.x; t < p.num_tiles; t += gridDim.x) {
       const Tile tile = decode_tile<BM>(p, t, g_hint);
       g_hint = tile.g;
-      consumer_tile<W, BM>(sm, acc, fa, fb, p.groups[tile.g], tile, it, r0, c, lane);
+      consumer_tile<W, BM>(sm, acc, fa, fb, p.groups[tile.g], tile, it, r0, c, lane, t == (int)blockIdx.x ? tr : nullptr);
     }
+    trace(tr, kTrConsumerDone);
   }
   __syncthreads();  // every TMA that used this CTA's map slot has been consumed
-  if (threadIdx.x == 0) pool::release(g_pool_bits, slot);
+  if (threadIdx.x == 0) {
+    pool::release(g_pool_bits, slot);
+    trace(p.trace, kTrExit);
+  }
 }
 
 }  // namespace fl::sm90

@@ -1,0 +1,94 @@
+"""Where a call's time goes inside the sm90 GEMM kernel: per-CTA trace points (globaltimer and clock64,
+FASTLAUNCH_SM90_TRACE) on one call per benchmark shape, L2 flushed before it, beside the CUDA-event time
+of the same call. Prints, per shape, the medians over CTAs of each phase (us) and the spread of CTA
+start and end times. Mode "gemm" launches the GEMM alone (FASTLAUNCH_SM90_ONLY; wrong results).
+
+python tools/trace_sm90.py [--shapes 3,2,0] [--modes whole,gemm]
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+EVENTS = ["entry", "init", "gridwait", "maps", "first_tma", "first_full", "first_mainloop", "first_epilogue",
+          "consumer_done", "exit"]
+PHASES = [("barrier init", "entry", "init"), ("griddepcontrol.wait", "init", "gridwait"),
+          ("slot + map patch", "gridwait", "maps"), ("first TMA issued", "maps", "first_tma"),
+          ("first stage lands", "first_tma", "first_full"), ("first tile K loop", "first_full", "first_mainloop"),
+          ("first tile epilogue", "first_mainloop", "first_epilogue"), ("other tiles", "first_epilogue", "consumer_done"),
+          ("exit", "consumer_done", "exit")]
+
+CHILD = r"""
+import json, os, sys, torch
+trace = torch.zeros(1024 * 16 * 2, dtype=torch.int64, device="cuda")
+os.environ["FASTLAUNCH_SM90_TRACE"] = str(trace.data_ptr())
+import fastlaunch
+from fastlaunch import reference as R
+from fastlaunch.shapes import BENCH_SHAPES
+from fastlaunch.timing import l2_flush_buffer
+flush = l2_flush_buffer()
+out = []
+for i in json.loads(sys.argv[1]):
+    g, ms, ns, ks = BENCH_SHAPES[i]
+    d = R.generate_input(ms, ns, ks, g, 3, device="cuda")
+    for _ in range(3):
+        fastlaunch.fast_launch(d)
+    runs = []
+    for rep in range(5):
+        flush.zero_(); trace.zero_()
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record(); fastlaunch.fast_launch(d); e.record(); torch.cuda.synchronize()
+        runs.append({"us": s.elapsed_time(e) * 1e3, "trace": trace.view(1024, 16, 2).cpu().tolist()})
+    out.append({"shape": i, "runs": runs})
+print(json.dumps(out))
+"""
+
+
+def summarise(run, ncta_max=1024):
+    ctas = [c for c in run["trace"] if c[0][0] != 0]
+    t0 = min(c[0][0] for c in ctas)
+    res = {"event_us": run["us"], "ctas": len(ctas)}
+    res["span_us"] = (max(c[9][0] for c in ctas) - t0) / 1e3
+    res["entry_spread_us"] = (max(c[0][0] for c in ctas) - t0) / 1e3
+    res["exit_spread_us"] = (max(c[9][0] for c in ctas) - min(c[9][0] for c in ctas)) / 1e3
+    for name, a, b in PHASES:
+        ia, ib = EVENTS.index(a), EVENTS.index(b)
+        res[name] = statistics.median((c[ib][0] - c[ia][0]) / 1e3 for c in ctas)
+    res["cycles_per_us"] = statistics.median((c[9][1] - c[0][1]) / max(1, (c[9][0] - c[0][0]) / 1e3) for c in ctas)
+    return res
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shapes", default="3,2,0")
+    ap.add_argument("--modes", default="whole,gemm")
+    a = ap.parse_args()
+    shapes = [int(x) for x in a.shapes.split(",")]
+    table = []
+    for mode in a.modes.split(","):
+        env = dict(os.environ)
+        env.pop("FASTLAUNCH_SM90_ONLY", None)
+        if mode != "whole":
+            env["FASTLAUNCH_SM90_ONLY"] = mode
+        r = subprocess.run([sys.executable, "-c", CHILD, json.dumps(shapes)], env=env, capture_output=True, text=True,
+                           timeout=600)
+        if r.returncode:
+            print(f"{mode}: failed\n{r.stderr[-2000:]}")
+            continue
+        for sh in json.loads(r.stdout.strip().splitlines()[-1]):
+            sums = [summarise(x) for x in sh["runs"]]
+            med = {k: statistics.median(s[k] for s in sums) for k in sums[0]}
+            table.append((mode, sh["shape"], med))
+    keys = ["event_us", "span_us", "entry_spread_us", "exit_spread_us"] + [p[0] for p in PHASES]
+    print("medians over 5 calls (us); phases: median over CTAs; span: first CTA entry to last CTA exit")
+    print("| quantity | " + " | ".join(f"{m} b{s + 1}" for m, s, _ in table) + " |")
+    print("|---|" + "---|" * len(table))
+    for k in keys:
+        print(f"| {k} | " + " | ".join(f"{t[k]:.2f}" for _, _, t in table) + " |")
+    print("| SM clock (GHz) | " + " | ".join(f"{t['cycles_per_us'] / 1e3:.2f}" for _, _, t in table) + " |")
+
+
+if __name__ == "__main__":
+    main()
