@@ -62,21 +62,27 @@ struct Error {
     if (fl_rc_ != CUDA_SUCCESS) return (err).driver((drv), fl_rc_, #call, __FILE__, __LINE__); \
   } while (0)
 
-// A template tensor map for a [rows, row_bytes] byte matrix with a (box_bytes x box_rows) box. The
-// kernels rewrite address, extents and stride on the device, so a template depends on the box and
-// swizzle alone.
-inline int encode_byte_map_template(const Driver& drv, CUtensorMap* map, uint32_t box_bytes, uint32_t box_rows,
-                                    CUtensorMapSwizzle swizzle, Error& err) {
-  const cuuint64_t dims[2] = {box_bytes, box_rows};
-  const cuuint64_t strides[1] = {box_bytes};
+// A tensor map for a [rows, row_bytes] byte matrix at `base` (rows `row_bytes` apart) with a
+// (box_bytes x box_rows) box.
+inline int encode_byte_map(const Driver& drv, CUtensorMap* map, void* base, uint64_t row_bytes, uint64_t rows,
+                           uint32_t box_bytes, uint32_t box_rows, CUtensorMapSwizzle swizzle, Error& err) {
+  const cuuint64_t dims[2] = {row_bytes, rows};
+  const cuuint64_t strides[1] = {row_bytes};
   const cuuint32_t box[2] = {box_bytes, box_rows};
   const cuuint32_t elem_strides[2] = {1, 1};
-  void* placeholder = reinterpret_cast<void*>(uintptr_t{1} << 20);  // any 1024-byte aligned address
   FL_DRV_TRY(err, drv,
-             drv.tensor_map_encode_tiled(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, placeholder, dims, strides, box,
-                                         elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
-                                         CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
+             drv.tensor_map_encode_tiled(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, base, dims, strides, box, elem_strides,
+                                         CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                         CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
   return FL_OK;
+}
+
+// A template for such a map: the kernels rewrite address, extents and stride on the device, so a
+// template depends on the box and swizzle alone.
+inline int encode_byte_map_template(const Driver& drv, CUtensorMap* map, uint32_t box_bytes, uint32_t box_rows,
+                                    CUtensorMapSwizzle swizzle, Error& err) {
+  void* placeholder = reinterpret_cast<void*>(uintptr_t{1} << 20);  // any 1024-byte aligned address
+  return encode_byte_map(drv, map, placeholder, box_bytes, box_rows, box_bytes, box_rows, swizzle, err);
 }
 
 // The driver handle of kernel `sym`, allowed `smem_bytes` of dynamic shared memory (0: the default).
@@ -147,7 +153,6 @@ struct Sm90State {
   CUlaunchAttribute attr[1];  // programmatic stream serialisation
   CUlaunchConfig config;      // prebuilt; a launch sets grid size, shared memory and stream
   CUlaunchConfig convert_config;
-  alignas(64) CUtensorMap tmpl_a[8];  // per tile shape: fp16 A box (W rows), 128-byte swizzle
   alignas(64) CUtensorMap tmpl_b[8];  // per tile shape: packed B box (BM rows)
 };
 

@@ -33,12 +33,14 @@ constexpr int64_t tiles(int64_t m, int64_t n, int64_t tile_m, int64_t tile_n) {
 }
 
 // The A operand goes through a workspace: a conversion kernel writes each group's A as fp16 (scale
-// folded in, K permuted inside each 64-wide step as the GEMM reads it), [m, k] row-major, groups
-// kWorkspaceAlign bytes apart; the GEMM loads its tiles from there with TMA.
+// folded in, K permuted inside each 64-wide step as the GEMM reads it). A launch's groups are
+// stacked row after row with one row pitch, the launch's largest K, so one tensor map covers them
+// all; launches (of up to kGroupsPerLaunch groups) are kWorkspaceAlign bytes apart.
 constexpr int64_t kWorkspaceAlign = 1024;
 
-// Bytes of one group's fp16 A in the workspace (m, k < 2^31, so no overflow).
-constexpr int64_t a16_bytes(int64_t m, int64_t k) { return round_up(m * k * 2, kWorkspaceAlign); }
+// Bytes of one launch's fp16 A: `rows` (the sum of its groups' M, < 2^31) rows of `kmax` (< 2^31)
+// elements; no overflow.
+constexpr int64_t a16_launch_bytes(int64_t rows, int64_t kmax) { return round_up(rows * kmax * 2, kWorkspaceAlign); }
 
 // Persistent grid: one CTA per SM (the kernel's shared memory allows no more), never more CTAs
 // than tiles.

@@ -1,4 +1,6 @@
 // A -> fp16 workspace, once per launch, before the sm_90a GEMM (sm90_group_gemm.cuh) reads it.
+// The workspace stacks the launch's groups' rows with one pitch (the launch's largest K); a group
+// with a smaller K leaves the rest of its rows unwritten (the GEMM never reads them).
 //
 // One unit = one row and one 64-wide K step of one group: 32 packed bytes and the row's four scales
 // of that step in, 64 fp16 (128 bytes) out, scale folded in (exact: nvfp4.cuh), K permuted inside
@@ -43,7 +45,7 @@ __global__ void __launch_bounds__(kConvertThreads) convert_a(const __grid_consta
 #pragma unroll
     for (int c = 0; c < 4; ++c)
       v[c] = ptx::mul_f16x2(e2m1_pair(src[2 * c + b], s4), ptx::e4m3_to_f16x2_bcast(sf >> (8 * c)));
-    uint4* dst = reinterpret_cast<uint4*>(gr.a16 + (int64_t)row * gr.k + kc * kBlockK);
+    uint4* dst = reinterpret_cast<uint4*>(gr.a16 + (int64_t)row * p.a16_pitch + kc * kBlockK);
     dst[q] = make_uint4(v[0], v[1], v[2], v[3]);
   }
 }

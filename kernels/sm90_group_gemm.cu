@@ -35,8 +35,6 @@ int prepare_shapes(DeviceState& dev, Error& err) {
     if (int rc = prepare<sm90::kGroupsSmall, W, BM>(&st.fn[I][0], err)) return rc;
     if (int rc = prepare<sm90::kGroupsPerLaunch, W, BM>(&st.fn[I][1], err)) return rc;
     st.smem_bytes[I] = sm90::Layout<W, BM>::kSmemBytes;
-    if (int rc = encode_byte_map_template(dev.drv, &st.tmpl_a[I], sm90::kA16RowBytes, W, CU_TENSOR_MAP_SWIZZLE_128B, err))
-      return rc;
     if (int rc = encode_byte_map_template(dev.drv, &st.tmpl_b[I], sm90::kBlockK / 2, BM, CU_TENSOR_MAP_SWIZZLE_NONE, err))
       return rc;
     return prepare_shapes<I + 1>(dev, err);
@@ -44,8 +42,48 @@ int prepare_shapes(DeviceState& dev, Error& err) {
   return FL_OK;
 }
 
+// The tensor map of one launch's fp16 A workspace (`rows` rows of `pitch_bytes`, box W rows x 128
+// bytes, 128-byte swizzle). Encoded on the host, kept per thread for the last few workspaces: the
+// caching allocator hands the same block back for the same sizes, so most calls encode nothing.
+int a16_map(const Driver& drv, CUtensorMap* out, void* base, int64_t pitch_bytes, int64_t rows, int width,
+            Error& err) {
+  struct Entry {
+    void* base = nullptr;
+    int64_t pitch = 0, rows = 0;
+    int width = 0;
+    alignas(64) CUtensorMap map;
+  };
+  constexpr int kEntries = 4;
+  thread_local Entry cache[kEntries];
+  thread_local int next = 0;
+  for (const Entry& e : cache) {
+    if (e.base == base && e.pitch == pitch_bytes && e.rows == rows && e.width == width) {
+      std::memcpy(out, &e.map, sizeof(CUtensorMap));
+      return FL_OK;
+    }
+  }
+  Entry& e = cache[next];
+  e.base = nullptr;  // invalid until encoded
+  if (int rc = encode_byte_map(drv, &e.map, base, (uint64_t)pitch_bytes, (uint64_t)rows, sm90::kA16RowBytes, width,
+                               CU_TENSOR_MAP_SWIZZLE_128B, err))
+    return rc;
+  e.base = base, e.pitch = pitch_bytes, e.rows = rows, e.width = width;
+  next = (next + 1) % kEntries;
+  std::memcpy(out, &e.map, sizeof(CUtensorMap));
+  return FL_OK;
+}
+
+// Rows and largest K of the launch of groups g0 .. g0+gc-1.
+void launch_extent(const int64_t* buf, int G, int g0, int gc, int64_t* rows, int64_t* kmax) {
+  *rows = 0, *kmax = 0;
+  for (int g = g0; g < g0 + gc; ++g) {
+    *rows += buf[5 * G + g];
+    if (buf[7 * G + g] > *kmax) *kmax = buf[7 * G + g];
+  }
+}
+
 // One launch of up to MAXG groups g0 .. g0+gc-1: the A conversion, then the GEMM. `a16` points at
-// this chunk's part of the workspace and is advanced past it.
+// this launch's part of the workspace and is advanced past it.
 template <int MAXG>
 int launch_chunk(const DeviceState& dev, int which, const int64_t* buf, int G, int g0, int gc, uint8_t*& a16,
                  cudaStream_t stream, Error& err) {
@@ -55,9 +93,11 @@ int launch_chunk(const DeviceState& dev, int which, const int64_t* buf, int G, i
                      ? st.forced_shape
                      : sm90::plan_shape(buf + 5 * G + g0, buf + 6 * G + g0, buf + 7 * G + g0, gc, dev.sm_count);
   const int width = sm90::kShapes[si].w, bm = sm90::kShapes[si].bm;
-  std::memcpy(&p.tmpl_a, &st.tmpl_a[si], sizeof(CUtensorMap));
+  int64_t rows = 0, kmax = 0;
+  launch_extent(buf, G, g0, gc, &rows, &kmax);
+  if (int rc = a16_map(dev.drv, &p.map_a16, a16, kmax * 2, rows, width, err)) return rc;
   std::memcpy(&p.tmpl_b, &st.tmpl_b[si], sizeof(CUtensorMap));
-  int64_t tiles = 0, units = 0;
+  int64_t tiles = 0, units = 0, row = 0;
   for (int i = 0; i < gc; ++i) {
     const int g = g0 + i;
     const int64_t m = buf[5 * G + g], n = buf[6 * G + g], k = buf[7 * G + g];
@@ -69,8 +109,9 @@ int launch_chunk(const DeviceState& dev, int which, const int64_t* buf, int G, i
     gr.c = reinterpret_cast<__half*>(buf[2 * G + g]);
     gr.sfa = reinterpret_cast<const uint8_t*>(buf[3 * G + g]);
     gr.sfb = reinterpret_cast<const uint8_t*>(buf[4 * G + g]);
-    gr.a16 = reinterpret_cast<__half*>(a16);
-    a16 += sm90::a16_bytes(m, k);
+    gr.a16 = reinterpret_cast<__half*>(a16) + row * kmax;
+    gr.a16_row = (int32_t)row;
+    row += m;
     gr.m = (int32_t)m;
     gr.n = (int32_t)n;
     gr.k = (int32_t)k;
@@ -78,10 +119,11 @@ int launch_chunk(const DeviceState& dev, int which, const int64_t* buf, int G, i
     gr.tile_end = (int32_t)tiles;
     gr.unit_end = (int32_t)units;
   }
+  a16 += sm90::a16_launch_bytes(rows, kmax);
   p.num_groups = gc;
   p.num_tiles = (int32_t)tiles;
   p.num_units = (int32_t)units;
-  p.pad_ = 0;
+  p.a16_pitch = (int32_t)kmax;
   p.trace = st.trace;
   void* args[1] = {&p};
 
@@ -131,11 +173,11 @@ int sm90_init(DeviceState& dev, Error& err) {
 int sm90_launch(const DeviceState& dev, const int64_t* buf, int G, cudaStream_t stream, const fl_allocator* alloc,
                 Error& err) {
   // Check every limit before the first launch, so a bad group launches nothing.
-  int64_t tiles = 0, units = 0, workspace = 0;
+  int64_t tiles = 0, units = 0, rows = 0, kmax = 0, workspace = 0;
   for (int g = 0; g < G; ++g) {
     const int64_t m = buf[5 * G + g], n = buf[6 * G + g], k = buf[7 * G + g];
     if (int rc = check_group_sizes(m, n, k, g, err)) return rc;
-    if (g % sm90::kGroupsPerLaunch == 0) tiles = units = 0;
+    if (g % sm90::kGroupsPerLaunch == 0) tiles = units = rows = kmax = 0;
     const sm90::TileShape& narrow = sm90::kShapes[sm90::kNarrowestShape];  // the most tiles a launch can have
     tiles += sm90::tiles(m, n, narrow.w, narrow.bm);
     if (tiles > kMaxTilesPerLaunch)
@@ -145,11 +187,19 @@ int sm90_launch(const DeviceState& dev, const int64_t* buf, int G, cudaStream_t 
     if (units > kMaxUnitsPerLaunch)
       return err.set(FL_ERR_VALUE, "group %d: more than %lld rows x K/64 of A in one launch of up to %d groups", g,
                      (long long)kMaxUnitsPerLaunch, sm90::kGroupsPerLaunch);
-    // m, k < 2^31, so m * k * 2 < 2^63; the running sum is checked against a bound far below overflow.
-    workspace += sm90::a16_bytes(m, k);
-    if (workspace > kMaxWorkspaceBytes)
-      return err.set(FL_ERR_VALUE, "group %d: the fp16 copy of A would exceed %lld bytes", g,
-                     (long long)kMaxWorkspaceBytes);
+    rows += m;  // the workspace's row coordinate (int32 in the kernels)
+    if (rows > kMaxExtent)
+      return err.set(FL_ERR_VALUE, "group %d: more than %lld rows of A in one launch of up to %d groups", g,
+                     (long long)kMaxExtent, sm90::kGroupsPerLaunch);
+    if (k > kmax) kmax = k;
+    const bool last_of_launch = g + 1 == G || (g + 1) % sm90::kGroupsPerLaunch == 0;
+    if (last_of_launch) {
+      // rows, kmax < 2^31, so the launch's bytes < 2^63; the running sum is checked far below overflow.
+      workspace += sm90::a16_launch_bytes(rows, kmax);
+      if (workspace > kMaxWorkspaceBytes)
+        return err.set(FL_ERR_VALUE, "group %d: the fp16 copy of A would exceed %lld bytes", g,
+                       (long long)kMaxWorkspaceBytes);
+    }
   }
   Workspace ws;
   if (int rc = ws.acquire(alloc, (size_t)workspace, stream, err)) return rc;

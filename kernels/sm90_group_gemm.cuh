@@ -3,15 +3,20 @@
 // Computed as C^T = B . A^T so that the large operand B is wgmma's A (dequantised straight into
 // registers) and the small per-group M is wgmma's N: the launch's tile width W (64, 128, 192 or 256,
 // one kernel each; plan.h picks W per launch). A is converted to fp16 once per launch by a separate
-// kernel (sm90_convert_a.cuh) into a workspace; the GEMM loads its tiles from there with TMA.
+// kernel (sm90_convert_a.cuh) into a workspace, all groups' rows stacked with one row pitch, so one
+// tensor map encoded on the host (cached while the workspace stays put) covers every group; the GEMM
+// loads its A tiles from there with TMA. B's tensor map is patched on the device per group.
 //
 // One CTA = 3 warpgroups, persistent over tiles of BM (128 or 256) B rows x W A rows:
-//   warp 0          producer: patches the group's tensor maps, issues TMA for the fp16 A tile (128-byte
-//                   swizzle), the packed B tile and B's 512-byte scale blocks of each 64-wide K step
-//                   (warps 1..3 only hand over registers);
+//   warp 0          B producer: patches the group's B tensor map (in a slot of a device-wide pool),
+//                   issues TMA for the packed B tile and bulk copies of B's 512-byte scale blocks of
+//                   each 64-wide K step. It does not wait for the conversion kernel (griddepcontrol),
+//                   so B streams in while that kernel runs;
+//   warp 1          A producer: waits for the conversion, then TMA for the fp16 A tile (128-byte
+//                   swizzle) of each step (warps 2, 3 only hand over registers);
 //   warpgroups 1, 2 consumers: BM / 2 B rows each (one or two blocks of 64), dequantise them into
-//                   wgmma A fragments, issue the wgmma, epilogue. BM = 256 halves the fp16 A traffic
-//                   per MMA (the kernel is bound by L2 -> shared memory traffic) at twice the registers.
+//                   wgmma A fragments, issue the wgmma; epilogue through shared memory (stmatrix
+//                   transposes the C^T fragments into C rows), then 16-byte row stores.
 //
 // K permutation. An MMA sums over K, so both operands may be read in any one order of K. Thread
 // lane%4 == c of a consumer warp owns K range [16c, 16c+16) of a 64-wide stage (one scale block,
@@ -32,6 +37,7 @@
 #include "ptx/griddep.cuh"
 #include "ptx/mbarrier.cuh"
 #include "ptx/setmaxnreg.cuh"
+#include "ptx/stmatrix.cuh"
 #include "ptx/tensormap.cuh"
 #include "ptx/timer.cuh"
 #include "ptx/tma.cuh"
@@ -45,7 +51,8 @@ struct Group {
   const uint8_t* sfa;  // reordered E4M3 scales: (ceil(m/128), k/64, 32, 4, 4) contiguous
   const uint8_t* sfb;
   __half* c;           // [m, n]
-  __half* a16;         // [m, k] fp16 A in the workspace (written by convert_a, read by the GEMM)
+  __half* a16;         // the group's first fp16 A row in the workspace (rows Params::a16_pitch apart)
+  int32_t a16_row;     // ... and its row index there (the A tensor map's row coordinate)
   int32_t m, n, k;
   int32_t tile_m;      // rows of A per tile: the launch's tile width W (plan_shape)
   int32_t tile_end;    // exclusive end of this group's tiles in the launch's tile order
@@ -54,12 +61,12 @@ struct Group {
 
 template <int MAXG>
 struct Params {
-  CUtensorMap tmpl_a;  // any valid map with the fp16 A box (W rows x 128 bytes, 128-byte swizzle)
-  CUtensorMap tmpl_b;  // any valid map with B's box (128 rows x 32 bytes); both are rewritten per group
+  CUtensorMap map_a16;  // the workspace: [rows of all groups, a16_pitch fp16], box W rows x 128 bytes, 128B swizzle
+  CUtensorMap tmpl_b;   // any valid map with B's box (BM rows x 32 bytes), rewritten per group on the device
   int32_t num_groups;
   int32_t num_tiles;
   int32_t num_units;
-  int32_t pad_;
+  int32_t a16_pitch;    // fp16 elements between workspace rows: the launch's largest K
   uint64_t* trace;     // experiments only (FASTLAUNCH_SM90_TRACE): per-CTA trace points, else null
   Group groups[MAXG];
 };
@@ -68,10 +75,16 @@ struct Params {
 // (W rows of 128 bytes, 128-byte swizzled, 1024-byte aligned), the packed B tile and its scale blocks.
 constexpr uint32_t kSfBlockBytes = 512;  // 128 rows x 4 scale blocks
 constexpr uint32_t kA16RowBytes = kBlockK * 2;
-constexpr uint32_t kHeaderBytes = 1024;  // two 128-byte tensor-map staging copies, then the mbarriers
+constexpr uint32_t kHeaderBytes = 1024;  // a 128-byte tensor-map staging copy, the map slot, the mbarriers
 constexpr uint32_t kOffMapStage = 0;
+constexpr uint32_t kOffSlot = 128;
 constexpr uint32_t kOffBars = 256;
 constexpr uint32_t kSmemLimit = 227 * 1024;
+// Epilogue: per consumer warpgroup a [128 A rows][64 B rows] fp16 buffer (C rows, 128 bytes each,
+// 16-byte chunks XOR-swizzled by row): 16 KB, 32 KB for both.
+constexpr uint32_t kEpiRows = 128;
+constexpr uint32_t kEpiWgBytes = kEpiRows * 128;
+constexpr uint32_t kEpiBytes = 2 * kEpiWgBytes;
 
 template <int W, int BM>
 struct Layout {
@@ -81,10 +94,11 @@ struct Layout {
   static constexpr uint32_t kOffBRaw = W * kA16RowBytes;
   static constexpr uint32_t kOffSfb = kOffBRaw + kBRawBytes;
   static constexpr uint32_t kStageBytes = (kOffSfb + kMB * kSfBlockBytes + 1023) / 1024 * 1024;
-  static constexpr int kFit = (int)((kSmemLimit - kHeaderBytes) / kStageBytes);
+  static constexpr int kFit = (int)((kSmemLimit - kHeaderBytes - kEpiBytes) / kStageBytes);
   static constexpr int kStages = kFit < kMaxStages ? kFit : kMaxStages;
-  static constexpr uint32_t kSmemBytes = kHeaderBytes + kStages * kStageBytes;
-  static constexpr uint32_t kTxBytes = W * kA16RowBytes + kBRawBytes;  // + B's scale blocks that exist
+  static constexpr uint32_t kOffEpi = kHeaderBytes + kStages * kStageBytes;
+  static constexpr uint32_t kSmemBytes = kOffEpi + kEpiBytes;
+  static constexpr uint32_t kA16Bytes = W * kA16RowBytes;  // a full box, rows past the workspace included
   static_assert(BM == kBlockN || BM == 2 * kBlockN, "one or two 64-row blocks per consumer warpgroup");
   static_assert(kStages >= 4, "pipeline depth");
   static_assert(kOffBars + 16 * kStages <= kHeaderBytes, "barriers fit the header");
@@ -95,20 +109,20 @@ static_assert(kBlockK == 64, "one stage is one 512-byte scale block per 128 rows
 static_assert(kBlockN == 128, "two consumer warpgroups of 64 rows share one 128-row scale block");
 static_assert(kBlockM == 256 && kBlockM <= ptx::kWgmmaNMax, "tile width is wgmma N (<= 256)");
 static_assert(kWgmmaNStep == ptx::kWgmmaNStep, "plan.h and the generated wgmma table disagree");
-static_assert(kThreads == 384, "warp 0 producer, warpgroups 1-2 consumers");
+static_assert(kThreads == 384, "warps 0, 1 producers, warpgroups 1-2 consumers");
 
 // Tensor-map slots. Two launches may run at once (two streams, or the next launch starting early
 // under programmatic dependent launch), so a CTA owns a slot from a device-wide pool for its
-// lifetime instead of indexing by blockIdx. A slot is a ring of kMapRing (A, B) map pairs; the
-// producer moves to the next pair when its tile changes group. A pair is rewritten only after
+// lifetime instead of indexing by blockIdx. A slot is a ring of kMapRing B maps; the producer
+// moves to the next map when its tile changes group. A map is rewritten only after
 // kMapRing >= stages + 1 later tiles (each at least one stage) were issued, by when the producer
 // has waited for the stage that last used it to be consumed, so no TMA still reads it.
 constexpr int kPoolSlots = 1024;  // >= resident CTAs of this kernel on any device (1 per SM)
 constexpr int kPoolWords = kPoolSlots / 64;
-constexpr int kMapPairBytes = 256;
+constexpr int kMapBytes = 128;
 
 __device__ unsigned long long g_pool_bits[kPoolWords];
-__device__ __align__(128) uint8_t g_pool_maps[kPoolSlots][kMapRing][kMapPairBytes];
+__device__ __align__(128) uint8_t g_pool_maps[kPoolSlots][kMapRing][kMapBytes];
 
 // Trace points (experiments: tools/trace_sm90.py). CTA b writes event e as (globaltimer ns, clock64)
 // at trace[(b * kTraceEvents + e) * 2]; event kTraceSm holds the SM id. No-op when p.trace is null.
@@ -215,6 +229,15 @@ struct Smem {
   __device__ uint32_t stage(int s) const { return base + kHeaderBytes + s * L::kStageBytes; }
 };
 
+// Registers per thread after setmaxnreg, within the 384 x 168 = 64512 the CTA starts with: the
+// consumers of two 64-row blocks (BM = 256) need 240 (128 x 24 + 256 x 240 = 64512; the B
+// producer then spills a few registers around its once-per-group map patch); with one block, 232
+// leave the producers 40 (128 x 40 + 256 x 232 = 64512).
+template <int BM>
+constexpr int kConsumerRegs = BM == 2 * kBlockN ? 240 : 232;
+template <int BM>
+constexpr int kProducerRegs = BM == 2 * kBlockN ? 24 : 40;
+
 // Barrier arrival counts: one arrival per consumer warp (lane 0 after __syncwarp).
 constexpr uint32_t kConsumerWarps = 8;
 
@@ -239,12 +262,77 @@ __device__ __forceinline__ void consumer_step(const Smem<W, BM>& sm, float (&acc
   }
 }
 
+// Epilogue of one consumer warpgroup (cw): its BM / 2 B rows x the tile's A rows, from the C^T
+// accumulators to C rows. Per 64-row block j and 128 A rows at a time: stmatrix.trans writes each
+// warp's 16 B rows x 8 A rows fragments as 16-byte pieces of C rows into the warpgroup's buffer
+// (row a = A row, 8 chunks of 8 B rows, chunk q stored at q ^ (a % 8): conflict-free for stmatrix
+// and for the row reads), then each thread stores 16-byte chunks of whole C rows (a warp writes four
+// 128-byte rows per instruction). Unaligned C (pointer or N not a multiple of 8) and the last chunk
+// of a row past N go element by element.
+template <int W, int BM, int H>
+__device__ __forceinline__ void epilogue_pass(uint32_t buf, const float (&acc)[W / 2], const Group& gr, int64_t m0,
+                                              int rows, int64_t n0, bool vec, int cw, int wq, int lane) {
+  constexpr int kRows = W - (int)kEpiRows * H < (int)kEpiRows ? W - (int)kEpiRows * H : (int)kEpiRows;
+  const int t = wq * 32 + lane;  // thread in the warpgroup
+  ptx::named_barrier(1 + cw, 128);  // the previous pass's reads of the buffer are done
+  // stmatrix: lane -> matrix q = lane / 8 (8-row block of A rows +q/2, B-row half q%2), row lane % 8.
+  const int sq = lane / 8, srow = lane % 8;
+  const int schunk = 2 * wq + (sq % 2);
+#pragma unroll
+  for (int i = 0; i < kRows / 8; i += 2) {
+    uint32_t r[4];
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      const int e = 4 * ((int)kEpiRows / 8 * H + i + q / 2) + 2 * (q % 2);
+      const __half2 v = __floats2half2_rn(acc[e] * kNvfp4Unscale, acc[e + 1] * kNvfp4Unscale);
+      r[q] = *reinterpret_cast<const uint32_t*>(&v);
+    }
+    const int a = 8 * (i + sq / 2) + srow;  // A row inside the pass
+    ptx::stmatrix_x4_trans(buf + a * 128 + ((schunk ^ (a % 8)) << 4), r[0], r[1], r[2], r[3]);
+  }
+  ptx::named_barrier(1 + cw, 128);  // the buffer holds this pass's C rows
+  const int q = t % 8;
+  const int64_t n = n0 + 8 * q;
+#pragma unroll
+  for (int rr = 0; rr < kRows / 16; ++rr) {
+    const int a = t / 8 + 16 * rr;
+    const int row = (int)kEpiRows * H + a;
+    if (row < rows && n < gr.n) {
+      const uint4 v = ptx::lds128(buf + a * 128 + ((q ^ (a % 8)) << 4));
+      __half* dst = gr.c + (m0 + row) * gr.n + n;
+      if (vec && n + 8 <= gr.n) {
+        *reinterpret_cast<uint4*>(dst) = v;
+      } else {
+        const __half* e = reinterpret_cast<const __half*>(&v);
+        for (int x = 0; x < 8 && n + x < gr.n; ++x) dst[x] = e[x];
+      }
+    }
+  }
+}
+
+template <int W, int BM>
+__device__ __forceinline__ void epilogue(const Smem<W, BM>& sm, const float (&acc)[BM / 128][W / 2], const Group& gr,
+                                         const Tile& tile, int cw, int wq, int lane) {
+  using L = Layout<W, BM>;
+  const uint32_t buf = sm.base + L::kOffEpi + cw * kEpiWgBytes;
+  const bool vec = (gr.n % 8) == 0 && (reinterpret_cast<uintptr_t>(gr.c) % 16) == 0;
+  const int rows = min(W, gr.m - tile.m0);  // valid A rows of the tile (uniform: no early exit before barriers)
+#pragma unroll
+  for (int j = 0; j < L::kMB; ++j) {
+    const int64_t n0 = (int64_t)tile.n0 + 128 * j + 64 * cw;  // first C column of this block
+    epilogue_pass<W, BM, 0>(buf, acc[j], gr, tile.m0, rows, n0, vec, cw, wq, lane);
+    if constexpr (W > (int)kEpiRows) {
+      if (rows > (int)kEpiRows) epilogue_pass<W, BM, 1>(buf, acc[j], gr, tile.m0, rows, n0, vec, cw, wq, lane);
+    }
+  }
+}
+
 // One tile: the K loop, then the epilogue.
 template <int W, int BM>
 __device__ __forceinline__ void consumer_tile(const Smem<W, BM>& sm, float (&acc)[BM / 128][W / 2],
                                               uint32_t (&fa)[BM / 128][4][4], uint32_t (&fb)[BM / 128][4][4],
                                               const Group& gr, const Tile& tile, uint32_t& it, int r0, int c,
-                                              int lane, uint64_t* tr) {
+                                              int cw, int wq, int lane, uint64_t* tr) {
   using L = Layout<W, BM>;
   if (tr) {  // trace: when the first stage lands
     ptx::mbar_wait(sm.full(it % L::kStages), (it / L::kStages) & 1);
@@ -258,31 +346,14 @@ __device__ __forceinline__ void consumer_tile(const Smem<W, BM>& sm, float (&acc
   trace(tr, kTrFirstMainloop);
   __syncwarp();
   if (lane == 0) ptx::mbar_arrive(sm.empty((it - 1) % L::kStages));
-  // acc[j][4i + {0,1,2,3}] = C^T rows (r0, r0, r0+8, r0+8) + 128 j x A rows (8i + 2c + {0,1,0,1}).
-#pragma unroll
-  for (int j = 0; j < L::kMB; ++j) {
-    const int64_t n_a = tile.n0 + r0 + 128 * j, n_b = n_a + 8;
-#pragma unroll
-    for (int i = 0; i < W / 8; ++i) {
-      if (8 * i < tile.width) {
-        const int64_t m = tile.m0 + 8 * i + 2 * c;
-        if (m < gr.m) {
-          if (n_a < gr.n) gr.c[m * gr.n + n_a] = __float2half_rn(acc[j][4 * i + 0] * kNvfp4Unscale);
-          if (n_b < gr.n) gr.c[m * gr.n + n_b] = __float2half_rn(acc[j][4 * i + 2] * kNvfp4Unscale);
-        }
-        if (m + 1 < gr.m) {
-          if (n_a < gr.n) gr.c[(m + 1) * gr.n + n_a] = __float2half_rn(acc[j][4 * i + 1] * kNvfp4Unscale);
-          if (n_b < gr.n) gr.c[(m + 1) * gr.n + n_b] = __float2half_rn(acc[j][4 * i + 3] * kNvfp4Unscale);
-        }
-      }
-    }
-  }
+  epilogue<W, BM>(sm, acc, gr, tile, cw, wq, lane);
   trace(tr, kTrFirstEpilogue);
 }
 
 template <int MAXG, int W, int BM>
 __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_constant__ Params<MAXG> p) {
   static_assert(W % kWgmmaNStep == 0 && W <= kBlockM, "tile width is a wgmma N");
+  static_assert(W % 16 == 0, "epilogue passes of whole stmatrix.x4 pairs");
   using L = Layout<W, BM>;
   extern __shared__ __align__(1024) uint8_t smem[];
   const int warp = threadIdx.x / 32;
@@ -295,26 +366,27 @@ __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_con
     trace(p.trace, kTrEntry);
     if (p.trace) p.trace[((uint64_t)blockIdx.x * kTraceEvents + kTrSm) * 2] = ptx::smid();
     for (int s = 0; s < L::kStages; ++s) {
-      ptx::mbar_init(sm.full(s), 1);
+      ptx::mbar_init(sm.full(s), 2);  // the A producer and the B producer
       ptx::mbar_init(sm.empty(s), kConsumerWarps);  // its B was read and its wgmma are done
     }
     ptx::fence_mbar_init();
   }
   __syncthreads();
   if (threadIdx.x == 0) trace(p.trace, kTrInit);
-  // Inputs (the fp16 A from the conversion kernel), outputs and the slot pool may still be in use
-  // by the previous grid in the stream.
-  ptx::griddep_wait();
+  // The next grid in the stream (the next call's conversion) may start; it waits for this one.
   ptx::griddep_launch_dependents();
-  if (threadIdx.x == 0) trace(p.trace, kTrGridWait);
 
-  int slot = 0;
+  int* const slot_smem = reinterpret_cast<int*>(smem + kOffSlot);  // the CTA's map slot (thread 0 releases it)
   if (wg == 0) {
-    ptx::setmaxnreg_dec<24>();
+    ptx::setmaxnreg_dec<kProducerRegs<BM>>();
     if (warp == 0) {
-      // ---------------------------------------------------------------- producer
-      if (lane == 0) slot = pool::acquire(g_pool_bits, kPoolWords);
-      slot = __shfl_sync(0xffffffffu, slot, 0);
+      // ---------------------------------------------------------- B producer
+      // The slot pool, B, its scales and its tensor maps do not depend on the conversion kernel
+      // this grid follows (that kernel passed its own griddepcontrol.wait before letting this grid
+      // start, so everything before it in the stream is complete): no wait here, so B streams in
+      // while the conversion still runs.
+      if (lane == 0) *slot_smem = pool::acquire(g_pool_bits, kPoolWords);
+      __syncwarp();
       int cur_g = -1, ring = kMapRing - 1, g_hint = 0;
       uint32_t it = 0;
       for (int t = blockIdx.x; t < p.num_tiles; t += gridDim.x) {
@@ -324,13 +396,10 @@ __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_con
         if (tile.g != cur_g) {
           cur_g = tile.g;
           ring = (ring + 1) % kMapRing;
-          uint8_t* pair = g_pool_maps[slot][ring];
-          pool::patch_map_2d(smem + kOffMapStage, p.tmpl_a, pair, gr.a16, gr.k * 2, gr.m, lane);
-          pool::patch_map_2d(smem + kOffMapStage + 128, p.tmpl_b, pair + 128, gr.b, gr.k / 2, gr.n, lane);
+          pool::patch_map_2d(smem + kOffMapStage, p.tmpl_b, g_pool_maps[*slot_smem][ring], gr.b, gr.k / 2, gr.n, lane);
           if (it == 0 && lane == 0) trace(p.trace, kTrMapsReady);
         }
-        const void* map_a = g_pool_maps[slot][ring];
-        const void* map_b = g_pool_maps[slot][ring] + 128;
+        const void* map_b = g_pool_maps[*slot_smem][ring];
         const int kt = gr.k / kBlockK;  // 512-byte scale blocks per 128 rows
         const uint8_t* sfb = gr.sfb + (int64_t)(tile.n0 / 128) * kt * kSfBlockBytes;
         // B's scale blocks of the tile that exist (the last tile of a group may have fewer rows).
@@ -340,12 +409,33 @@ __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_con
           ptx::mbar_wait(sm.empty(s), ((it / L::kStages) & 1) ^ 1);
           if (lane == 0) {
             const uint32_t st = sm.stage(s);
-            ptx::mbar_arrive_expect_tx(sm.full(s), L::kTxBytes + nsf * kSfBlockBytes);
-            ptx::tma_load_2d(st + L::kOffA16, map_a, kc * kA16RowBytes, tile.m0, sm.full(s), ptx::kEvictLast);
+            ptx::mbar_arrive_expect_tx(sm.full(s), L::kBRawBytes + nsf * kSfBlockBytes);
             ptx::tma_load_2d(st + L::kOffBRaw, map_b, kc * (kBlockK / 2), tile.n0, sm.full(s), ptx::kEvictFirst);
             for (int j = 0; j < nsf; ++j)
               ptx::bulk_load(st + L::kOffSfb + j * kSfBlockBytes, sfb + ((int64_t)j * kt + kc) * kSfBlockBytes,
                              kSfBlockBytes, sm.full(s), ptx::kEvictLast);
+          }
+          __syncwarp();
+        }
+      }
+    } else if (warp == 1) {
+      // ---------------------------------------------------------- A producer
+      // fp16 A comes from the conversion kernel: wait for it. Its tensor map is a kernel parameter.
+      ptx::griddep_wait();
+      if (lane == 0) trace(p.trace, kTrGridWait);
+      int g_hint = 0;
+      uint32_t it = 0;
+      for (int t = blockIdx.x; t < p.num_tiles; t += gridDim.x) {
+        const Tile tile = decode_tile<BM>(p, t, g_hint);
+        g_hint = tile.g;
+        const int a_row = p.groups[tile.g].a16_row + tile.m0;
+        for (int kc = 0; kc < tile.kstages; ++kc, ++it) {
+          const int s = it % L::kStages;
+          ptx::mbar_wait(sm.empty(s), ((it / L::kStages) & 1) ^ 1);
+          if (lane == 0) {
+            ptx::mbar_arrive_expect_tx(sm.full(s), L::kA16Bytes);
+            ptx::tma_load_2d(sm.stage(s) + L::kOffA16, &p.map_a16, kc * kA16RowBytes, a_row, sm.full(s),
+                             ptx::kEvictLast);
             if (it == 0) trace(p.trace, kTrFirstTma);
           }
           __syncwarp();
@@ -354,7 +444,8 @@ __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_con
     }
   } else {
     // ------------------------------------------------------------------ consumers
-    ptx::setmaxnreg_inc<240>();
+    ptx::setmaxnreg_inc<kConsumerRegs<BM>>();
+    ptx::griddep_wait();  // C may still be in use by the grids before this one (they are done by now)
     const int cw = wg - 1;          // 0 or 1: B rows [64 cw, 64 cw + 64) of the tile
     const int wq = warp % 4;        // warp inside the warpgroup: 16 rows each
     const int c = lane % 4;         // K block of the stage this thread dequantises
@@ -367,13 +458,14 @@ __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_con
     for (int t = blockIdx.x; t < p.num_tiles; t += gridDim.x) {
       const Tile tile = decode_tile<BM>(p, t, g_hint);
       g_hint = tile.g;
-      consumer_tile<W, BM>(sm, acc, fa, fb, p.groups[tile.g], tile, it, r0, c, lane, t == (int)blockIdx.x ? tr : nullptr);
+      consumer_tile<W, BM>(sm, acc, fa, fb, p.groups[tile.g], tile, it, r0, c, cw, wq, lane,
+                           t == (int)blockIdx.x ? tr : nullptr);
     }
     trace(tr, kTrConsumerDone);
   }
   __syncthreads();  // every TMA that used this CTA's map slot has been consumed
   if (threadIdx.x == 0) {
-    pool::release(g_pool_bits, slot);
+    pool::release(g_pool_bits, *slot_smem);
     trace(p.trace, kTrExit);
   }
 }
