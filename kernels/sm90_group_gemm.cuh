@@ -371,7 +371,7 @@ __device__ __forceinline__ void epilogue(const Smem<W, BM>& sm, const float (&ac
 }
 
 // Split-K: this part's accumulators go to the workspace; the CTA that finishes the tile's last part
-// (a counter per split tile) adds all parts in part order, read back from the workspace, into `acc` and
+// (a counter per split tile) adds all parts in part order, its own from registers, into `acc` and
 // returns true (it then stores C); the others return false. Each consumer thread (ct, 0..255) keeps
 // the same fragment in every part, so a part is [value / 4][256 threads] float4 (coalesced).
 template <int W, int BM, int MAXG>
@@ -397,15 +397,18 @@ __device__ __forceinline__ bool combine_parts(const Params<MAXG>& p, const Smem<
   ptx::named_barrier(3, 256);
   if (lds32(flag) == 0) return false;
   __threadfence();
-  // Every part from the workspace (this one's too: the same sum whichever part finishes last).
 #pragma unroll
   for (int v = 0; v < kVec; ++v) {
-    F4 sum = __ldcg(tile_parts + (int64_t)v * 256 + ct);
-    for (int q = 1; q < p.split; ++q) {
-      const F4 x = __ldcg(tile_parts + ((int64_t)q * kVec + v) * 256 + ct);
-      sum.x += x.x, sum.y += x.y, sum.z += x.z, sum.w += x.w;
-    }
     float* a = &acc[v / (W / 8)][4 * (v % (W / 8))];
+    F4 sum = make_float4(0.f, 0.f, 0.f, 0.f);
+    for (int q = 0; q < p.split; ++q) {
+      const F4 x = q == wk.part ? make_float4(a[0], a[1], a[2], a[3]) : __ldcg(tile_parts + ((int64_t)q * kVec + v) * 256 + ct);
+      if (q == 0) {
+        sum = x;
+      } else {
+        sum.x += x.x, sum.y += x.y, sum.z += x.z, sum.w += x.w;
+      }
+    }
     a[0] = sum.x, a[1] = sum.y, a[2] = sum.z, a[3] = sum.w;
   }
   return true;
