@@ -3,8 +3,7 @@ planner's choice, on the benchmark shapes, each in its own process, after a corr
 test shapes; then the planner's choice with only the A conversion or only the GEMM launched
 (FASTLAUNCH_SM90_ONLY; those results are wrong). Prints one table (the data behind plan.h's cost model).
 
-python tools/sweep_sm90.py [mode ...]   (modes: auto, WxBM, only:convert, only:gemm, split:N; default: all
-but split:N)
+python tools/sweep_sm90.py [mode ...]   (modes: auto, WxBM, only:convert, only:gemm; default: all)
 """
 import json
 import os
@@ -14,9 +13,7 @@ import sys
 
 MODES = {"auto": "planner", "64x128": "W=64, BM=128", "128x128": "W=128, BM=128", "192x128": "W=192, BM=128",
          "256x128": "W=256, BM=128", "64x256": "W=64, BM=256", "128x256": "W=128, BM=256",
-         "only:convert": "planner, A conversion only", "only:gemm": "planner, GEMM only",
-         "split:1": "planner's shape, no split-K", "split:2": "planner's shape, tail in 2 parts",
-         "split:3": "planner's shape, tail in 3 parts", "split:4": "planner's shape, tail in 4 parts"}
+         "only:convert": "planner, A conversion only", "only:gemm": "planner, GEMM only"}
 
 CHILD = r"""
 import json, torch, fastlaunch
@@ -42,16 +39,13 @@ print(json.dumps({"ok": bool(ok), "us": times}))
 
 
 def main():
-    modes = sys.argv[1:] or [m for m in MODES if not m.startswith("split:")]
+    modes = sys.argv[1:] or list(MODES)
     rows = []
     for m in modes:
         env = dict(os.environ)
         env.pop("FASTLAUNCH_SM90_TILE", None)
         env.pop("FASTLAUNCH_SM90_ONLY", None)
-        env.pop("FASTLAUNCH_SM90_SPLIT", None)
-        if m.startswith("split:"):
-            env["FASTLAUNCH_SM90_SPLIT"] = m[6:]
-        elif m.startswith("only:"):
+        if m.startswith("only:"):
             env["FASTLAUNCH_SM90_ONLY"] = m[5:]
         elif m != "auto":
             env["FASTLAUNCH_SM90_TILE"] = m
