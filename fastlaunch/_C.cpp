@@ -533,9 +533,8 @@ PyObject* launch_repeat(PyObject*, PyObject* args) {
   }
 }
 
-// plan(sizes, sm_count) -> ((tile_m, tile_n, tiles_m, tiles_n, split), ...): the sm90 kernel's tiles per
-// group for sizes = [(m, n, k), ...] on a GPU with sm_count multiprocessors (one tile shape and one
-// split of the tail tiles for the launch).
+// plan(sizes, sm_count) -> ((tile_m, tile_n, tiles_m, tiles_n), ...): the sm90 kernel's tiles per group for
+// sizes = [(m, n, k), ...] on a GPU with sm_count multiprocessors (one tile width for the launch).
 PyObject* plan(PyObject*, PyObject* args) {
   PyObject* sizes;
   int sm_count;
@@ -553,14 +552,13 @@ PyObject* plan(PyObject*, PyObject* args) {
       return raise(PyExc_ValueError, "plan: group %zd has unsupported sizes", g);
     m[g] = a, n[g] = b, k[g] = c;
   }
-  const fl::sm90::Plan pl = fl::sm90::plan_launch(m, n, k, (int)G, sm_count);
-  const fl::sm90::TileShape& sh = fl::sm90::kShapes[pl.shape];
+  const fl::sm90::TileShape& sh = fl::sm90::kShapes[fl::sm90::plan_shape(m, n, k, (int)G, sm_count)];
   PyObject* out = PyTuple_New(G);
   if (!out) return nullptr;
   for (Py_ssize_t g = 0; g < G; ++g)
     PyTuple_SET_ITEM(out, g,
-                     Py_BuildValue("(iiLLi)", sh.w, sh.bm, (long long)fl::sm90::tiles_m(m[g], sh.w),
-                                   (long long)fl::sm90::tiles_n(n[g], sh.bm), pl.split));
+                     Py_BuildValue("(iiLL)", sh.w, sh.bm, (long long)fl::sm90::tiles_m(m[g], sh.w),
+                                   (long long)fl::sm90::tiles_n(n[g], sh.bm)));
   return out;
 }
 
@@ -575,7 +573,7 @@ PyMethodDef kMethods[] = {
      "launch_repeat(data, iters) -> float\n\nHost ns per launch of the launcher called from a C loop on a "
      "buffer unpacked once (the floor for fast_launch)."},
     {"plan", plan, METH_VARARGS,
-     "plan(sizes, sm_count) -> ((tile_m, tile_n, tiles_m, tiles_n, split), ...)\n\nThe sm90 kernel's tiles per group for sizes "
+     "plan(sizes, sm_count) -> ((tile_m, tile_n, tiles_m, tiles_n), ...)\n\nThe sm90 kernel's tiles per group for sizes "
      "[(m, n, k), ...] on a GPU with sm_count multiprocessors."},
     {nullptr, nullptr, 0, nullptr},
 };

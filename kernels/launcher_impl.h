@@ -148,7 +148,6 @@ struct Sm90State {
   uint32_t smem_bytes[8] = {};  // per tile shape
   CUfunction convert_fn[2] = {};  // the A conversion, [0: up to kGroupsSmall groups, 1: more]
   int forced_shape = -1;  // FASTLAUNCH_SM90_TILE (experiments): index into sm90::kShapes
-  int forced_split = 0;   // FASTLAUNCH_SM90_SPLIT (experiments): parts per tail tile, 0 = planner
   int only = 0;           // FASTLAUNCH_SM90_ONLY (experiments, wrong results): 1 conversion, 2 GEMM
   uint64_t* trace = nullptr;  // FASTLAUNCH_SM90_TRACE (experiments): device buffer for the GEMM's trace points
   CUlaunchAttribute attr[1];  // programmatic stream serialisation

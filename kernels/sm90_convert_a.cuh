@@ -28,9 +28,6 @@ __global__ void __launch_bounds__(kConvertThreads) convert_a(const __grid_consta
   // The workspace may still be read by the previous grid in the stream (the last GEMM).
   ptx::griddep_wait();
   ptx::griddep_launch_dependents();
-  // The GEMM's split-K counters (same workspace) start at zero.
-  if (blockIdx.x == 0)
-    for (int i = threadIdx.x; i < p.num_counters; i += blockDim.x) p.counters[i] = 0;
   const int q = threadIdx.x % kChunksPerUnit, s4 = q / 2, b = q % 2;
   const int units_per_block = kConvertThreads / kChunksPerUnit;
   int g = 0;

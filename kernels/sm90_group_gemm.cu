@@ -82,31 +82,19 @@ void launch_extent(const int64_t* buf, int G, int g0, int gc, int64_t* rows, int
   }
 }
 
-// The plan of the launch of groups g0 .. g0+gc-1 (tile shape and tail split; plan.h).
-sm90::Plan chunk_plan(const DeviceState& dev, const int64_t* buf, int G, int g0, int gc) {
-  const Sm90State& st = dev.sm90;
-  return sm90::plan_launch(buf + 5 * G + g0, buf + 6 * G + g0, buf + 7 * G + g0, gc, dev.sm_count, st.forced_shape,
-                           st.forced_split);
-}
-
-// Workspace bytes of one launch: its fp16 A, then the split-K counters and partial tiles.
-int64_t chunk_bytes(const sm90::Plan& plan, int64_t rows, int64_t kmax) {
-  return sm90::a16_launch_bytes(rows, kmax) + sm90::split_bytes(plan);
-}
-
-// One launch of up to MAXG groups g0 .. g0+gc-1: the A conversion, then the GEMM. `ws` points at
+// One launch of up to MAXG groups g0 .. g0+gc-1: the A conversion, then the GEMM. `a16` points at
 // this launch's part of the workspace and is advanced past it.
 template <int MAXG>
-int launch_chunk(const DeviceState& dev, int which, const int64_t* buf, int G, int g0, int gc, uint8_t*& ws,
+int launch_chunk(const DeviceState& dev, int which, const int64_t* buf, int G, int g0, int gc, uint8_t*& a16,
                  cudaStream_t stream, Error& err) {
   const Sm90State& st = dev.sm90;
   Params<MAXG> p;
-  const sm90::Plan plan = chunk_plan(dev, buf, G, g0, gc);
-  const int si = plan.shape;
+  const int si = st.forced_shape >= 0
+                     ? st.forced_shape
+                     : sm90::plan_shape(buf + 5 * G + g0, buf + 6 * G + g0, buf + 7 * G + g0, gc, dev.sm_count);
   const int width = sm90::kShapes[si].w, bm = sm90::kShapes[si].bm;
   int64_t rows = 0, kmax = 0;
   launch_extent(buf, G, g0, gc, &rows, &kmax);
-  uint8_t* const a16 = ws;
   if (int rc = a16_map(dev.drv, &p.map_a16, a16, kmax * 2, rows, width, err)) return rc;
   std::memcpy(&p.tmpl_b, &st.tmpl_b[si], sizeof(CUtensorMap));
   int64_t tiles = 0, units = 0, row = 0;
@@ -131,17 +119,9 @@ int launch_chunk(const DeviceState& dev, int which, const int64_t* buf, int G, i
     gr.tile_end = (int32_t)tiles;
     gr.unit_end = (int32_t)units;
   }
-  uint8_t* const split_ws = a16 + sm90::a16_launch_bytes(rows, kmax);
-  ws += chunk_bytes(plan, rows, kmax);
+  a16 += sm90::a16_launch_bytes(rows, kmax);
   p.num_groups = gc;
   p.num_tiles = (int32_t)tiles;
-  p.split = plan.split;
-  p.dp_tiles = (int32_t)(tiles - plan.tail);
-  p.num_work = (int32_t)(tiles - plan.tail + plan.tail * plan.split);
-  p.num_counters = (int32_t)plan.tail;
-  p.counters = plan.split > 1 ? reinterpret_cast<int32_t*>(split_ws) : nullptr;
-  p.partials = plan.split > 1 ? reinterpret_cast<float*>(split_ws + round_up(plan.tail * 4, sm90::kWorkspaceAlign))
-                              : nullptr;
   p.num_units = (int32_t)units;
   p.a16_pitch = (int32_t)kmax;
   p.trace = st.trace;
@@ -154,7 +134,7 @@ int launch_chunk(const DeviceState& dev, int which, const int64_t* buf, int G, i
   if (st.only != 2) FL_DRV_TRY(err, dev.drv, dev.drv.launch_kernel_ex(&cfg, st.convert_fn[which], args, nullptr));
 
   cfg = st.config;
-  cfg.gridDimX = (unsigned)sm90::grid_size(p.num_work, dev.sm_count);
+  cfg.gridDimX = (unsigned)sm90::grid_size(tiles, dev.sm_count);
   cfg.sharedMemBytes = st.smem_bytes[si];
   cfg.hStream = reinterpret_cast<CUstream>(stream);
   if (st.only != 1) FL_DRV_TRY(err, dev.drv, dev.drv.launch_kernel_ex(&cfg, st.fn[si][which], args, nullptr));
@@ -179,11 +159,6 @@ int sm90_init(DeviceState& dev, Error& err) {
       if (std::strcmp(env, name) == 0) st.forced_shape = i;
     }
     if (st.forced_shape < 0) return err.set(FL_ERR_VALUE, "FASTLAUNCH_SM90_TILE=%s is not a compiled tile shape", env);
-  }
-  if (const char* env = std::getenv("FASTLAUNCH_SM90_SPLIT")) {  // parts per tail tile, 1..kMaxSplit
-    st.forced_split = std::atoi(env);
-    if (st.forced_split < 1 || st.forced_split > sm90::kMaxSplit)
-      return err.set(FL_ERR_VALUE, "FASTLAUNCH_SM90_SPLIT=%s: expected 1..%d", env, sm90::kMaxSplit);
   }
   if (const char* env = std::getenv("FASTLAUNCH_SM90_ONLY")) {
     st.only = std::strcmp(env, "convert") == 0 ? 1 : std::strcmp(env, "gemm") == 0 ? 2 : -1;
@@ -220,8 +195,7 @@ int sm90_launch(const DeviceState& dev, const int64_t* buf, int G, cudaStream_t 
     const bool last_of_launch = g + 1 == G || (g + 1) % sm90::kGroupsPerLaunch == 0;
     if (last_of_launch) {
       // rows, kmax < 2^31, so the launch's bytes < 2^63; the running sum is checked far below overflow.
-      const int g0 = g - g % sm90::kGroupsPerLaunch;
-      workspace += chunk_bytes(chunk_plan(dev, buf, G, g0, g + 1 - g0), rows, kmax);
+      workspace += sm90::a16_launch_bytes(rows, kmax);
       if (workspace > kMaxWorkspaceBytes)
         return err.set(FL_ERR_VALUE, "group %d: the fp16 copy of A would exceed %lld bytes", g,
                        (long long)kMaxWorkspaceBytes);

@@ -67,14 +67,7 @@ struct Params {
   int32_t num_tiles;
   int32_t num_units;
   int32_t a16_pitch;    // fp16 elements between workspace rows: the launch's largest K
-  // Work items: tiles [0, dp_tiles) whole, then each later tile in `split` parts along K (plan.h).
-  int32_t dp_tiles;
-  int32_t split;
-  int32_t num_work;     // dp_tiles + (num_tiles - dp_tiles) * split
-  int32_t num_counters; // num_tiles - dp_tiles when split > 1 (zeroed by the conversion kernel)
-  int32_t* counters;    // per split tile: parts finished (workspace)
-  float* partials;      // per split tile and part: the fp32 accumulators, [value/4][256 threads] float4
-  uint64_t* trace;      // experiments only (FASTLAUNCH_SM90_TRACE): per-CTA trace points, else null
+  uint64_t* trace;     // experiments only (FASTLAUNCH_SM90_TRACE): per-CTA trace points, else null
   Group groups[MAXG];
 };
 
@@ -85,7 +78,6 @@ constexpr uint32_t kA16RowBytes = kBlockK * 2;
 constexpr uint32_t kHeaderBytes = 1024;  // a 128-byte tensor-map staging copy, the map slot, the mbarriers
 constexpr uint32_t kOffMapStage = 0;
 constexpr uint32_t kOffSlot = 128;
-constexpr uint32_t kOffLast = 132;  // split-K: "this CTA finished the tile's last part" for the consumers
 constexpr uint32_t kOffBars = 256;
 constexpr uint32_t kSmemLimit = 227 * 1024;
 // Epilogue: per consumer warpgroup a [128 A rows][64 B rows] fp16 buffer (C rows, 128 bytes each,
@@ -172,45 +164,10 @@ __device__ __forceinline__ Tile decode_tile(const Params<MAXG>& p, int t, int g)
   return tile;
 }
 
-// A work item: a whole tile, or part `part` of a split tail tile (K steps [k0, k1)).
-struct Work {
-  Tile tile;
-  int k0, k1;
-  int part;   // -1: whole tile
-  int split;  // index of the split tile (counters), when part >= 0
-};
-
-template <int BM, int MAXG>
-__device__ __forceinline__ Work decode_work(const Params<MAXG>& p, int w, int g) {
-  Work wk;
-  int t = w;
-  wk.part = -1;
-  wk.split = 0;
-  if (w >= p.dp_tiles) {
-    const int v = w - p.dp_tiles;
-    wk.split = v / p.split;
-    wk.part = v % p.split;
-    t = p.dp_tiles + wk.split;
-  }
-  wk.tile = decode_tile<BM>(p, t, g);
-  const int ks = wk.tile.kstages;
-  wk.k0 = wk.part < 0 ? 0 : wk.part * ks / p.split;
-  wk.k1 = wk.part < 0 ? ks : (wk.part + 1) * ks / p.split;
-  return wk;
-}
-
 __device__ __forceinline__ uint2 lds64(uint32_t addr) {
   uint2 v;
   asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "r"(addr));
   return v;
-}
-__device__ __forceinline__ uint32_t lds32(uint32_t addr) {
-  uint32_t v;
-  asm volatile("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(addr) : "memory");
-  return v;
-}
-__device__ __forceinline__ void sts32(uint32_t addr, uint32_t v) {
-  asm volatile("st.shared.u32 [%0], %1;" ::"r"(addr), "r"(v) : "memory");
 }
 __device__ __forceinline__ uint32_t lds8(uint32_t addr) {
   uint32_t v;
@@ -290,15 +247,15 @@ constexpr uint32_t kConsumerWarps = 8;
 // while it may still run. r0: the thread's first B row in its warpgroup's first block.
 template <int W, int BM>
 __device__ __forceinline__ void consumer_step(const Smem<W, BM>& sm, float (&acc)[BM / 128][W / 2],
-                                              uint32_t (&f)[BM / 128][4][4], uint32_t it, bool first, int r0,
-                                              int c, int lane) {
+                                              uint32_t (&f)[BM / 128][4][4], uint32_t it, int kc, int r0, int c,
+                                              int lane) {
   using L = Layout<W, BM>;
   const int s = it % L::kStages;
   ptx::mbar_wait(sm.full(s), (it / L::kStages) & 1);
 #pragma unroll
   for (int j = 0; j < L::kMB; ++j) dequant_b<W, BM>(f[j], sm.stage(s), r0 + 128 * j, c);
-  mma_step<W, L::kMB>(acc, f, sm.stage(s) + L::kOffA16, first);
-  if (!first) {
+  mma_step<W, L::kMB>(acc, f, sm.stage(s) + L::kOffA16, kc == 0);
+  if (kc > 0) {
     ptx::wgmma_wait<1>();
     __syncwarp();
     if (lane == 0) ptx::mbar_arrive(sm.empty((it - 1) % L::kStages));
@@ -370,71 +327,26 @@ __device__ __forceinline__ void epilogue(const Smem<W, BM>& sm, const float (&ac
   }
 }
 
-// Split-K: this part's accumulators go to the workspace; the CTA that finishes the tile's last part
-// (a counter per split tile) adds all parts in part order, its own from registers, into `acc` and
-// returns true (it then stores C); the others return false. Each consumer thread (ct, 0..255) keeps
-// the same fragment in every part, so a part is [value / 4][256 threads] float4 (coalesced).
-template <int W, int BM, int MAXG>
-__device__ __forceinline__ bool combine_parts(const Params<MAXG>& p, const Smem<W, BM>& sm,
-                                              float (&acc)[BM / 128][W / 2], const Work& wk, int ct) {
-  constexpr int kVec = BM / 128 * W / 8;  // float4 per thread
-  using F4 = float4;
-  F4* const tile_parts = reinterpret_cast<F4*>(p.partials) + (int64_t)wk.split * p.split * kVec * 256;
-  F4* const mine = tile_parts + (int64_t)wk.part * kVec * 256;
-#pragma unroll
-  for (int v = 0; v < kVec; ++v) {
-    const float* a = &acc[v / (W / 8)][4 * (v % (W / 8))];
-    __stcg(mine + v * 256 + ct, make_float4(a[0], a[1], a[2], a[3]));
-  }
-  const uint32_t flag = sm.base + kOffLast;
-  ptx::named_barrier(3, 256);  // every consumer thread's part is written
-  if (ct == 0) {
-    __threadfence();  // release: the parts written before the barrier, then the count
-    const int done = atomicAdd(&p.counters[wk.split], 1);
-    __threadfence();  // acquire: the other parts, before the barrier below
-    sts32(flag, done == p.split - 1 ? 1u : 0u);
-  }
-  ptx::named_barrier(3, 256);
-  if (lds32(flag) == 0) return false;
-  __threadfence();
-#pragma unroll
-  for (int v = 0; v < kVec; ++v) {
-    float* a = &acc[v / (W / 8)][4 * (v % (W / 8))];
-    F4 sum = make_float4(0.f, 0.f, 0.f, 0.f);
-    for (int q = 0; q < p.split; ++q) {
-      const F4 x = q == wk.part ? make_float4(a[0], a[1], a[2], a[3]) : __ldcg(tile_parts + ((int64_t)q * kVec + v) * 256 + ct);
-      if (q == 0) {
-        sum = x;
-      } else {
-        sum.x += x.x, sum.y += x.y, sum.z += x.z, sum.w += x.w;
-      }
-    }
-    a[0] = sum.x, a[1] = sum.y, a[2] = sum.z, a[3] = sum.w;
-  }
-  return true;
-}
-
-// One work item: the K loop over [k0, k1), then the epilogue (a split part: after combining).
-template <int W, int BM, int MAXG>
-__device__ __forceinline__ void consumer_work(const Params<MAXG>& p, const Smem<W, BM>& sm,
-                                              float (&acc)[BM / 128][W / 2], uint32_t (&fa)[BM / 128][4][4],
-                                              uint32_t (&fb)[BM / 128][4][4], const Work& wk, uint32_t& it, int r0,
-                                              int c, int cw, int wq, int lane, uint64_t* tr) {
+// One tile: the K loop, then the epilogue.
+template <int W, int BM>
+__device__ __forceinline__ void consumer_tile(const Smem<W, BM>& sm, float (&acc)[BM / 128][W / 2],
+                                              uint32_t (&fa)[BM / 128][4][4], uint32_t (&fb)[BM / 128][4][4],
+                                              const Group& gr, const Tile& tile, uint32_t& it, int r0, int c,
+                                              int cw, int wq, int lane, uint64_t* tr) {
   using L = Layout<W, BM>;
   if (tr) {  // trace: when the first stage lands
     ptx::mbar_wait(sm.full(it % L::kStages), (it / L::kStages) & 1);
     trace(tr, kTrFirstFull);
   }
-  for (int kc = wk.k0; kc < wk.k1; kc += 2) {
-    consumer_step<W, BM>(sm, acc, fa, it++, kc == wk.k0, r0, c, lane);
-    if (kc + 1 < wk.k1) consumer_step<W, BM>(sm, acc, fb, it++, false, r0, c, lane);
+  for (int kc = 0; kc < tile.kstages; kc += 2) {
+    consumer_step<W, BM>(sm, acc, fa, it++, kc, r0, c, lane);
+    if (kc + 1 < tile.kstages) consumer_step<W, BM>(sm, acc, fb, it++, kc + 1, r0, c, lane);
   }
   ptx::wgmma_wait<0>();
   trace(tr, kTrFirstMainloop);
   __syncwarp();
   if (lane == 0) ptx::mbar_arrive(sm.empty((it - 1) % L::kStages));
-  if (wk.part >= 0 && !combine_parts<W, BM>(p, sm, acc, wk, 128 * cw + 32 * wq + lane)) return;
-  epilogue<W, BM>(sm, acc, p.groups[wk.tile.g], wk.tile, cw, wq, lane);
+  epilogue<W, BM>(sm, acc, gr, tile, cw, wq, lane);
   trace(tr, kTrFirstEpilogue);
 }
 
@@ -477,9 +389,8 @@ __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_con
       __syncwarp();
       int cur_g = -1, ring = kMapRing - 1, g_hint = 0;
       uint32_t it = 0;
-      for (int w = blockIdx.x; w < p.num_work; w += gridDim.x) {
-        const Work wk = decode_work<BM>(p, w, g_hint);
-        const Tile& tile = wk.tile;
+      for (int t = blockIdx.x; t < p.num_tiles; t += gridDim.x) {
+        const Tile tile = decode_tile<BM>(p, t, g_hint);
         g_hint = tile.g;
         const Group& gr = p.groups[tile.g];
         if (tile.g != cur_g) {
@@ -493,7 +404,7 @@ __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_con
         const uint8_t* sfb = gr.sfb + (int64_t)(tile.n0 / 128) * kt * kSfBlockBytes;
         // B's scale blocks of the tile that exist (the last tile of a group may have fewer rows).
         const int nsf = min(L::kMB, (gr.n - tile.n0 + 127) / 128);
-        for (int kc = wk.k0; kc < wk.k1; ++kc, ++it) {
+        for (int kc = 0; kc < tile.kstages; ++kc, ++it) {
           const int s = it % L::kStages;
           ptx::mbar_wait(sm.empty(s), ((it / L::kStages) & 1) ^ 1);
           if (lane == 0) {
@@ -514,11 +425,11 @@ __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_con
       if (lane == 0) trace(p.trace, kTrGridWait);
       int g_hint = 0;
       uint32_t it = 0;
-      for (int w = blockIdx.x; w < p.num_work; w += gridDim.x) {
-        const Work wk = decode_work<BM>(p, w, g_hint);
-        g_hint = wk.tile.g;
-        const int a_row = p.groups[wk.tile.g].a16_row + wk.tile.m0;
-        for (int kc = wk.k0; kc < wk.k1; ++kc, ++it) {
+      for (int t = blockIdx.x; t < p.num_tiles; t += gridDim.x) {
+        const Tile tile = decode_tile<BM>(p, t, g_hint);
+        g_hint = tile.g;
+        const int a_row = p.groups[tile.g].a16_row + tile.m0;
+        for (int kc = 0; kc < tile.kstages; ++kc, ++it) {
           const int s = it % L::kStages;
           ptx::mbar_wait(sm.empty(s), ((it / L::kStages) & 1) ^ 1);
           if (lane == 0) {
@@ -544,10 +455,11 @@ __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_con
     int g_hint = 0;
     uint32_t it = 0;
     uint64_t* const tr = threadIdx.x == 128 ? p.trace : nullptr;
-    for (int w = blockIdx.x; w < p.num_work; w += gridDim.x) {
-      const Work wk = decode_work<BM>(p, w, g_hint);
-      g_hint = wk.tile.g;
-      consumer_work<W, BM>(p, sm, acc, fa, fb, wk, it, r0, c, cw, wq, lane, w == (int)blockIdx.x ? tr : nullptr);
+    for (int t = blockIdx.x; t < p.num_tiles; t += gridDim.x) {
+      const Tile tile = decode_tile<BM>(p, t, g_hint);
+      g_hint = tile.g;
+      consumer_tile<W, BM>(sm, acc, fa, fb, p.groups[tile.g], tile, it, r0, c, cw, wq, lane,
+                           t == (int)blockIdx.x ? tr : nullptr);
     }
     trace(tr, kTrConsumerDone);
   }

