@@ -16,6 +16,7 @@ if ! FASTLAUNCH_PTXAS_VERBOSE=1 $PY setup.py build_ext --inplace > "$OUT/build.l
   grep -n "error" "$OUT/build.log" | head -30; tail -20 "$OUT/build.log"; exit 1
 fi
 echo "build: $(( $(date +%s) - t0 )) s"
+echo "ptxas wgmma serialisation notes (C751x): $(grep -c "C751" "$OUT/build.log")"
 grep -E "Compiling entry|registers|spill" "$OUT/build.log" | sed 's/ptxas info *: //' | sort -u | head -20
 so=$(ls fastlaunch/_C*.so | head -1)
 if command -v cuobjdump >/dev/null; then
