@@ -82,6 +82,12 @@ void launch_extent(const int64_t* buf, int G, int g0, int gc, int64_t* rows, int
   }
 }
 
+// Workspace bytes of one launch: its fp16 A, then a ring of B tensor maps per CTA.
+int64_t chunk_bytes(int64_t rows, int64_t kmax, int sm_count) {
+  return sm90::a16_launch_bytes(rows, kmax) + round_up((int64_t)sm_count * sm90::kMapRing * sm90::kMapBytes,
+                                                       sm90::kWorkspaceAlign);
+}
+
 // One launch of up to MAXG groups g0 .. g0+gc-1: the A conversion, then the GEMM. `a16` points at
 // this launch's part of the workspace and is advanced past it.
 template <int MAXG>
@@ -119,7 +125,10 @@ int launch_chunk(const DeviceState& dev, int which, const int64_t* buf, int G, i
     gr.tile_end = (int32_t)tiles;
     gr.unit_end = (int32_t)units;
   }
-  a16 += sm90::a16_launch_bytes(rows, kmax);
+  p.b_maps = a16 + sm90::a16_launch_bytes(rows, kmax);
+  p.b_wait = st.only == 2;  // GEMM alone: nothing orders it after the previous GEMM's use of the maps
+  p.pad_ = 0;
+  a16 += chunk_bytes(rows, kmax, dev.sm_count);
   p.num_groups = gc;
   p.num_tiles = (int32_t)tiles;
   p.num_units = (int32_t)units;
@@ -195,7 +204,7 @@ int sm90_launch(const DeviceState& dev, const int64_t* buf, int G, cudaStream_t 
     const bool last_of_launch = g + 1 == G || (g + 1) % sm90::kGroupsPerLaunch == 0;
     if (last_of_launch) {
       // rows, kmax < 2^31, so the launch's bytes < 2^63; the running sum is checked far below overflow.
-      workspace += sm90::a16_launch_bytes(rows, kmax);
+      workspace += chunk_bytes(rows, kmax, dev.sm_count);
       if (workspace > kMaxWorkspaceBytes)
         return err.set(FL_ERR_VALUE, "group %d: the fp16 copy of A would exceed %lld bytes", g,
                        (long long)kMaxWorkspaceBytes);

@@ -8,7 +8,8 @@
 // loads its A tiles from there with TMA. B's tensor map is patched on the device per group.
 //
 // One CTA = 3 warpgroups, persistent over tiles of BM (128 or 256) B rows x W A rows:
-//   warp 0          B producer: patches the group's B tensor map (in a slot of a device-wide pool),
+//   warp 0          B producer: patches the group's B tensor map (in the CTA's ring of maps in the
+//                   call's workspace),
 //                   issues TMA for the packed B tile and bulk copies of B's 512-byte scale blocks of
 //                   each 64-wide K step. It does not wait for the conversion kernel (griddepcontrol),
 //                   so B streams in while that kernel runs;
@@ -67,6 +68,9 @@ struct Params {
   int32_t num_tiles;
   int32_t num_units;
   int32_t a16_pitch;    // fp16 elements between workspace rows: the launch's largest K
+  uint8_t* b_maps;      // workspace: kMapRing B maps (kMapBytes each) per CTA
+  int32_t b_wait;       // experiments (GEMM launched without the conversion): wait before writing B maps
+  int32_t pad_;
   uint64_t* trace;     // experiments only (FASTLAUNCH_SM90_TRACE): per-CTA trace points, else null
   Group groups[MAXG];
 };
@@ -75,9 +79,8 @@ struct Params {
 // (W rows of 128 bytes, 128-byte swizzled, 1024-byte aligned), the packed B tile and its scale blocks.
 constexpr uint32_t kSfBlockBytes = 512;  // 128 rows x 4 scale blocks
 constexpr uint32_t kA16RowBytes = kBlockK * 2;
-constexpr uint32_t kHeaderBytes = 1024;  // a 128-byte tensor-map staging copy, the map slot, the mbarriers
+constexpr uint32_t kHeaderBytes = 1024;  // a 128-byte tensor-map staging copy, then the mbarriers
 constexpr uint32_t kOffMapStage = 0;
-constexpr uint32_t kOffSlot = 128;
 constexpr uint32_t kOffBars = 256;
 constexpr uint32_t kSmemLimit = 227 * 1024;
 // Epilogue: per consumer warpgroup a [128 A rows][64 B rows] fp16 buffer (C rows, 128 bytes each,
@@ -111,18 +114,14 @@ static_assert(kBlockM == 256 && kBlockM <= ptx::kWgmmaNMax, "tile width is wgmma
 static_assert(kWgmmaNStep == ptx::kWgmmaNStep, "plan.h and the generated wgmma table disagree");
 static_assert(kThreads == 384, "warps 0, 1 producers, warpgroups 1-2 consumers");
 
-// Tensor-map slots. Two launches may run at once (two streams, or the next launch starting early
-// under programmatic dependent launch), so a CTA owns a slot from a device-wide pool for its
-// lifetime instead of indexing by blockIdx. A slot is a ring of kMapRing B maps; the producer
-// moves to the next map when its tile changes group. A map is rewritten only after
-// kMapRing >= stages + 1 later tiles (each at least one stage) were issued, by when the producer
-// has waited for the stage that last used it to be consumed, so no TMA still reads it.
-constexpr int kPoolSlots = 1024;  // >= resident CTAs of this kernel on any device (1 per SM)
-constexpr int kPoolWords = kPoolSlots / 64;
+// B tensor maps. Each CTA owns a ring of kMapRing maps in the call's workspace (Params::b_maps,
+// index blockIdx.x): the producer moves to the next map when its tile changes group, and a map is
+// rewritten only after kMapRing >= stages + 1 later tiles (each at least one stage) were issued, by
+// when the producer has waited for the stage that last used it to be consumed, so no TMA still
+// reads it. No other grid writes these maps while this one runs: a workspace belongs to one call on
+// one stream, and the next call's GEMM starts only after its conversion kernel passed
+// griddepcontrol.wait, i.e. after this grid completed.
 constexpr int kMapBytes = 128;
-
-__device__ unsigned long long g_pool_bits[kPoolWords];
-__device__ __align__(128) uint8_t g_pool_maps[kPoolSlots][kMapRing][kMapBytes];
 
 // Trace points (experiments: tools/trace_sm90.py). CTA b writes event e as (globaltimer ns, clock64)
 // at trace[(b * kTraceEvents + e) * 2]; event kTraceSm holds the SM id. No-op when p.trace is null.
@@ -376,17 +375,16 @@ __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_con
   // The next grid in the stream (the next call's conversion) may start; it waits for this one.
   ptx::griddep_launch_dependents();
 
-  int* const slot_smem = reinterpret_cast<int*>(smem + kOffSlot);  // the CTA's map slot (thread 0 releases it)
   if (wg == 0) {
     ptx::setmaxnreg_dec<kProducerRegs<BM>>();
     if (warp == 0) {
       // ---------------------------------------------------------- B producer
-      // The slot pool, B, its scales and its tensor maps do not depend on the conversion kernel
-      // this grid follows (that kernel passed its own griddepcontrol.wait before letting this grid
-      // start, so everything before it in the stream is complete): no wait here, so B streams in
-      // while the conversion still runs.
-      if (lane == 0) *slot_smem = pool::acquire(g_pool_bits, kPoolWords);
-      __syncwarp();
+      // B, its scales and its tensor maps do not depend on the conversion kernel this grid follows
+      // (that kernel passed its own griddepcontrol.wait before letting this grid start, so
+      // everything before it in the stream is complete): no wait here, so B streams in while the
+      // conversion still runs.
+      if (p.b_wait) ptx::griddep_wait();
+      uint8_t* const maps = p.b_maps + (size_t)blockIdx.x * kMapRing * kMapBytes;
       int cur_g = -1, ring = kMapRing - 1, g_hint = 0;
       uint32_t it = 0;
       for (int t = blockIdx.x; t < p.num_tiles; t += gridDim.x) {
@@ -396,10 +394,10 @@ __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_con
         if (tile.g != cur_g) {
           cur_g = tile.g;
           ring = (ring + 1) % kMapRing;
-          pool::patch_map_2d(smem + kOffMapStage, p.tmpl_b, g_pool_maps[*slot_smem][ring], gr.b, gr.k / 2, gr.n, lane);
+          pool::patch_map_2d(smem + kOffMapStage, p.tmpl_b, maps + ring * kMapBytes, gr.b, gr.k / 2, gr.n, lane);
           if (it == 0 && lane == 0) trace(p.trace, kTrMapsReady);
         }
-        const void* map_b = g_pool_maps[*slot_smem][ring];
+        const void* map_b = maps + ring * kMapBytes;
         const int kt = gr.k / kBlockK;  // 512-byte scale blocks per 128 rows
         const uint8_t* sfb = gr.sfb + (int64_t)(tile.n0 / 128) * kt * kSfBlockBytes;
         // B's scale blocks of the tile that exist (the last tile of a group may have fewer rows).
@@ -463,10 +461,9 @@ __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_con
     }
     trace(tr, kTrConsumerDone);
   }
-  __syncthreads();  // every TMA that used this CTA's map slot has been consumed
-  if (threadIdx.x == 0) {
-    pool::release(g_pool_bits, *slot_smem);
-    trace(p.trace, kTrExit);
+  if (p.trace) {
+    __syncthreads();
+    if (threadIdx.x == 0) trace(p.trace, kTrExit);
   }
 }
 
