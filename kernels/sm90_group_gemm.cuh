@@ -34,13 +34,13 @@
 #include "map_pool.cuh"
 #include "nvfp4.cuh"
 #include "plan.h"
+#include "sm90_epilogue.cuh"
+#include "sm90_trace.cuh"
 #include "ptx/cvt.cuh"
 #include "ptx/griddep.cuh"
 #include "ptx/mbarrier.cuh"
 #include "ptx/setmaxnreg.cuh"
-#include "ptx/stmatrix.cuh"
 #include "ptx/tensormap.cuh"
-#include "ptx/timer.cuh"
 #include "ptx/tma.cuh"
 #include "ptx/wgmma.cuh"
 
@@ -83,11 +83,7 @@ constexpr uint32_t kHeaderBytes = 1024;  // a 128-byte tensor-map staging copy, 
 constexpr uint32_t kOffMapStage = 0;
 constexpr uint32_t kOffBars = 256;
 constexpr uint32_t kSmemLimit = 227 * 1024;
-// Epilogue: per consumer warpgroup a [128 A rows][64 B rows] fp16 buffer (C rows, 128 bytes each,
-// 16-byte chunks XOR-swizzled by row): 16 KB, 32 KB for both.
-constexpr uint32_t kEpiRows = 128;
-constexpr uint32_t kEpiWgBytes = kEpiRows * 128;
-constexpr uint32_t kEpiBytes = 2 * kEpiWgBytes;
+constexpr uint32_t kEpiBytes = 2 * kEpiWgBytes;  // the epilogue buffers of both consumer warpgroups
 
 template <int W, int BM>
 struct Layout {
@@ -122,21 +118,6 @@ static_assert(kThreads == 384, "warps 0, 1 producers, warpgroups 1-2 consumers")
 // one stream, and the next call's GEMM starts only after its conversion kernel passed
 // griddepcontrol.wait, i.e. after this grid completed.
 constexpr int kMapBytes = 128;
-
-// Trace points (experiments: tools/trace_sm90.py). CTA b writes event e as (globaltimer ns, clock64)
-// at trace[(b * kTraceEvents + e) * 2]; event kTraceSm holds the SM id. No-op when p.trace is null.
-constexpr int kTraceEvents = 16;
-enum TraceEvent {
-  kTrEntry, kTrInit, kTrGridWait, kTrMapsReady, kTrFirstTma, kTrFirstFull, kTrFirstMainloop, kTrFirstEpilogue,
-  kTrConsumerDone, kTrExit, kTrSm = kTraceEvents - 1
-};
-__device__ __forceinline__ void trace(uint64_t* tr, int e) {
-  if (tr) {
-    uint64_t* q = tr + ((uint64_t)blockIdx.x * kTraceEvents + e) * 2;
-    q[0] = ptx::globaltimer();
-    q[1] = ptx::clock64();
-  }
-}
 
 struct Tile {
   int g;       // group
@@ -261,71 +242,6 @@ __device__ __forceinline__ void consumer_step(const Smem<W, BM>& sm, float (&acc
   }
 }
 
-// Epilogue of one consumer warpgroup (cw): its BM / 2 B rows x the tile's A rows, from the C^T
-// accumulators to C rows. Per 64-row block j and 128 A rows at a time: stmatrix.trans writes each
-// warp's 16 B rows x 8 A rows fragments as 16-byte pieces of C rows into the warpgroup's buffer
-// (row a = A row, 8 chunks of 8 B rows, chunk q stored at q ^ (a % 8): conflict-free for stmatrix
-// and for the row reads), then each thread stores 16-byte chunks of whole C rows (a warp writes four
-// 128-byte rows per instruction). Unaligned C (pointer or N not a multiple of 8) and the last chunk
-// of a row past N go element by element.
-template <int W, int BM, int H>
-__device__ __forceinline__ void epilogue_pass(uint32_t buf, const float (&acc)[W / 2], const Group& gr, int64_t m0,
-                                              int rows, int64_t n0, bool vec, int cw, int wq, int lane) {
-  constexpr int kRows = W - (int)kEpiRows * H < (int)kEpiRows ? W - (int)kEpiRows * H : (int)kEpiRows;
-  const int t = wq * 32 + lane;  // thread in the warpgroup
-  ptx::named_barrier(1 + cw, 128);  // the previous pass's reads of the buffer are done
-  // stmatrix: lane -> matrix q = lane / 8 (8-row block of A rows +q/2, B-row half q%2), row lane % 8.
-  const int sq = lane / 8, srow = lane % 8;
-  const int schunk = 2 * wq + (sq % 2);
-#pragma unroll
-  for (int i = 0; i < kRows / 8; i += 2) {
-    uint32_t r[4];
-#pragma unroll
-    for (int q = 0; q < 4; ++q) {
-      const int e = 4 * ((int)kEpiRows / 8 * H + i + q / 2) + 2 * (q % 2);
-      const __half2 v = __floats2half2_rn(acc[e] * kNvfp4Unscale, acc[e + 1] * kNvfp4Unscale);
-      r[q] = *reinterpret_cast<const uint32_t*>(&v);
-    }
-    const int a = 8 * (i + sq / 2) + srow;  // A row inside the pass
-    ptx::stmatrix_x4_trans(buf + a * 128 + ((schunk ^ (a % 8)) << 4), r[0], r[1], r[2], r[3]);
-  }
-  ptx::named_barrier(1 + cw, 128);  // the buffer holds this pass's C rows
-  const int q = t % 8;
-  const int64_t n = n0 + 8 * q;
-#pragma unroll
-  for (int rr = 0; rr < kRows / 16; ++rr) {
-    const int a = t / 8 + 16 * rr;
-    const int row = (int)kEpiRows * H + a;
-    if (row < rows && n < gr.n) {
-      const uint4 v = ptx::lds128(buf + a * 128 + ((q ^ (a % 8)) << 4));
-      __half* dst = gr.c + (m0 + row) * gr.n + n;
-      if (vec && n + 8 <= gr.n) {
-        *reinterpret_cast<uint4*>(dst) = v;
-      } else {
-        const __half* e = reinterpret_cast<const __half*>(&v);
-        for (int x = 0; x < 8 && n + x < gr.n; ++x) dst[x] = e[x];
-      }
-    }
-  }
-}
-
-template <int W, int BM>
-__device__ __forceinline__ void epilogue(const Smem<W, BM>& sm, const float (&acc)[BM / 128][W / 2], const Group& gr,
-                                         const Tile& tile, int cw, int wq, int lane) {
-  using L = Layout<W, BM>;
-  const uint32_t buf = sm.base + L::kOffEpi + cw * kEpiWgBytes;
-  const bool vec = (gr.n % 8) == 0 && (reinterpret_cast<uintptr_t>(gr.c) % 16) == 0;
-  const int rows = min(W, gr.m - tile.m0);  // valid A rows of the tile (uniform: no early exit before barriers)
-#pragma unroll
-  for (int j = 0; j < L::kMB; ++j) {
-    const int64_t n0 = (int64_t)tile.n0 + 128 * j + 64 * cw;  // first C column of this block
-    epilogue_pass<W, BM, 0>(buf, acc[j], gr, tile.m0, rows, n0, vec, cw, wq, lane);
-    if constexpr (W > (int)kEpiRows) {
-      if (rows > (int)kEpiRows) epilogue_pass<W, BM, 1>(buf, acc[j], gr, tile.m0, rows, n0, vec, cw, wq, lane);
-    }
-  }
-}
-
 // One tile: the K loop, then the epilogue.
 template <int W, int BM>
 __device__ __forceinline__ void consumer_tile(const Smem<W, BM>& sm, float (&acc)[BM / 128][W / 2],
@@ -345,14 +261,13 @@ __device__ __forceinline__ void consumer_tile(const Smem<W, BM>& sm, float (&acc
   trace(tr, kTrFirstMainloop);
   __syncwarp();
   if (lane == 0) ptx::mbar_arrive(sm.empty((it - 1) % L::kStages));
-  epilogue<W, BM>(sm, acc, gr, tile, cw, wq, lane);
+  store_tile<W, L::kMB>(sm.base + L::kOffEpi + cw * kEpiWgBytes, acc, gr, tile.m0, tile.n0, cw, wq, lane);
   trace(tr, kTrFirstEpilogue);
 }
 
 template <int MAXG, int W, int BM>
 __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_constant__ Params<MAXG> p) {
   static_assert(W % kWgmmaNStep == 0 && W <= kBlockM, "tile width is a wgmma N");
-  static_assert(W % 16 == 0, "epilogue passes of whole stmatrix.x4 pairs");
   using L = Layout<W, BM>;
   extern __shared__ __align__(1024) uint8_t smem[];
   const int warp = threadIdx.x / 32;

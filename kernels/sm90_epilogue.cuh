@@ -1,0 +1,87 @@
+// Epilogue of the sm_90a GEMM: one consumer warpgroup's C^T accumulators (wgmma layout, times 2^-28)
+// to rows of C (fp16, [m, n] row-major) through shared memory.
+//
+// Per 64-row block of B rows and 128 A rows at a time: stmatrix.trans writes each warp's 16 B rows x
+// 8 A rows fragments as 16-byte pieces of C rows into the warpgroup's buffer (row a = A row, 8 chunks
+// of 8 B rows, chunk q stored at q ^ (a % 8): conflict-free for stmatrix and for the row reads), then
+// each thread stores 16-byte chunks of whole C rows (a warp writes four 128-byte rows per
+// instruction). Unaligned C (pointer or N not a multiple of 8) and the last chunk of a row past N go
+// element by element.
+#pragma once
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "nvfp4.cuh"
+#include "ptx/stmatrix.cuh"
+
+namespace fl::sm90 {
+
+// The buffer of one consumer warpgroup: [128 A rows][64 B rows] fp16 (C rows of 128 bytes).
+constexpr uint32_t kEpiRows = 128;
+constexpr uint32_t kEpiWgBytes = kEpiRows * 128;
+
+// Pass H (A rows [128 H, 128 H + 128) of a tile W wide) of one 64-row block: `acc` is the block's
+// accumulators, `n0` its first C column, `rows` the tile's valid A rows from C row m0. `gr` is the
+// group (fields c: C, [m, n] row-major; m; n), read where used.
+template <int W, int H, class Group>
+__device__ __forceinline__ void store_pass(uint32_t buf, const float (&acc)[W / 2], const Group& gr, int64_t m0,
+                                           int rows, int64_t n0, bool vec, int cw, int wq, int lane) {
+  constexpr int kRows = W - (int)kEpiRows * H < (int)kEpiRows ? W - (int)kEpiRows * H : (int)kEpiRows;
+  const int t = wq * 32 + lane;  // thread in the warpgroup
+  ptx::named_barrier(1 + cw, 128);  // the previous pass's reads of the buffer are done
+  // stmatrix: lane -> matrix q = lane / 8 (8-row block of A rows +q/2, B-row half q%2), row lane % 8.
+  const int sq = lane / 8, srow = lane % 8;
+  const int schunk = 2 * wq + (sq % 2);
+#pragma unroll
+  for (int i = 0; i < kRows / 8; i += 2) {
+    uint32_t r[4];
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      const int e = 4 * ((int)kEpiRows / 8 * H + i + q / 2) + 2 * (q % 2);
+      const __half2 v = __floats2half2_rn(acc[e] * kNvfp4Unscale, acc[e + 1] * kNvfp4Unscale);
+      r[q] = *reinterpret_cast<const uint32_t*>(&v);
+    }
+    const int a = 8 * (i + sq / 2) + srow;  // A row inside the pass
+    ptx::stmatrix_x4_trans(buf + a * 128 + ((schunk ^ (a % 8)) << 4), r[0], r[1], r[2], r[3]);
+  }
+  ptx::named_barrier(1 + cw, 128);  // the buffer holds this pass's C rows
+  const int q = t % 8;
+  const int64_t n = n0 + 8 * q;
+#pragma unroll
+  for (int rr = 0; rr < kRows / 16; ++rr) {
+    const int a = t / 8 + 16 * rr;
+    const int row = (int)kEpiRows * H + a;
+    if (row < rows && n < gr.n) {
+      const uint4 v = ptx::lds128(buf + a * 128 + ((q ^ (a % 8)) << 4));
+      __half* dst = gr.c + (m0 + row) * gr.n + n;
+      if (vec && n + 8 <= gr.n) {
+        *reinterpret_cast<uint4*>(dst) = v;
+      } else {
+        const __half* e = reinterpret_cast<const __half*>(&v);
+        for (int x = 0; x < 8 && n + x < gr.n; ++x) dst[x] = e[x];
+      }
+    }
+  }
+}
+
+// One consumer warpgroup (cw, warp wq) of a tile W A rows wide from C row m0 and MB blocks of 64 B
+// rows from C column n0 + 64 cw (block j: + 128 j) of group `gr`; `buf` is the warpgroup's buffer
+// (kEpiWgBytes). Every thread of the warpgroup calls it (named barriers).
+template <int W, int MB, class Group>
+__device__ __forceinline__ void store_tile(uint32_t buf, const float (&acc)[MB][W / 2], const Group& gr, int m0,
+                                           int n0, int cw, int wq, int lane) {
+  static_assert(W % 16 == 0, "passes of whole stmatrix.x4 pairs");
+  const bool vec = (gr.n % 8) == 0 && (reinterpret_cast<uintptr_t>(gr.c) % 16) == 0;
+  const int rows = min(W, gr.m - m0);  // valid A rows of the tile (uniform: no early exit before barriers)
+#pragma unroll
+  for (int j = 0; j < MB; ++j) {
+    const int64_t first = (int64_t)n0 + 128 * j + 64 * cw;  // first C column of this block
+    store_pass<W, 0>(buf, acc[j], gr, m0, rows, first, vec, cw, wq, lane);
+    if constexpr (W > (int)kEpiRows) {
+      if (rows > (int)kEpiRows) store_pass<W, 1>(buf, acc[j], gr, m0, rows, first, vec, cw, wq, lane);
+    }
+  }
+}
+
+}  // namespace fl::sm90
