@@ -9,9 +9,8 @@
 //
 // One CTA = 3 warpgroups, persistent over tiles of BM (128 or 256) B rows x W A rows:
 //   warp 0          B producer: patches the group's B tensor map (in the CTA's ring of maps in the
-//                   call's workspace),
-//                   issues TMA for the packed B tile and bulk copies of B's 512-byte scale blocks of
-//                   each 64-wide K step. It does not wait for the conversion kernel (griddepcontrol),
+//                   call's workspace), issues TMA for the packed B tile and bulk copies of B's
+//                   512-byte scale blocks of each 64-wide K step. It does not wait for the conversion kernel (griddepcontrol),
 //                   so B streams in while that kernel runs;
 //   warp 1          A producer: waits for the conversion, then TMA for the fp16 A tile (128-byte
 //                   swizzle) of each step (warps 2, 3 only hand over registers);
