@@ -15,12 +15,8 @@
 namespace fl::pool {
 
 // One thread: claims a free slot (spins while all are taken; the pool holds at least as many slots
-// as CTAs can be resident on the device). The first try is the slot numbered like the CTA, free
-// unless another grid holds it: one atomic in the common case.
+// as CTAs can be resident on the device).
 __device__ __forceinline__ int acquire(unsigned long long* bits, int words) {
-  const int first = (int)(blockIdx.x % (unsigned)(words * 64));
-  const unsigned long long first_mask = 1ull << (first % 64);
-  if ((atomicOr(&bits[first / 64], first_mask) & first_mask) == 0) return first;
   for (int i = blockIdx.x % words;; i = (i + 1) % words) {
     const unsigned long long cur = *reinterpret_cast<volatile unsigned long long*>(&bits[i]);
     if (cur == ~0ull) {

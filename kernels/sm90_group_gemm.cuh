@@ -10,8 +10,8 @@
 // One CTA = 3 warpgroups, persistent over tiles of BM (128 or 256) B rows x W A rows:
 //   warp 0          B producer: patches the group's B tensor map (in the CTA's ring of maps in the
 //                   call's workspace), issues TMA for the packed B tile and bulk copies of B's
-//                   512-byte scale blocks of each 64-wide K step. It does not wait for the conversion kernel (griddepcontrol),
-//                   so B streams in while that kernel runs;
+//                   512-byte scale blocks of each 64-wide K step. It does not wait for the
+//                   conversion kernel (griddepcontrol), so B streams in while that kernel runs;
 //   warp 1          A producer: waits for the conversion, then TMA for the fp16 A tile (128-byte
 //                   swizzle) of each step (warps 2, 3 only hand over registers);
 //   warpgroups 1, 2 consumers: BM / 2 B rows each (one or two blocks of 64), dequantise them into
@@ -121,7 +121,6 @@ constexpr int kMapBytes = 128;
 struct Tile {
   int g;       // group
   int m0, n0;  // first A row, first B row
-  int width;   // valid A rows rounded up to kWgmmaNStep
   int kstages;
 };
 
@@ -137,8 +136,6 @@ __device__ __forceinline__ Tile decode_tile(const Params<MAXG>& p, int t, int g)
   tile.g = g;
   tile.m0 = (local % mt) * gr.tile_m;
   tile.n0 = (local / mt) * BM;
-  const int rows = min(gr.tile_m, gr.m - tile.m0);
-  tile.width = (rows + kWgmmaNStep - 1) / kWgmmaNStep * kWgmmaNStep;
   tile.kstages = gr.k / kBlockK;
   return tile;
 }
@@ -180,9 +177,9 @@ __device__ __forceinline__ void dequant_b(uint32_t (&f)[4][4], uint32_t stage, i
 // The four k16 steps of one 64-wide K step against the stage's fp16 A tile (W rows of 128 bytes,
 // 128-byte swizzle: k16 step s4 starts 32 bytes further into each row), for each of the warpgroup's
 // MB blocks of 64 B rows, with wgmma N = the launch's tile width W (a tile narrower than W, a group's
-// last, computes columns it does not store); `first` starts from zero. One N per kernel: ptxas
-// serialises wgmma when one kernel mixes several N, and a branch between wgmma instructions costs
-// more than the padding.
+// last, computes columns it does not store); `first` starts from zero. One N per kernel: a branch
+// between wgmma instructions costs more than the padding (v3; tools/probe_mixed_wgmma.sh shows how
+// several whole loops of different N can share a kernel).
 template <int W, int MB>
 __device__ __forceinline__ void mma_step(float (&acc)[MB][W / 2], const uint32_t (&f)[MB][4][4], uint32_t a16,
                                          bool first) {
