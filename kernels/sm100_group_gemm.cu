@@ -28,11 +28,7 @@ int launch_chunk(const DeviceState& dev, int which, const int64_t* buf, int G, i
     const int64_t m = buf[5 * G + g], n = buf[6 * G + g], k = buf[7 * G + g];
     tiles += sm100::group_tiles(m, n);
     sm100::Group& gr = p.groups[i];
-    gr.a = reinterpret_cast<const uint8_t*>(buf[0 * G + g]);
-    gr.b = reinterpret_cast<const uint8_t*>(buf[1 * G + g]);
-    gr.c = reinterpret_cast<__half*>(buf[2 * G + g]);
-    gr.sfa = reinterpret_cast<const uint8_t*>(buf[3 * G + g]);
-    gr.sfb = reinterpret_cast<const uint8_t*>(buf[4 * G + g]);
+    load_operands(gr, buf, G, g);
     // Every A tile is read once per B tile and vice versa: keep the smaller operand in L2.
     gr.policy_a = m <= n ? ptx::kEvictLast : ptx::kEvictFirst;
     gr.policy_b = m <= n ? ptx::kEvictFirst : ptx::kEvictLast;

@@ -19,6 +19,7 @@
 
 #include <cstdint>
 
+#include "group_operands.h"
 #include "map_pool.cuh"
 #include "ptx/griddep.cuh"
 #include "ptx/mbarrier.cuh"
@@ -28,12 +29,7 @@
 
 namespace fl::sm100 {
 
-struct Group {
-  const uint8_t* a;    // [m, k/2] packed E2M1, row-major
-  const uint8_t* b;    // [n, k/2]
-  const uint8_t* sfa;  // reordered E4M3 scales: (ceil(m/128), k/64, 32, 4, 4) contiguous
-  const uint8_t* sfb;
-  __half* c;           // [m, n]
+struct Group : GroupOperands {  // a, b, sfa, sfb, c
   uint64_t policy_a;   // L2 hints: the larger operand streams (evict first), the smaller stays
   uint64_t policy_b;
   int32_t m, n, k;

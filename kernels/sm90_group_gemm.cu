@@ -110,11 +110,7 @@ int launch_chunk(const DeviceState& dev, int which, const int64_t* buf, int G, i
     tiles += sm90::tiles(m, n, width, bm);
     units += m * (k / sm90::kBlockK);
     sm90::Group& gr = p.groups[i];
-    gr.a = reinterpret_cast<const uint8_t*>(buf[0 * G + g]);
-    gr.b = reinterpret_cast<const uint8_t*>(buf[1 * G + g]);
-    gr.c = reinterpret_cast<__half*>(buf[2 * G + g]);
-    gr.sfa = reinterpret_cast<const uint8_t*>(buf[3 * G + g]);
-    gr.sfb = reinterpret_cast<const uint8_t*>(buf[4 * G + g]);
+    load_operands(gr, buf, G, g);
     gr.a16 = reinterpret_cast<__half*>(a16) + row * kmax;
     gr.a16_row = (int32_t)row;
     row += m;

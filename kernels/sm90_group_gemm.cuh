@@ -30,6 +30,7 @@
 
 #include <cstdint>
 
+#include "group_operands.h"
 #include "map_pool.cuh"
 #include "nvfp4.cuh"
 #include "plan.h"
@@ -45,12 +46,7 @@
 
 namespace fl::sm90 {
 
-struct Group {
-  const uint8_t* a;    // [m, k/2] packed E2M1, row-major
-  const uint8_t* b;    // [n, k/2]
-  const uint8_t* sfa;  // reordered E4M3 scales: (ceil(m/128), k/64, 32, 4, 4) contiguous
-  const uint8_t* sfb;
-  __half* c;           // [m, n]
+struct Group : GroupOperands {  // a, b, sfa, sfb, c
   __half* a16;         // the group's first fp16 A row in the workspace (rows Params::a16_pitch apart)
   int32_t a16_row;     // ... and its row index there (the A tensor map's row coordinate)
   int32_t m, n, k;
