@@ -4,7 +4,7 @@
 //   unpack(data) -> int                 the same unpack and checks without device checks or launch
 //   pack(data) -> tuple[int, ...]       the int64 buffer unpack() fills, for tests and tools
 //   launch_repeat(data, iters) -> float host ns per launcher call, from a C loop (benchmarks)
-//   plan(m, n) -> tuple                 the sm90 tile plan of one group (tests)
+//   plan(sizes, sm_count) -> tuple      the sm90 tile plan of a launch (tests)
 //
 // The walk reads the nested tuples/lists with borrowed references and runs no Python code (no
 // __index__, no isinstance hooks, no tensor subclass dispatch), so nothing can change the input
@@ -533,8 +533,10 @@ PyObject* launch_repeat(PyObject*, PyObject* args) {
   }
 }
 
-// plan(sizes, sm_count) -> ((tile_m, tile_n, tiles_m, tiles_n), ...): the sm90 kernel's tiles per group for
-// sizes = [(m, n, k), ...] on a GPU with sm_count multiprocessors (one tile width for the launch).
+// plan(sizes, sm_count) -> ((width, chunks, tiles_n, rank), ...): the sm90 kernel's tiles per group for
+// sizes = [(m, n, k), ...] on a GPU with sm_count multiprocessors: `chunks` tiles of `width` A rows
+// along M, `tiles_n` of 128 B rows along N; `rank` is the group's place in the order the kernel
+// takes the tiles in (0 first).
 PyObject* plan(PyObject*, PyObject* args) {
   PyObject* sizes;
   int sm_count;
@@ -545,20 +547,32 @@ PyObject* plan(PyObject*, PyObject* args) {
   if (G < 1 || G > fl::sm90::kGroupsPerLaunch || sm_count < 1)
     return raise(PyExc_ValueError, "plan: need 1..%d groups and sm_count >= 1", fl::sm90::kGroupsPerLaunch);
   int64_t m[fl::sm90::kGroupsPerLaunch], n[fl::sm90::kGroupsPerLaunch], k[fl::sm90::kGroupsPerLaunch];
+  int64_t tiles = 0;
   for (Py_ssize_t g = 0; g < G; ++g) {
     long long a, b, c;
     if (!PyArg_ParseTuple(items[g], "LLL", &a, &b, &c)) return nullptr;
-    if (a < 1 || b < 1 || c < fl::kKMultiple || c % fl::kKMultiple || a > fl::kMaxExtent || b > fl::kMaxExtent)
+    if (a < 1 || b < 1 || c < fl::kKMultiple || c % fl::kKMultiple || a > fl::kMaxExtent || b > fl::kMaxExtent ||
+        c > fl::kMaxExtent)
       return raise(PyExc_ValueError, "plan: group %zd has unsupported sizes", g);
     m[g] = a, n[g] = b, k[g] = c;
+    tiles += fl::sm90::max_tiles(a, b);
+    if (tiles > fl::kMaxTilesPerLaunch) return raise(PyExc_ValueError, "plan: group %zd: too many tiles", g);
   }
-  const fl::sm90::TileShape& sh = fl::sm90::kShapes[fl::sm90::plan_shape(m, n, k, (int)G, sm_count)];
+  fl::sm90::LaunchPlan p;
+  fl::sm90::plan_launch(m, n, k, (int)G, sm_count, 0, p);
+  int rank[fl::sm90::kGroupsPerLaunch];
+  for (Py_ssize_t i = 0; i < G; ++i) rank[p.order[i]] = (int)i;
   PyObject* out = PyTuple_New(G);
   if (!out) return nullptr;
-  for (Py_ssize_t g = 0; g < G; ++g)
-    PyTuple_SET_ITEM(out, g,
-                     Py_BuildValue("(iiLL)", sh.w, sh.bm, (long long)fl::sm90::tiles_m(m[g], sh.w),
-                                   (long long)fl::sm90::tiles_n(n[g], sh.bm)));
+  for (Py_ssize_t g = 0; g < G; ++g) {
+    const fl::sm90::GroupTiles& gt = p.group[g];
+    PyObject* item = Py_BuildValue("(iLLi)", gt.width, (long long)gt.chunks, (long long)gt.tiles_n, rank[g]);
+    if (!item) {
+      Py_DECREF(out);
+      return nullptr;
+    }
+    PyTuple_SET_ITEM(out, g, item);
+  }
   return out;
 }
 
@@ -573,8 +587,9 @@ PyMethodDef kMethods[] = {
      "launch_repeat(data, iters) -> float\n\nHost ns per launch of the launcher called from a C loop on a "
      "buffer unpacked once (the floor for fast_launch)."},
     {"plan", plan, METH_VARARGS,
-     "plan(sizes, sm_count) -> ((tile_m, tile_n, tiles_m, tiles_n), ...)\n\nThe sm90 kernel's tiles per group for sizes "
-     "[(m, n, k), ...] on a GPU with sm_count multiprocessors."},
+     "plan(sizes, sm_count) -> ((width, chunks, tiles_n, rank), ...)\n\nThe sm90 kernel's tiles per group for "
+     "sizes [(m, n, k), ...] on a GPU with sm_count multiprocessors: chunks tiles of width A rows along M, tiles_n "
+     "of 128 B rows along N, rank the group's place in the kernel's tile order."},
     {nullptr, nullptr, 0, nullptr},
 };
 
@@ -586,7 +601,7 @@ PyMODINIT_FUNC PyInit__C(void) {
   PyObject* m = PyModule_Create(&kModule);
   if (!m) return nullptr;
   if (PyModule_AddStringConstant(m, "supported_archs", fl_supported_archs()) < 0 ||
-      PyModule_AddIntConstant(m, "block_m", fl::sm90::kBlockM) < 0 ||
+      PyModule_AddIntConstant(m, "max_width", fl::sm90::kMaxWidth) < 0 ||
       PyModule_AddIntConstant(m, "block_n", fl::sm90::kBlockN) < 0 ||
       PyModule_AddIntConstant(m, "max_groups_per_launch", fl::sm90::kGroupsPerLaunch) < 0) {
     Py_DECREF(m);

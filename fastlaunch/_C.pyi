@@ -3,7 +3,7 @@ from typing import Any, Sequence
 import torch
 
 supported_archs: str
-block_m: int
+max_width: int
 block_n: int
 max_groups_per_launch: int
 

@@ -143,17 +143,15 @@ struct Workspace {
 };
 
 struct Sm90State {
-  // GEMM kernels: [tile shape index][0: up to kGroupsSmall groups per launch, 1: up to kGroupsPerLaunch]
-  CUfunction fn[8][2] = {};
-  uint32_t smem_bytes[8] = {};  // per tile shape
-  CUfunction convert_fn[2] = {};  // the A conversion, [0: up to kGroupsSmall groups, 1: more]
-  int forced_shape = -1;  // FASTLAUNCH_SM90_TILE (experiments): index into sm90::kShapes
-  int only = 0;           // FASTLAUNCH_SM90_ONLY (experiments, wrong results): 1 conversion, 2 GEMM
+  CUfunction fn[2] = {};          // the GEMM: [0: up to kGroupsSmall groups per launch, 1: up to kGroupsPerLaunch]
+  CUfunction convert_fn[2] = {};  // the A conversion, likewise
+  int forced_cap = 0;  // FASTLAUNCH_SM90_WCAP (experiments): the widest tile the planner may use, 0: any
+  int only = 0;        // FASTLAUNCH_SM90_ONLY (experiments, wrong results): 1 conversion, 2 GEMM
   uint64_t* trace = nullptr;  // FASTLAUNCH_SM90_TRACE (experiments): device buffer for the GEMM's trace points
   CUlaunchAttribute attr[1];  // programmatic stream serialisation
   CUlaunchConfig config;      // prebuilt; a launch sets grid size, shared memory and stream
   CUlaunchConfig convert_config;
-  alignas(64) CUtensorMap tmpl_b[8];  // per tile shape: packed B box (BM rows)
+  alignas(64) CUtensorMap tmpl_b;  // packed B box (128 rows x 32 bytes)
 };
 
 struct Sm100State {

@@ -28,6 +28,8 @@ __global__ void __launch_bounds__(kConvertThreads) convert_a(const __grid_consta
   // The workspace may still be read by the previous grid in the stream (the last GEMM).
   ptx::griddep_wait();
   ptx::griddep_launch_dependents();
+  // The GEMM's tile counter (read by the GEMM only after its griddepcontrol.wait, i.e. after this grid).
+  if (blockIdx.x == 0 && threadIdx.x == 0) *p.next_tile = 0;
   const int q = threadIdx.x % kChunksPerUnit, s4 = q / 2, b = q % 2;
   const int units_per_block = kConvertThreads / kChunksPerUnit;
   int g = 0;

@@ -1,7 +1,7 @@
 // Epilogue of the sm_90a GEMM: one consumer warpgroup's C^T accumulators (wgmma layout, times 2^-28)
 // to rows of C (fp16, [m, n] row-major) through shared memory.
 //
-// Per 64-row block of B rows and 128 A rows at a time: stmatrix.trans writes each warp's 16 B rows x
+// Per 64 A rows at a time (one pass): stmatrix.trans writes each warp's 16 B rows x
 // 8 A rows fragments as 16-byte pieces of C rows into the warpgroup's buffer (row a = A row, 8 chunks
 // of 8 B rows, chunk q stored at q ^ (a % 8): conflict-free for stmatrix and for the row reads), then
 // each thread stores 16-byte chunks of whole C rows (a warp writes four 128-byte rows per
@@ -17,12 +17,12 @@
 
 namespace fl::sm90 {
 
-// The buffer of one consumer warpgroup: [128 A rows][64 B rows] fp16 (C rows of 128 bytes).
-constexpr uint32_t kEpiRows = 128;
+// The buffer of one consumer warpgroup: [64 A rows][64 B rows] fp16 (C rows of 128 bytes).
+constexpr uint32_t kEpiRows = 64;
 constexpr uint32_t kEpiWgBytes = kEpiRows * 128;
 
-// Pass H (A rows [128 H, 128 H + 128) of a tile W wide) of one 64-row block: `acc` is the block's
-// accumulators, `n0` its first C column, `rows` the tile's valid A rows from C row m0. `gr` is the
+// Pass H (A rows [64 H, 64 H + 64) of a tile W wide): `acc` is the warpgroup's accumulators (64 B
+// rows x W A rows), `n0` its first C column, `rows` the tile's valid A rows from C row m0. `gr` is the
 // group (fields c: C, [m, n] row-major; m; n), read where used.
 template <int W, int H, class Group>
 __device__ __forceinline__ void store_pass(uint32_t buf, const float (&acc)[W / 2], const Group& gr, int64_t m0,
@@ -65,23 +65,28 @@ __device__ __forceinline__ void store_pass(uint32_t buf, const float (&acc)[W / 
   }
 }
 
-// One consumer warpgroup (cw, warp wq) of a tile W A rows wide from C row m0 and MB blocks of 64 B
-// rows from C column n0 + 64 cw (block j: + 128 j) of group `gr`; `buf` is the warpgroup's buffer
-// (kEpiWgBytes). Every thread of the warpgroup calls it (named barriers).
-template <int W, int MB, class Group>
-__device__ __forceinline__ void store_tile(uint32_t buf, const float (&acc)[MB][W / 2], const Group& gr, int m0,
-                                           int n0, int cw, int wq, int lane) {
+// Passes H, H + 1, ... of a tile W wide whose first `rows` A rows are valid.
+template <int W, int H, class Group>
+__device__ __forceinline__ void store_passes(uint32_t buf, const float (&acc)[W / 2], const Group& gr, int64_t m0,
+                                             int rows, int64_t n0, bool vec, int cw, int wq, int lane) {
+  if constexpr (H * (int)kEpiRows < W) {
+    if (H == 0 || rows > H * (int)kEpiRows) {  // uniform over the warpgroup (named barriers)
+      store_pass<W, H>(buf, acc, gr, m0, rows, n0, vec, cw, wq, lane);
+      store_passes<W, H + 1>(buf, acc, gr, m0, rows, n0, vec, cw, wq, lane);
+    }
+  }
+}
+
+// One consumer warpgroup (cw, warp wq) of a tile W A rows wide from C row m0 and 64 B rows from C
+// column n0 + 64 cw of group `gr`; `buf` is the warpgroup's buffer (kEpiWgBytes). Every thread of
+// the warpgroup calls it (named barriers).
+template <int W, class Group>
+__device__ __forceinline__ void store_tile(uint32_t buf, const float (&acc)[W / 2], const Group& gr, int m0, int n0,
+                                           int cw, int wq, int lane) {
   static_assert(W % 16 == 0, "passes of whole stmatrix.x4 pairs");
   const bool vec = (gr.n % 8) == 0 && (reinterpret_cast<uintptr_t>(gr.c) % 16) == 0;
   const int rows = min(W, gr.m - m0);  // valid A rows of the tile (uniform: no early exit before barriers)
-#pragma unroll
-  for (int j = 0; j < MB; ++j) {
-    const int64_t first = (int64_t)n0 + 128 * j + 64 * cw;  // first C column of this block
-    store_pass<W, 0>(buf, acc[j], gr, m0, rows, first, vec, cw, wq, lane);
-    if constexpr (W > (int)kEpiRows) {
-      if (rows > (int)kEpiRows) store_pass<W, 1>(buf, acc[j], gr, m0, rows, first, vec, cw, wq, lane);
-    }
-  }
+  store_passes<W, 0>(buf, acc, gr, m0, rows, (int64_t)n0 + 64 * cw, vec, cw, wq, lane);
 }
 
 }  // namespace fl::sm90

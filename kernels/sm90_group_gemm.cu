@@ -16,10 +16,9 @@ using sm90::Params;
 constexpr int64_t kMaxWorkspaceBytes = int64_t{1} << 48;  // far beyond any GPU; keeps the sums in int64
 constexpr int64_t kMaxUnitsPerLaunch = (int64_t{1} << 31) - 1;
 
-template <int MAXG, int W, int BM>
+template <int MAXG>
 int prepare(CUfunction* fn, Error& err) {
-  return kernel_handle(reinterpret_cast<const void*>(&sm90::nvfp4_group_gemm<MAXG, W, BM>),
-                       sm90::Layout<W, BM>::kSmemBytes, fn, err);
+  return kernel_handle(reinterpret_cast<const void*>(&sm90::nvfp4_group_gemm<MAXG>), sm90::kSmemBytes, fn, err);
 }
 
 template <int MAXG>
@@ -27,47 +26,59 @@ int prepare_convert(CUfunction* fn, Error& err) {
   return kernel_handle(reinterpret_cast<const void*>(&sm90::convert_a<MAXG>), 0, fn, err);
 }
 
-template <int I>
-int prepare_shapes(DeviceState& dev, Error& err) {
-  if constexpr (I < sm90::kNumShapes) {
-    constexpr int W = sm90::kShapes[I].w, BM = sm90::kShapes[I].bm;
-    Sm90State& st = dev.sm90;
-    if (int rc = prepare<sm90::kGroupsSmall, W, BM>(&st.fn[I][0], err)) return rc;
-    if (int rc = prepare<sm90::kGroupsPerLaunch, W, BM>(&st.fn[I][1], err)) return rc;
-    st.smem_bytes[I] = sm90::Layout<W, BM>::kSmemBytes;
-    if (int rc = encode_byte_map_template(dev.drv, &st.tmpl_b[I], sm90::kBlockK / 2, BM, CU_TENSOR_MAP_SWIZZLE_NONE, err))
-      return rc;
-    return prepare_shapes<I + 1>(dev, err);
+// The plan of a launch (plan.h), kept per thread for the last few launch shapes: a serving loop
+// repeats a few shapes, and planning simulates the schedule.
+const sm90::LaunchPlan& launch_plan(const int64_t* m, const int64_t* n, const int64_t* k, int groups, int sm_count,
+                                    int forced_cap) {
+  struct Entry {
+    int groups = 0, sm_count = 0, forced_cap = 0;
+    int64_t key[3 * sm90::kGroupsPerLaunch];
+    sm90::LaunchPlan plan;
+  };
+  constexpr int kEntries = 4;
+  thread_local Entry cache[kEntries];
+  thread_local int next = 0;
+  const size_t bytes = sizeof(int64_t) * groups;
+  for (const Entry& e : cache) {
+    if (e.groups == groups && e.sm_count == sm_count && e.forced_cap == forced_cap &&
+        std::memcmp(e.key, m, bytes) == 0 && std::memcmp(e.key + groups, n, bytes) == 0 &&
+        std::memcmp(e.key + 2 * groups, k, bytes) == 0)
+      return e.plan;
   }
-  return FL_OK;
+  Entry& e = cache[next];
+  next = (next + 1) % kEntries;
+  sm90::plan_launch(m, n, k, groups, sm_count, forced_cap, e.plan);
+  std::memcpy(e.key, m, bytes);
+  std::memcpy(e.key + groups, n, bytes);
+  std::memcpy(e.key + 2 * groups, k, bytes);
+  e.groups = groups, e.sm_count = sm_count, e.forced_cap = forced_cap;
+  return e.plan;
 }
 
-// The tensor map of one launch's fp16 A workspace (`rows` rows of `pitch_bytes`, box W rows x 128
+// The tensor map of one launch's fp16 A workspace (`rows` rows of `pitch_bytes`, box 32 rows x 128
 // bytes, 128-byte swizzle). Encoded on the host, kept per thread for the last few workspaces: the
 // caching allocator hands the same block back for the same sizes, so most calls encode nothing.
-int a16_map(const Driver& drv, CUtensorMap* out, void* base, int64_t pitch_bytes, int64_t rows, int width,
-            Error& err) {
+int a16_map(const Driver& drv, CUtensorMap* out, void* base, int64_t pitch_bytes, int64_t rows, Error& err) {
   struct Entry {
     void* base = nullptr;
     int64_t pitch = 0, rows = 0;
-    int width = 0;
     alignas(64) CUtensorMap map;
   };
   constexpr int kEntries = 4;
   thread_local Entry cache[kEntries];
   thread_local int next = 0;
   for (const Entry& e : cache) {
-    if (e.base == base && e.pitch == pitch_bytes && e.rows == rows && e.width == width) {
+    if (e.base == base && e.pitch == pitch_bytes && e.rows == rows) {
       std::memcpy(out, &e.map, sizeof(CUtensorMap));
       return FL_OK;
     }
   }
   Entry& e = cache[next];
   e.base = nullptr;  // invalid until encoded
-  if (int rc = encode_byte_map(drv, &e.map, base, (uint64_t)pitch_bytes, (uint64_t)rows, sm90::kA16RowBytes, width,
+  if (int rc = encode_byte_map(drv, &e.map, base, (uint64_t)pitch_bytes, (uint64_t)rows, sm90::kA16RowBytes, sm90::kA16BoxRows,
                                CU_TENSOR_MAP_SWIZZLE_128B, err))
     return rc;
-  e.base = base, e.pitch = pitch_bytes, e.rows = rows, e.width = width;
+  e.base = base, e.pitch = pitch_bytes, e.rows = rows;
   next = (next + 1) % kEntries;
   std::memcpy(out, &e.map, sizeof(CUtensorMap));
   return FL_OK;
@@ -82,10 +93,10 @@ void launch_extent(const int64_t* buf, int G, int g0, int gc, int64_t* rows, int
   }
 }
 
-// Workspace bytes of one launch: its fp16 A, then a ring of B tensor maps per CTA.
+// Workspace bytes of one launch: its fp16 A, then a ring of B tensor maps per CTA, then the tile counter.
+int64_t maps_bytes(int sm_count) { return (int64_t)sm_count * sm90::kMapRing * sm90::kMapBytes; }
 int64_t chunk_bytes(int64_t rows, int64_t kmax, int sm_count) {
-  return sm90::a16_launch_bytes(rows, kmax) + round_up((int64_t)sm_count * sm90::kMapRing * sm90::kMapBytes,
-                                                       sm90::kWorkspaceAlign);
+  return sm90::a16_launch_bytes(rows, kmax) + round_up(maps_bytes(sm_count) + 4, sm90::kWorkspaceAlign);
 }
 
 // One launch of up to MAXG groups g0 .. g0+gc-1: the A conversion, then the GEMM. `a16` points at
@@ -95,19 +106,18 @@ int launch_chunk(const DeviceState& dev, int which, const int64_t* buf, int G, i
                  cudaStream_t stream, Error& err) {
   const Sm90State& st = dev.sm90;
   Params<MAXG> p;
-  const int si = st.forced_shape >= 0
-                     ? st.forced_shape
-                     : sm90::plan_shape(buf + 5 * G + g0, buf + 6 * G + g0, buf + 7 * G + g0, gc, dev.sm_count);
-  const int width = sm90::kShapes[si].w, bm = sm90::kShapes[si].bm;
+  const sm90::LaunchPlan& plan =
+      launch_plan(buf + 5 * G + g0, buf + 6 * G + g0, buf + 7 * G + g0, gc, dev.sm_count, st.forced_cap);
   int64_t rows = 0, kmax = 0;
   launch_extent(buf, G, g0, gc, &rows, &kmax);
-  if (int rc = a16_map(dev.drv, &p.map_a16, a16, kmax * 2, rows, width, err)) return rc;
-  std::memcpy(&p.tmpl_b, &st.tmpl_b[si], sizeof(CUtensorMap));
+  if (int rc = a16_map(dev.drv, &p.map_a16, a16, kmax * 2, rows, err)) return rc;
+  std::memcpy(&p.tmpl_b, &st.tmpl_b, sizeof(CUtensorMap));
   int64_t tiles = 0, units = 0, row = 0;
-  for (int i = 0; i < gc; ++i) {
-    const int g = g0 + i;
+  for (int i = 0; i < gc; ++i) {  // in the plan's order
+    const int local = plan.order[i], g = g0 + local;
+    const sm90::GroupTiles& gt = plan.group[local];
     const int64_t m = buf[5 * G + g], n = buf[6 * G + g], k = buf[7 * G + g];
-    tiles += sm90::tiles(m, n, width, bm);
+    tiles += gt.chunks * gt.tiles_n;
     units += m * (k / sm90::kBlockK);
     sm90::Group& gr = p.groups[i];
     load_operands(gr, buf, G, g);
@@ -117,11 +127,14 @@ int launch_chunk(const DeviceState& dev, int which, const int64_t* buf, int G, i
     gr.m = (int32_t)m;
     gr.n = (int32_t)n;
     gr.k = (int32_t)k;
-    gr.tile_m = width;
+    gr.width = gt.width;
+    gr.chunks = (int32_t)gt.chunks;
     gr.tile_end = (int32_t)tiles;
     gr.unit_end = (int32_t)units;
   }
-  p.b_maps = a16 + sm90::a16_launch_bytes(rows, kmax);
+  uint8_t* const tail = a16 + sm90::a16_launch_bytes(rows, kmax);
+  p.b_maps = tail;
+  p.next_tile = reinterpret_cast<int32_t*>(tail + maps_bytes(dev.sm_count));
   p.b_wait = st.only == 2;  // GEMM alone: nothing orders it after the previous GEMM's use of the maps
   p.pad_ = 0;
   a16 += chunk_bytes(rows, kmax, dev.sm_count);
@@ -137,33 +150,35 @@ int launch_chunk(const DeviceState& dev, int which, const int64_t* buf, int G, i
   cfg.gridDimX = (unsigned)(blocks < 8 * dev.sm_count ? blocks : 8 * dev.sm_count);
   cfg.hStream = reinterpret_cast<CUstream>(stream);
   if (st.only != 2) FL_DRV_TRY(err, dev.drv, dev.drv.launch_kernel_ex(&cfg, st.convert_fn[which], args, nullptr));
+  else FL_CUDA_TRY(err, cudaMemsetAsync(p.next_tile, 0, sizeof(int32_t), stream));  // the conversion zeroes it
 
   cfg = st.config;
   cfg.gridDimX = (unsigned)sm90::grid_size(tiles, dev.sm_count);
-  cfg.sharedMemBytes = st.smem_bytes[si];
+  cfg.sharedMemBytes = sm90::kSmemBytes;
   cfg.hStream = reinterpret_cast<CUstream>(stream);
-  if (st.only != 1) FL_DRV_TRY(err, dev.drv, dev.drv.launch_kernel_ex(&cfg, st.fn[si][which], args, nullptr));
+  if (st.only != 1) FL_DRV_TRY(err, dev.drv, dev.drv.launch_kernel_ex(&cfg, st.fn[which], args, nullptr));
   return FL_OK;
 }
 
 }  // namespace
 
 int sm90_init(DeviceState& dev, Error& err) {
-  static_assert(sm90::kNumShapes <= 8, "Sm90State holds 8 tile shapes");
   Sm90State& st = dev.sm90;
   init_launch_config(&st.config, st.attr, sm90::kThreads);
   init_launch_config(&st.convert_config, st.attr, sm90::kConvertThreads);
-  if (int rc = prepare_shapes<0>(dev, err)) return rc;
+  if (int rc = prepare<sm90::kGroupsSmall>(&st.fn[0], err)) return rc;
+  if (int rc = prepare<sm90::kGroupsPerLaunch>(&st.fn[1], err)) return rc;
   if (int rc = prepare_convert<sm90::kGroupsSmall>(&st.convert_fn[0], err)) return rc;
   if (int rc = prepare_convert<sm90::kGroupsPerLaunch>(&st.convert_fn[1], err)) return rc;
-  // Experiments (tools/sweep_sm90.py): a forced tile shape "WxBM"; one of the two kernels only.
-  if (const char* env = std::getenv("FASTLAUNCH_SM90_TILE")) {
-    for (int i = 0; i < sm90::kNumShapes; ++i) {
-      char name[32];
-      std::snprintf(name, sizeof(name), "%dx%d", sm90::kShapes[i].w, sm90::kShapes[i].bm);
-      if (std::strcmp(env, name) == 0) st.forced_shape = i;
-    }
-    if (st.forced_shape < 0) return err.set(FL_ERR_VALUE, "FASTLAUNCH_SM90_TILE=%s is not a compiled tile shape", env);
+  if (int rc = encode_byte_map_template(dev.drv, &st.tmpl_b, sm90::kBlockK / 2, sm90::kBlockN,
+                                        CU_TENSOR_MAP_SWIZZLE_NONE, err))
+    return rc;
+  // Experiments (tools/sweep_sm90.py): the widest tile the planner may use; one of the two kernels only.
+  if (const char* env = std::getenv("FASTLAUNCH_SM90_WCAP")) {
+    const int cap = std::atoi(env);
+    for (int w : sm90::kWidths)
+      if (cap == w) st.forced_cap = cap;
+    if (!st.forced_cap) return err.set(FL_ERR_VALUE, "FASTLAUNCH_SM90_WCAP=%s: not a compiled tile width", env);
   }
   if (const char* env = std::getenv("FASTLAUNCH_SM90_ONLY")) {
     st.only = std::strcmp(env, "convert") == 0 ? 1 : std::strcmp(env, "gemm") == 0 ? 2 : -1;
@@ -183,11 +198,10 @@ int sm90_launch(const DeviceState& dev, const int64_t* buf, int G, cudaStream_t 
     const int64_t m = buf[5 * G + g], n = buf[6 * G + g], k = buf[7 * G + g];
     if (int rc = check_group_sizes(m, n, k, g, err)) return rc;
     if (g % sm90::kGroupsPerLaunch == 0) tiles = units = rows = kmax = 0;
-    const sm90::TileShape& narrow = sm90::kShapes[sm90::kNarrowestShape];  // the most tiles a launch can have
-    tiles += sm90::tiles(m, n, narrow.w, narrow.bm);
+    tiles += sm90::max_tiles(m, n);  // the most tiles any plan makes
     if (tiles > kMaxTilesPerLaunch)
       return err.set(FL_ERR_VALUE, "group %d: more than %lld tiles of %dx%d in one launch of up to %d groups", g,
-                     (long long)kMaxTilesPerLaunch, narrow.w, narrow.bm, sm90::kGroupsPerLaunch);
+                     (long long)kMaxTilesPerLaunch, sm90::kWidths[0], sm90::kBlockN, sm90::kGroupsPerLaunch);
     units += m * (k / sm90::kBlockK);
     if (units > kMaxUnitsPerLaunch)
       return err.set(FL_ERR_VALUE, "group %d: more than %lld rows x K/64 of A in one launch of up to %d groups", g,

@@ -1,22 +1,31 @@
 // sm_90a NVFP4 grouped GEMM: C[g] (M x N, fp16) = A[g] (M x K) . B[g] (N x K)^T, fp32 accumulation.
 //
 // Computed as C^T = B . A^T so that the large operand B is wgmma's A (dequantised straight into
-// registers) and the small per-group M is wgmma's N: the launch's tile width W (64, 128, 192 or 256,
-// one kernel each; plan.h picks W per launch). A is converted to fp16 once per launch by a separate
-// kernel (sm90_convert_a.cuh) into a workspace, all groups' rows stacked with one row pitch, so one
-// tensor map encoded on the host (cached while the workspace stays put) covers every group; the GEMM
-// loads its A tiles from there with TMA. B's tensor map is patched on the device per group.
+// registers) and the small per-group M is wgmma's N: each group's tile width W (32..192 in steps
+// of 32, chosen per group by plan.h; one main loop per width in this one kernel, all on one
+// accumulator array). A is converted to fp16 once per launch by a separate kernel
+// (sm90_convert_a.cuh) into a workspace, all groups' rows stacked with one row pitch, so one tensor
+// map encoded on the host (cached while the workspace stays put) covers every group; the GEMM loads
+// its A tiles from there with TMA, W / 32 boxes of 32 rows. B's tensor map is patched on the device
+// per group.
 //
-// One CTA = 3 warpgroups, persistent over tiles of BM (128 or 256) B rows x W A rows:
-//   warp 0          B producer: patches the group's B tensor map (in the CTA's ring of maps in the
-//                   call's workspace), issues TMA for the packed B tile and bulk copies of B's
-//                   512-byte scale blocks of each 64-wide K step. It does not wait for the
-//                   conversion kernel (griddepcontrol), so B streams in while that kernel runs;
+// Tiles are numbered in the plan's order (groups by tile cost, costliest first). A CTA's first tile
+// is its blockIdx, later ones come from a counter in the workspace (zeroed by the conversion
+// kernel), so a CTA takes the next tile when it is free: longest tiles first, then the others fill
+// in. The B producer fetches tile numbers and hands them to the other roles through a small ring
+// in shared memory.
+//
+// One CTA = 3 warpgroups, persistent over tiles of 128 B rows x W A rows:
+//   warp 0          B producer: takes tile numbers, patches the group's B tensor map (in the CTA's
+//                   ring of maps in the call's workspace), issues TMA for the packed B tile and bulk
+//                   copies of B's 512-byte scale block of each 64-wide K step. Until it needs the
+//                   counter it does not wait for the conversion kernel (griddepcontrol), so B
+//                   streams in while that kernel runs;
 //   warp 1          A producer: waits for the conversion, then TMA for the fp16 A tile (128-byte
 //                   swizzle) of each step (warps 2, 3 only hand over registers);
-//   warpgroups 1, 2 consumers: BM / 2 B rows each (one or two blocks of 64), dequantise them into
-//                   wgmma A fragments, issue the wgmma; epilogue through shared memory (stmatrix
-//                   transposes the C^T fragments into C rows), then 16-byte row stores.
+//   warpgroups 1, 2 consumers: 64 B rows each, dequantise them into wgmma A fragments, issue the
+//                   wgmma; epilogue through shared memory (stmatrix transposes the C^T fragments
+//                   into C rows), then 16-byte row stores.
 //
 // K permutation. An MMA sums over K, so both operands may be read in any one order of K. Thread
 // lane%4 == c of a consumer warp owns K range [16c, 16c+16) of a 64-wide stage (one scale block,
@@ -50,20 +59,23 @@ struct Group : GroupOperands {  // a, b, sfa, sfb, c
   __half* a16;         // the group's first fp16 A row in the workspace (rows Params::a16_pitch apart)
   int32_t a16_row;     // ... and its row index there (the A tensor map's row coordinate)
   int32_t m, n, k;
-  int32_t tile_m;      // rows of A per tile: the launch's tile width W (plan_shape)
+  int32_t width;       // A rows per tile (one of plan.h's kWidths)
+  int32_t chunks;      // tiles along M: ceil(m / width)
   int32_t tile_end;    // exclusive end of this group's tiles in the launch's tile order
   int32_t unit_end;    // exclusive end of this group's conversion units (rows x K/64) in the launch
 };
 
+// Params::groups is in the plan's order (LaunchPlan::order): tiles are numbered group by group.
 template <int MAXG>
 struct Params {
-  CUtensorMap map_a16;  // the workspace: [rows of all groups, a16_pitch fp16], box W rows x 128 bytes, 128B swizzle
-  CUtensorMap tmpl_b;   // any valid map with B's box (BM rows x 32 bytes), rewritten per group on the device
+  CUtensorMap map_a16;  // the workspace: [rows of all groups, a16_pitch fp16], box 32 rows x 128 bytes, 128B swizzle
+  CUtensorMap tmpl_b;   // any valid map with B's box (128 rows x 32 bytes), rewritten per group on the device
   int32_t num_groups;
   int32_t num_tiles;
   int32_t num_units;
   int32_t a16_pitch;    // fp16 elements between workspace rows: the launch's largest K
   uint8_t* b_maps;      // workspace: kMapRing B maps (kMapBytes each) per CTA
+  int32_t* next_tile;   // workspace: tiles handed out after each CTA's first (the conversion zeroes it)
   int32_t b_wait;       // experiments (GEMM launched without the conversion): wait before writing B maps
   int32_t pad_;
   uint64_t* trace;     // experiments only (FASTLAUNCH_SM90_TRACE): per-CTA trace points, else null
@@ -71,37 +83,37 @@ struct Params {
 };
 
 // Shared memory (bytes). A stage holds what TMA brings for one 64-wide K step: the fp16 A tile
-// (W rows of 128 bytes, 128-byte swizzled, 1024-byte aligned), the packed B tile and its scale blocks.
+// (up to kMaxWidth rows of 128 bytes, 128-byte swizzled, 1024-byte aligned), the packed B tile and
+// its scale block. The header holds a 128-byte tensor-map staging copy, the stage barriers, and the
+// tile ring (tile numbers from the B producer to the other roles).
 constexpr uint32_t kSfBlockBytes = 512;  // 128 rows x 4 scale blocks
 constexpr uint32_t kA16RowBytes = kBlockK * 2;
-constexpr uint32_t kHeaderBytes = 1024;  // a 128-byte tensor-map staging copy, then the mbarriers
+constexpr uint32_t kA16BoxRows = kWidthStep;  // rows of one A TMA box
+constexpr uint32_t kHeaderBytes = 1024;
 constexpr uint32_t kOffMapStage = 0;
 constexpr uint32_t kOffBars = 256;
+constexpr int kTileRing = 8;
+constexpr uint32_t kOffTileBars = kOffBars + 16 * kMaxStages;
+constexpr uint32_t kOffTileIds = kOffTileBars + 16 * kTileRing;
 constexpr uint32_t kSmemLimit = 227 * 1024;
 constexpr uint32_t kEpiBytes = 2 * kEpiWgBytes;  // the epilogue buffers of both consumer warpgroups
+constexpr uint32_t kBRawBytes = kBlockN * kBlockK / 2;
+constexpr uint32_t kOffA16 = 0;
+constexpr uint32_t kOffBRaw = kMaxWidth * kA16RowBytes;
+constexpr uint32_t kOffSfb = kOffBRaw + kBRawBytes;
+constexpr uint32_t kStageBytes = (kOffSfb + kSfBlockBytes + 1023) / 1024 * 1024;
+constexpr int kFit = (int)((kSmemLimit - kHeaderBytes - kEpiBytes) / kStageBytes);
+constexpr int kStages = kFit < kMaxStages ? kFit : kMaxStages;
+constexpr uint32_t kOffEpi = kHeaderBytes + kStages * kStageBytes;
+constexpr uint32_t kSmemBytes = kOffEpi + kEpiBytes;
 
-template <int W, int BM>
-struct Layout {
-  static constexpr int kMB = BM / kBlockN;  // 64-row blocks of B per consumer warpgroup
-  static constexpr uint32_t kBRawBytes = BM * kBlockK / 2;
-  static constexpr uint32_t kOffA16 = 0;
-  static constexpr uint32_t kOffBRaw = W * kA16RowBytes;
-  static constexpr uint32_t kOffSfb = kOffBRaw + kBRawBytes;
-  static constexpr uint32_t kStageBytes = (kOffSfb + kMB * kSfBlockBytes + 1023) / 1024 * 1024;
-  static constexpr int kFit = (int)((kSmemLimit - kHeaderBytes - kEpiBytes) / kStageBytes);
-  static constexpr int kStages = kFit < kMaxStages ? kFit : kMaxStages;
-  static constexpr uint32_t kOffEpi = kHeaderBytes + kStages * kStageBytes;
-  static constexpr uint32_t kSmemBytes = kOffEpi + kEpiBytes;
-  static constexpr uint32_t kA16Bytes = W * kA16RowBytes;  // a full box, rows past the workspace included
-  static_assert(BM == kBlockN || BM == 2 * kBlockN, "one or two 64-row blocks per consumer warpgroup");
-  static_assert(kStages >= 4, "pipeline depth");
-  static_assert(kOffBars + 16 * kStages <= kHeaderBytes, "barriers fit the header");
-  static_assert(kStages + 1 <= kMapRing, "tensor-map ring covers the TMA ring");
-};
-
+static_assert(kStages >= 4, "pipeline depth");
+static_assert(kOffTileIds + 4 * kTileRing <= kHeaderBytes, "barriers and tile ring fit the header");
+static_assert(kStages + 1 <= kMapRing, "tensor-map ring covers the TMA ring");
 static_assert(kBlockK == 64, "one stage is one 512-byte scale block per 128 rows; an fp16 A row is one swizzle row");
 static_assert(kBlockN == 128, "two consumer warpgroups of 64 rows share one 128-row scale block");
-static_assert(kBlockM == 256 && kBlockM <= ptx::kWgmmaNMax, "tile width is wgmma N (<= 256)");
+static_assert(kMaxWidth <= ptx::kWgmmaNMax && kWidthStep % 8 == 0, "tile width is wgmma N; boxes keep the swizzle");
+static_assert(kWidths[kNumWidths - 1] == kMaxWidth, "the stage holds the widest tile");
 static_assert(kWgmmaNStep == ptx::kWgmmaNStep, "plan.h and the generated wgmma table disagree");
 static_assert(kThreads == 384, "warps 0, 1 producers, warpgroups 1-2 consumers");
 
@@ -115,23 +127,22 @@ static_assert(kThreads == 384, "warps 0, 1 producers, warpgroups 1-2 consumers")
 constexpr int kMapBytes = 128;
 
 struct Tile {
-  int g;       // group
+  int g;       // group (index into Params::groups)
   int m0, n0;  // first A row, first B row
   int kstages;
 };
 
-// Tiles are numbered group by group; inside a group the A-row tiles of one B-row tile are
-// adjacent, so CTAs running at the same time share B tiles in L2. `g` is a hint (tiles only grow).
-template <int BM, int MAXG>
+// Inside a group the M chunks of one 128-row B block are adjacent, so CTAs running at the same time
+// share B tiles in L2. `g` is a hint: a CTA's tile numbers only grow.
+template <int MAXG>
 __device__ __forceinline__ Tile decode_tile(const Params<MAXG>& p, int t, int g) {
   while (t >= p.groups[g].tile_end) ++g;
   const Group& gr = p.groups[g];
   const int local = t - (g ? p.groups[g - 1].tile_end : 0);
-  const int mt = (gr.m + gr.tile_m - 1) / gr.tile_m;
   Tile tile;
   tile.g = g;
-  tile.m0 = (local % mt) * gr.tile_m;
-  tile.n0 = (local / mt) * BM;
+  tile.m0 = (local % gr.chunks) * gr.width;
+  tile.n0 = (local / gr.chunks) * kBlockN;
   tile.kstages = gr.k / kBlockK;
   return tile;
 }
@@ -146,19 +157,25 @@ __device__ __forceinline__ uint32_t lds8(uint32_t addr) {
   asm volatile("ld.shared.u8 %0, [%1];" : "=r"(v) : "r"(addr));
   return v;
 }
+__device__ __forceinline__ int lds32(uint32_t addr) {
+  int v;
+  asm volatile("ld.shared.b32 %0, [%1];" : "=r"(v) : "r"(addr));
+  return v;
+}
+__device__ __forceinline__ void sts32(uint32_t addr, int v) {
+  asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(v));
+}
 
 // Byte offset of row r's four scales (K blocks 0..3 of the stage) inside a 512-byte scale block.
 __host__ __device__ __forceinline__ uint32_t sf_row_offset(int r) { return (r % 32) * 16 + ((r % 128) / 32) * 4; }
 
 // B rows r0 and r0+8, K block c of a stage -> the four steps' wgmma A fragments (see the K
 // permutation at the top of this file).
-template <int W, int BM>
 __device__ __forceinline__ void dequant_b(uint32_t (&f)[4][4], uint32_t stage, int r0, int c) {
-  using L = Layout<W, BM>;
   const int r1 = r0 + 8;
-  const uint2 b0 = lds64(stage + L::kOffBRaw + r0 * 32 + 8 * c);
-  const uint2 b1 = lds64(stage + L::kOffBRaw + r1 * 32 + 8 * c);
-  const uint32_t sf = stage + L::kOffSfb + (r0 / 128) * kSfBlockBytes + c;
+  const uint2 b0 = lds64(stage + kOffBRaw + r0 * 32 + 8 * c);
+  const uint2 b1 = lds64(stage + kOffBRaw + r1 * 32 + 8 * c);
+  const uint32_t sf = stage + kOffSfb + c;
   const uint32_t s0 = ptx::e4m3_to_f16x2_bcast(lds8(sf + sf_row_offset(r0)));
   const uint32_t s1 = ptx::e4m3_to_f16x2_bcast(lds8(sf + sf_row_offset(r1)));
 #pragma unroll
@@ -171,109 +188,126 @@ __device__ __forceinline__ void dequant_b(uint32_t (&f)[4][4], uint32_t stage, i
 }
 
 // The four k16 steps of one 64-wide K step against the stage's fp16 A tile (W rows of 128 bytes,
-// 128-byte swizzle: k16 step s4 starts 32 bytes further into each row), for each of the warpgroup's
-// MB blocks of 64 B rows, with wgmma N = the launch's tile width W (a tile narrower than W, a group's
-// last, computes columns it does not store); `first` starts from zero. One N per kernel: a branch
-// between wgmma instructions costs more than the padding (v3; tools/probe_mixed_wgmma.sh shows how
-// several whole loops of different N can share a kernel).
-template <int W, int MB>
-__device__ __forceinline__ void mma_step(float (&acc)[MB][W / 2], const uint32_t (&f)[MB][4][4], uint32_t a16,
-                                         bool first) {
+// 128-byte swizzle: k16 step s4 starts 32 bytes further into each row), wgmma N = W (the tile's
+// last rows past the group's M are computed, not stored); `first` starts from zero.
+template <int W>
+__device__ __forceinline__ void mma_step(float (&acc)[W / 2], const uint32_t (&f)[4][4], uint32_t a16, bool first) {
   ptx::wgmma_fence();
 #pragma unroll
-  for (int j = 0; j < MB; ++j) {
-#pragma unroll
-    for (int s4 = 0; s4 < 4; ++s4) {
-      const uint64_t desc = ptx::smem_desc_swizzle128(a16 + 32 * s4, 8 * kA16RowBytes);
-      ptx::WgmmaRS<W>::mma(acc[j], f[j][s4][0], f[j][s4][1], f[j][s4][2], f[j][s4][3], desc, !(first && s4 == 0));
-    }
+  for (int s4 = 0; s4 < 4; ++s4) {
+    const uint64_t desc = ptx::smem_desc_swizzle128(a16 + 32 * s4, 8 * kA16RowBytes);
+    ptx::WgmmaRS<W>::mma(acc, f[s4][0], f[s4][1], f[s4][2], f[s4][3], desc, !(first && s4 == 0));
   }
   ptx::wgmma_commit();
 }
 
 // Barrier and stage addresses in shared memory.
-template <int W, int BM>
 struct Smem {
-  using L = Layout<W, BM>;
   uint32_t base;
   __device__ uint32_t full(int s) const { return base + kOffBars + 8u * s; }  // TMA bytes landed
-  __device__ uint32_t empty(int s) const { return base + kOffBars + 8u * (L::kStages + s); }  // consumed
-  __device__ uint32_t stage(int s) const { return base + kHeaderBytes + s * L::kStageBytes; }
+  __device__ uint32_t empty(int s) const { return base + kOffBars + 8u * (kMaxStages + s); }  // consumed
+  __device__ uint32_t stage(int s) const { return base + kHeaderBytes + s * kStageBytes; }
+  __device__ uint32_t tile_full(int j) const { return base + kOffTileBars + 8u * j; }  // tile number written
+  __device__ uint32_t tile_empty(int j) const { return base + kOffTileBars + 8u * (kTileRing + j); }  // read
+  __device__ uint32_t tile_id(int j) const { return base + kOffTileIds + 4u * j; }
 };
 
-// Registers per thread after setmaxnreg, within the 384 x 168 = 64512 the CTA starts with: the
-// consumers of two 64-row blocks (BM = 256) need 240 (128 x 24 + 256 x 240 = 64512; the B
-// producer then spills a few registers around its once-per-group map patch); with one block, 232
-// leave the producers 40 (128 x 40 + 256 x 232 = 64512).
-template <int BM>
-constexpr int kConsumerRegs = BM == 2 * kBlockN ? 240 : 232;
-template <int BM>
-constexpr int kProducerRegs = BM == 2 * kBlockN ? 24 : 40;
+// Registers per thread after setmaxnreg, within the 384 x 168 = 64512 the CTA starts with:
+// 128 x 40 + 256 x 232 = 64512.
+constexpr int kConsumerRegs = 232;
+constexpr int kProducerRegs = 40;
 
-// Barrier arrival counts: one arrival per consumer warp (lane 0 after __syncwarp).
+// Barrier arrival counts: one arrival per consumer warp (lane 0 after __syncwarp); the tile ring's
+// readers are the A producer warp and the 8 consumer warps.
 constexpr uint32_t kConsumerWarps = 8;
+constexpr uint32_t kTileReaders = kConsumerWarps + 1;
+
+// A reader warp's `j`-th tile number from the ring (every lane gets it; lane 0 frees the slot).
+__device__ __forceinline__ int read_tile(const Smem& sm, uint32_t j, int lane) {
+  const int slot = j % kTileRing;
+  ptx::mbar_wait(sm.tile_full(slot), (j / kTileRing) & 1);
+  const int t = lds32(sm.tile_id(slot));
+  __syncwarp();
+  if (lane == 0) ptx::mbar_arrive(sm.tile_empty(slot));
+  return t;
+}
 
 // One consumer K step at pipeline position `it`: wait for its data, dequantise B into registers,
 // issue the step's wgmma, then retire step it-1 (its wgmma done: its stage, fp16 A and B, is free).
 // Callers alternate two fragment sets, so the registers of step it-1's wgmma are not overwritten
-// while it may still run. r0: the thread's first B row in its warpgroup's first block.
-template <int W, int BM>
-__device__ __forceinline__ void consumer_step(const Smem<W, BM>& sm, float (&acc)[BM / 128][W / 2],
-                                              uint32_t (&f)[BM / 128][4][4], uint32_t it, int kc, int r0, int c,
-                                              int lane) {
-  using L = Layout<W, BM>;
-  const int s = it % L::kStages;
-  ptx::mbar_wait(sm.full(s), (it / L::kStages) & 1);
-#pragma unroll
-  for (int j = 0; j < L::kMB; ++j) dequant_b<W, BM>(f[j], sm.stage(s), r0 + 128 * j, c);
-  mma_step<W, L::kMB>(acc, f, sm.stage(s) + L::kOffA16, kc == 0);
+// while it may still run. r0: the thread's first B row in the tile.
+template <int W>
+__device__ __forceinline__ void consumer_step(const Smem& sm, float (&acc)[W / 2], uint32_t (&f)[4][4], uint32_t it,
+                                              int kc, int r0, int c, int lane) {
+  const int s = it % kStages;
+  ptx::mbar_wait(sm.full(s), (it / kStages) & 1);
+  dequant_b(f, sm.stage(s), r0, c);
+  mma_step<W>(acc, f, sm.stage(s) + kOffA16, kc == 0);
   if (kc > 0) {
     ptx::wgmma_wait<1>();
     __syncwarp();
-    if (lane == 0) ptx::mbar_arrive(sm.empty((it - 1) % L::kStages));
+    if (lane == 0) ptx::mbar_arrive(sm.empty((it - 1) % kStages));
   }
 }
 
-// One tile: the K loop, then the epilogue.
-template <int W, int BM>
-__device__ __forceinline__ void consumer_tile(const Smem<W, BM>& sm, float (&acc)[BM / 128][W / 2],
-                                              uint32_t (&fa)[BM / 128][4][4], uint32_t (&fb)[BM / 128][4][4],
-                                              const Group& gr, const Tile& tile, uint32_t& it, int r0, int c,
-                                              int cw, int wq, int lane, uint64_t* tr) {
-  using L = Layout<W, BM>;
+// One tile of width W: the K loop, then the epilogue. `all` is the accumulator array every width
+// shares (a width uses its first W / 2 registers).
+template <int W>
+__device__ __forceinline__ void consumer_tile(const Smem& sm, float (&all)[kMaxWidth / 2], const Group& gr, const Tile& tile, uint32_t& it,
+                                              int r0, int c, int cw, int wq, int lane, uint64_t* tr) {
+  float(&acc)[W / 2] = *reinterpret_cast<float(*)[W / 2]>(&all[0]);
+  uint32_t fa[4][4], fb[4][4];
   if (tr) {  // trace: when the first stage lands
-    ptx::mbar_wait(sm.full(it % L::kStages), (it / L::kStages) & 1);
+    ptx::mbar_wait(sm.full(it % kStages), (it / kStages) & 1);
     trace(tr, kTrFirstFull);
   }
   for (int kc = 0; kc < tile.kstages; kc += 2) {
-    consumer_step<W, BM>(sm, acc, fa, it++, kc, r0, c, lane);
-    if (kc + 1 < tile.kstages) consumer_step<W, BM>(sm, acc, fb, it++, kc + 1, r0, c, lane);
+    consumer_step<W>(sm, acc, fa, it++, kc, r0, c, lane);
+    if (kc + 1 < tile.kstages) consumer_step<W>(sm, acc, fb, it++, kc + 1, r0, c, lane);
   }
   ptx::wgmma_wait<0>();
   trace(tr, kTrFirstMainloop);
   __syncwarp();
-  if (lane == 0) ptx::mbar_arrive(sm.empty((it - 1) % L::kStages));
-  store_tile<W, L::kMB>(sm.base + L::kOffEpi + cw * kEpiWgBytes, acc, gr, tile.m0, tile.n0, cw, wq, lane);
+  if (lane == 0) ptx::mbar_arrive(sm.empty((it - 1) % kStages));
+  store_tile<W>(sm.base + kOffEpi + cw * kEpiWgBytes, acc, gr, tile.m0, tile.n0, cw, wq, lane);
   trace(tr, kTrFirstEpilogue);
 }
 
-template <int MAXG, int W, int BM>
+// The main loop of the tile's width (plan.h kWidths: more main loops in one kernel made ptxas
+// serialise the wgmma, C7512).
+template <int I = 0>
+__device__ __forceinline__ void consumer_dispatch(const Smem& sm, float (&all)[kMaxWidth / 2], const Group& gr,
+                                                  const Tile& tile, uint32_t& it, int r0, int c, int cw, int wq,
+                                                  int lane, uint64_t* tr) {
+  constexpr int W = kWidths[I];
+  if constexpr (I + 1 < kNumWidths) {
+    if (gr.width > W) {
+      consumer_dispatch<I + 1>(sm, all, gr, tile, it, r0, c, cw, wq, lane, tr);
+      return;
+    }
+  }
+  consumer_tile<W>(sm, all, gr, tile, it, r0, c, cw, wq, lane, tr);
+}
+
+template <int MAXG>
 __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_constant__ Params<MAXG> p) {
-  static_assert(W % kWgmmaNStep == 0 && W <= kBlockM, "tile width is a wgmma N");
-  using L = Layout<W, BM>;
   extern __shared__ __align__(1024) uint8_t smem[];
   const int warp = threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   const int wg = warp / 4;
 
-  const Smem<W, BM> sm{ptx::smem_u32(smem)};
+  const Smem sm{ptx::smem_u32(smem)};
 
   if (threadIdx.x == 0) {
     trace(p.trace, kTrEntry);
     if (p.trace) p.trace[((uint64_t)blockIdx.x * kTraceEvents + kTrSm) * 2] = ptx::smid();
-    for (int s = 0; s < L::kStages; ++s) {
+    for (int s = 0; s < kStages; ++s) {
       ptx::mbar_init(sm.full(s), 2);  // the A producer and the B producer
       ptx::mbar_init(sm.empty(s), kConsumerWarps);  // its B was read and its wgmma are done
+    }
+    for (int j = 0; j < kTileRing; ++j) {
+      ptx::mbar_init(sm.tile_full(j), 1);
+      ptx::mbar_init(sm.tile_empty(j), kTileReaders);
     }
     ptx::fence_mbar_init();
   }
@@ -283,19 +317,30 @@ __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_con
   ptx::griddep_launch_dependents();
 
   if (wg == 0) {
-    ptx::setmaxnreg_dec<kProducerRegs<BM>>();
+    ptx::setmaxnreg_dec<kProducerRegs>();
     if (warp == 0) {
-      // ---------------------------------------------------------- B producer
+      // ---------------------------------------------------------- B producer and tile scheduler
       // B, its scales and its tensor maps do not depend on the conversion kernel this grid follows
       // (that kernel passed its own griddepcontrol.wait before letting this grid start, so
-      // everything before it in the stream is complete): no wait here, so B streams in while the
-      // conversion still runs.
-      if (p.b_wait) ptx::griddep_wait();
+      // everything before it in the stream is complete): no wait before the first tile, so B
+      // streams in while the conversion still runs. The tile counter is zeroed by the conversion:
+      // wait for it before the first fetch.
+      bool waited = p.b_wait;
+      if (waited) ptx::griddep_wait();
       uint8_t* const maps = p.b_maps + (size_t)blockIdx.x * kMapRing * kMapBytes;
       int cur_g = -1, ring = kMapRing - 1, g_hint = 0;
       uint32_t it = 0;
-      for (int t = blockIdx.x; t < p.num_tiles; t += gridDim.x) {
-        const Tile tile = decode_tile<BM>(p, t, g_hint);
+      int t = blockIdx.x;
+      for (uint32_t j = 0;; ++j) {
+        if (lane == 0) {
+          const int slot = j % kTileRing;
+          ptx::mbar_wait(sm.tile_empty(slot), ((j / kTileRing) & 1) ^ 1);
+          sts32(sm.tile_id(slot), t);
+          ptx::mbar_arrive(sm.tile_full(slot));
+        }
+        __syncwarp();
+        if (t >= p.num_tiles) break;
+        const Tile tile = decode_tile(p, t, g_hint);
         g_hint = tile.g;
         const Group& gr = p.groups[tile.g];
         if (tile.g != cur_g) {
@@ -306,22 +351,24 @@ __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_con
         }
         const void* map_b = maps + ring * kMapBytes;
         const int kt = gr.k / kBlockK;  // 512-byte scale blocks per 128 rows
-        const uint8_t* sfb = gr.sfb + (int64_t)(tile.n0 / 128) * kt * kSfBlockBytes;
-        // B's scale blocks of the tile that exist (the last tile of a group may have fewer rows).
-        const int nsf = min(L::kMB, (gr.n - tile.n0 + 127) / 128);
+        const uint8_t* sfb = gr.sfb + (int64_t)(tile.n0 / kBlockN) * kt * kSfBlockBytes;
         for (int kc = 0; kc < tile.kstages; ++kc, ++it) {
-          const int s = it % L::kStages;
-          ptx::mbar_wait(sm.empty(s), ((it / L::kStages) & 1) ^ 1);
+          const int s = it % kStages;
+          ptx::mbar_wait(sm.empty(s), ((it / kStages) & 1) ^ 1);
           if (lane == 0) {
             const uint32_t st = sm.stage(s);
-            ptx::mbar_arrive_expect_tx(sm.full(s), L::kBRawBytes + nsf * kSfBlockBytes);
-            ptx::tma_load_2d(st + L::kOffBRaw, map_b, kc * (kBlockK / 2), tile.n0, sm.full(s), ptx::kEvictFirst);
-            for (int j = 0; j < nsf; ++j)
-              ptx::bulk_load(st + L::kOffSfb + j * kSfBlockBytes, sfb + ((int64_t)j * kt + kc) * kSfBlockBytes,
-                             kSfBlockBytes, sm.full(s), ptx::kEvictLast);
+            ptx::mbar_arrive_expect_tx(sm.full(s), kBRawBytes + kSfBlockBytes);
+            ptx::tma_load_2d(st + kOffBRaw, map_b, kc * (kBlockK / 2), tile.n0, sm.full(s), ptx::kEvictFirst);
+            ptx::bulk_load(st + kOffSfb, sfb + (int64_t)kc * kSfBlockBytes, kSfBlockBytes, sm.full(s),
+                           ptx::kEvictLast);
           }
           __syncwarp();
         }
+        if (!waited) ptx::griddep_wait();
+        waited = true;
+        int next = 0;
+        if (lane == 0) next = (int)gridDim.x + atomicAdd(p.next_tile, 1);
+        t = __shfl_sync(0xffffffffu, next, 0);
       }
     } else if (warp == 1) {
       // ---------------------------------------------------------- A producer
@@ -330,17 +377,23 @@ __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_con
       if (lane == 0) trace(p.trace, kTrGridWait);
       int g_hint = 0;
       uint32_t it = 0;
-      for (int t = blockIdx.x; t < p.num_tiles; t += gridDim.x) {
-        const Tile tile = decode_tile<BM>(p, t, g_hint);
+      for (uint32_t j = 0;; ++j) {
+        const int t = read_tile(sm, j, lane);
+        if (t >= p.num_tiles) break;
+        const Tile tile = decode_tile(p, t, g_hint);
         g_hint = tile.g;
-        const int a_row = p.groups[tile.g].a16_row + tile.m0;
+        const Group& gr = p.groups[tile.g];
+        const int a_row = gr.a16_row + tile.m0;
+        const int boxes = gr.width / (int)kA16BoxRows;
         for (int kc = 0; kc < tile.kstages; ++kc, ++it) {
-          const int s = it % L::kStages;
-          ptx::mbar_wait(sm.empty(s), ((it / L::kStages) & 1) ^ 1);
+          const int s = it % kStages;
+          ptx::mbar_wait(sm.empty(s), ((it / kStages) & 1) ^ 1);
           if (lane == 0) {
-            ptx::mbar_arrive_expect_tx(sm.full(s), L::kA16Bytes);
-            ptx::tma_load_2d(sm.stage(s) + L::kOffA16, &p.map_a16, kc * kA16RowBytes, a_row, sm.full(s),
-                             ptx::kEvictLast);
+            const uint32_t st = sm.stage(s) + kOffA16;
+            ptx::mbar_arrive_expect_tx(sm.full(s), boxes * kA16BoxRows * kA16RowBytes);
+            for (int b = 0; b < boxes; ++b)
+              ptx::tma_load_2d(st + b * kA16BoxRows * kA16RowBytes, &p.map_a16, kc * kA16RowBytes,
+                               a_row + b * (int)kA16BoxRows, sm.full(s), ptx::kEvictLast);
             if (it == 0) trace(p.trace, kTrFirstTma);
           }
           __syncwarp();
@@ -349,24 +402,25 @@ __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_con
     }
   } else {
     // ------------------------------------------------------------------ consumers
-    ptx::setmaxnreg_inc<kConsumerRegs<BM>>();
+    ptx::setmaxnreg_inc<kConsumerRegs>();
     ptx::griddep_wait();  // C may still be in use by the grids before this one (they are done by now)
     const int cw = wg - 1;          // 0 or 1: B rows [64 cw, 64 cw + 64) of the tile
     const int wq = warp % 4;        // warp inside the warpgroup: 16 rows each
     const int c = lane % 4;         // K block of the stage this thread dequantises
     const int r0 = 64 * cw + 16 * wq + lane / 4;  // tile-local B rows r0 and r0 + 8
-    float acc[L::kMB][W / 2];
-    uint32_t fa[L::kMB][4][4], fb[L::kMB][4][4];
     int g_hint = 0;
     uint32_t it = 0;
-    uint64_t* const tr = threadIdx.x == 128 ? p.trace : nullptr;
-    for (int t = blockIdx.x; t < p.num_tiles; t += gridDim.x) {
-      const Tile tile = decode_tile<BM>(p, t, g_hint);
+    uint64_t* tr = threadIdx.x == 128 ? p.trace : nullptr;
+    for (uint32_t j = 0;; ++j) {
+      const int t = read_tile(sm, j, lane);
+      if (t >= p.num_tiles) break;
+      const Tile tile = decode_tile(p, t, g_hint);
       g_hint = tile.g;
-      consumer_tile<W, BM>(sm, acc, fa, fb, p.groups[tile.g], tile, it, r0, c, cw, wq, lane,
-                           t == (int)blockIdx.x ? tr : nullptr);
+      float acc[kMaxWidth / 2];  // per tile: nothing carries over, so no register lives across widths
+      consumer_dispatch(sm, acc, p.groups[tile.g], tile, it, r0, c, cw, wq, lane, tr);
+      tr = nullptr;  // trace the first tile only
     }
-    trace(tr, kTrConsumerDone);
+    trace(threadIdx.x == 128 ? p.trace : nullptr, kTrConsumerDone);
   }
   if (p.trace) {
     __syncthreads();

@@ -71,7 +71,9 @@ EVERY_SHAPE_CHILD = r"""
 import sys, torch, fastlaunch
 from fastlaunch import reference as R
 seed = int(sys.argv[1])
-for g, ms, ns, ks in [(3, [257, 1, 100], [131, 384, 1001], [64, 448, 1024]), (2, [200, 64], [256, 512], [256, 128])]:
+cases = [(3, [257, 1, 100], [131, 384, 1001], [64, 448, 1024]), (2, [180, 64], [256, 512], [256, 128]),
+         (2, [300, 40], [8192, 4096], [256, 128])]  # the last: more tiles than SMs (the tile counter)
+for g, ms, ns, ks in cases:
     d = R.generate_input(ms, ns, ks, g, seed, device="cuda")
     ref = R.ref_kernel(R.clone_outputs(d))
     R.poison(d)
@@ -82,10 +84,11 @@ print("ok")
 """
 
 
-@pytest.mark.parametrize("tile", ["64x128", "128x128", "192x128", "256x128", "64x256", "128x256"])
-def test_every_compiled_tile_shape(tile):
-    # The planner picks one shape per launch; force each (a new process: the choice is read at set-up).
-    env = dict(os.environ, FASTLAUNCH_SM90_TILE=tile)
+@pytest.mark.parametrize("cap", ["128", "160", "192"])
+def test_every_width_cap(cap):
+    # The planner picks the widest tile per launch from the costs; force each cap (a new process: it is read
+    # at set-up). With cap 192 the groups of 257, 180 and 100 rows get tiles of 160, 192 and 128 rows.
+    env = dict(os.environ, FASTLAUNCH_SM90_WCAP=cap)
     out = subprocess.run([sys.executable, "-c", EVERY_SHAPE_CHILD, str(fresh_seed())], env=env, capture_output=True,
                          text=True, timeout=300)
     assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-3000:]

@@ -222,9 +222,9 @@ def test_refcounts_unchanged_after_many_calls_and_failures():
     assert [sys.getrefcount(x) for x in leaves] == before
 
 
-def test_plan_picks_one_tile_shape_by_cost():
+def test_plan_widths_chunks_and_order():
     plan = fastlaunch._C.plan
-    shapes = {(64, 128), (128, 128), (192, 128), (256, 128), (64, 256), (128, 256)}  # compiled (plan.h)
+    widths = (128, 160, 192)  # compiled (plan.h kWidths)
     cases = [
         [(1000, 4096, 256)],
         [(m, 4096, 7168) for m in (80, 176, 128, 72, 64, 248, 96, 160)],  # benchmark 1
@@ -232,14 +232,25 @@ def test_plan_picks_one_tile_shape_by_cost():
         [(192, 3072, 4096), (320, 3072, 4096)],  # benchmark 3
         [(128, 4096, 1536), (384, 4096, 1536)],  # benchmark 4
         [(1, 1, 64)],
+        [(m, 256 * (1 + m % 3), 64 * (1 + m % 5)) for m in range(1, 600, 37)],  # mixed N and K
     ]
     for sizes in cases:
         out = plan(sizes, 132)
-        assert len({(w, bm) for w, bm, _tm, _tn in out}) == 1  # one shape per launch
-        for (m, n, _k), (w, bm, tm, tn) in zip(sizes, out):
-            assert (w, bm) in shapes and tm == -(-m // w) and tn == -(-n // bm)
-    # one tiny group: the smallest tile; 120 tiles of 128 rows fill one wave for benchmark 3
-    assert plan([(1, 1, 64)], 132) == ((64, 128, 1, 1),)
-    assert plan([(192, 3072, 4096), (320, 3072, 4096)], 132) == ((128, 128, 2, 24), (128, 128, 3, 24))
+        assert sorted(r for *_, r in out) == list(range(len(sizes)))  # a permutation
+        cap = max(w for w, *_ in out)
+        cost = {}
+        for (m, n, k), (w, chunks, tn, rank) in zip(sizes, out):
+            assert w in widths and tn == -(-n // 128)
+            assert chunks == -(-m // cap) and w * chunks >= m  # even cuts under the launch's cap ...
+            assert w == min(x for x in widths if x >= -(-m // chunks))  # ... each the narrowest that holds them
+            cost[rank] = (k // 64) * max(390, 2.9 * w + 30)
+        assert all(cost[r] >= cost[r + 1] for r in range(len(sizes) - 1))  # costliest tiles first
+    # one tiny group: one tile of the narrowest width
+    assert plan([(1, 1, 64)], 132) == ((128, 1, 1, 0),)
+    # benchmark 4: two tiles of 192 rows for the 384-row group would take longer than three of 128 (all 128
+    # tiles still run at once on 132 SMs)
+    assert plan([(128, 4096, 1536), (384, 4096, 1536)], 132) == ((128, 1, 32, 0), (128, 3, 32, 1))
+    # one SM: the fewest rows win (no round to fill)
+    assert plan([(384, 4096, 1536)], 1) == ((192, 2, 32, 0),)
     with pytest.raises(ValueError):
         plan([(0, 5, 64)], 132)

@@ -39,7 +39,7 @@ def main():
     ap.add_argument("--m", default="128,384")
     ap.add_argument("--n", type=int, default=4096)
     ap.add_argument("--k", default="64,256,768,1536,3072")
-    ap.add_argument("--tile", default=None, help="FASTLAUNCH_SM90_TILE for every mode")
+    ap.add_argument("--cap", default=None, help="FASTLAUNCH_SM90_WCAP (widest tile) for every mode")
     a = ap.parse_args()
     ms = [int(x) for x in a.m.split(",")]
     ks = [int(x) for x in a.k.split(",")]
@@ -47,8 +47,8 @@ def main():
     for mode in ("whole", "gemm", "convert"):
         env = dict(os.environ)
         env.pop("FASTLAUNCH_SM90_ONLY", None)
-        if a.tile:
-            env["FASTLAUNCH_SM90_TILE"] = a.tile
+        if a.cap:
+            env["FASTLAUNCH_SM90_WCAP"] = a.cap
         if mode != "whole":
             env["FASTLAUNCH_SM90_ONLY"] = mode
         r = subprocess.run([sys.executable, "-c", CHILD, json.dumps([ms, a.n, ks])], env=env, capture_output=True,

@@ -1,9 +1,9 @@
-"""Times the sm90 kernels with each compiled tile shape forced (FASTLAUNCH_SM90_TILE=WxBM) and with the
-planner's choice, on the benchmark shapes, each in its own process, after a correctness check on a few
+"""Times the sm90 kernel with each cap on the tile width forced (FASTLAUNCH_SM90_WCAP=W, a compiled width;
+the planner then cuts each group under it) and with the planner's choice, on the benchmark shapes, each in its own process, after a correctness check on a few
 test shapes; then the planner's choice with only the A conversion or only the GEMM launched
 (FASTLAUNCH_SM90_ONLY; those results are wrong). Prints one table (the data behind plan.h's cost model).
 
-python tools/sweep_sm90.py [mode ...]   (modes: auto, WxBM, only:convert, only:gemm; default: all)
+python tools/sweep_sm90.py [mode ...]   (modes: auto, cap:W, only:convert, only:gemm; default: all)
 """
 import json
 import os
@@ -11,8 +11,7 @@ import statistics
 import subprocess
 import sys
 
-MODES = {"auto": "planner", "64x128": "W=64, BM=128", "128x128": "W=128, BM=128", "192x128": "W=192, BM=128",
-         "256x128": "W=256, BM=128", "64x256": "W=64, BM=256", "128x256": "W=128, BM=256",
+MODES = {"auto": "planner", "cap:128": "widths <= 128", "cap:160": "widths <= 160", "cap:192": "widths <= 192",
          "only:convert": "planner, A conversion only", "only:gemm": "planner, GEMM only"}
 
 CHILD = r"""
@@ -43,12 +42,12 @@ def main():
     rows = []
     for m in modes:
         env = dict(os.environ)
-        env.pop("FASTLAUNCH_SM90_TILE", None)
+        env.pop("FASTLAUNCH_SM90_WCAP", None)
         env.pop("FASTLAUNCH_SM90_ONLY", None)
         if m.startswith("only:"):
             env["FASTLAUNCH_SM90_ONLY"] = m[5:]
-        elif m != "auto":
-            env["FASTLAUNCH_SM90_TILE"] = m
+        elif m.startswith("cap:"):
+            env["FASTLAUNCH_SM90_WCAP"] = m[4:]
         out = subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True, text=True, timeout=600)
         if out.returncode:
             print(f"mode {m}: failed\n{out.stderr[-2000:]}")
