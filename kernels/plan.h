@@ -16,14 +16,15 @@ constexpr int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
 namespace sm90 {
 
 // Tiles: `width` A rows (wgmma N, C^T = B A^T) x kBlockN B rows. The width is chosen per group
-// from kWidths (one compiled main loop each); a group wider than the widest is cut into `chunks`
-// tiles of equal width along M. Below 128 rows a K step costs about the same at any width (B's
-// dequantisation bounds it), and a fourth main loop in the kernel made ptxas serialise the wgmma
-// (C7512), so three widths.
-constexpr int kWidths[] = {128, 160, 192};
+// from kWidths (one compiled main loop each, one TMA box each); a group wider than the widest is cut
+// into `chunks` tiles of equal width along M. Below 128 rows a K step costs about the same at any
+// width (B's dequantisation bounds it); a fourth main loop in the kernel made ptxas serialise the
+// wgmma (C7512); a 192-wide A stage leaves room for 7 stages, not 8, which cost ~10% per K step on
+// every shape (docs/sm90_kernel_notes.md, v15). So two widths.
+constexpr int kWidths[] = {128, 160};
 constexpr int kNumWidths = sizeof(kWidths) / sizeof(kWidths[0]);
-constexpr int kMaxWidth = kWidths[kNumWidths - 1];  // the shared-memory stage is sized for it
-constexpr int kWidthStep = 32;  // widths are multiples of this: one A TMA box (32 rows x 128 bytes)
+constexpr int kMaxWidth = kWidths[kNumWidths - 1];  // the A stage is sized for it
+constexpr int kWidthStep = 32;  // widths are multiples of this
 constexpr int kBlockN = 128;    // B rows (C columns) per tile: 2 consumer warpgroups x 64
 constexpr int kBlockK = 64;     // K per pipeline stage: one 512-byte scale block per 128 rows
 constexpr int kMaxStages = 8;   // TMA stages (fp16 A tile, packed B tile, B scale block)

@@ -55,32 +55,34 @@ const sm90::LaunchPlan& launch_plan(const int64_t* m, const int64_t* n, const in
   return e.plan;
 }
 
-// The tensor map of one launch's fp16 A workspace (`rows` rows of `pitch_bytes`, box 32 rows x 128
-// bytes, 128-byte swizzle). Encoded on the host, kept per thread for the last few workspaces: the
-// caching allocator hands the same block back for the same sizes, so most calls encode nothing.
-int a16_map(const Driver& drv, CUtensorMap* out, void* base, int64_t pitch_bytes, int64_t rows, Error& err) {
+// The tensor maps of one launch's fp16 A workspace (`rows` rows of `pitch_bytes`, 128-byte swizzle),
+// one per tile width (box: that many rows x 128 bytes). Encoded on the host, kept per thread for the
+// last few workspaces: the caching allocator hands the same block back for the same sizes, so most
+// calls encode nothing.
+int a16_maps(const Driver& drv, CUtensorMap* out, void* base, int64_t pitch_bytes, int64_t rows, Error& err) {
   struct Entry {
     void* base = nullptr;
     int64_t pitch = 0, rows = 0;
-    alignas(64) CUtensorMap map;
+    alignas(64) CUtensorMap maps[sm90::kNumWidths];
   };
   constexpr int kEntries = 4;
   thread_local Entry cache[kEntries];
   thread_local int next = 0;
   for (const Entry& e : cache) {
     if (e.base == base && e.pitch == pitch_bytes && e.rows == rows) {
-      std::memcpy(out, &e.map, sizeof(CUtensorMap));
+      std::memcpy(out, e.maps, sizeof(e.maps));
       return FL_OK;
     }
   }
   Entry& e = cache[next];
   e.base = nullptr;  // invalid until encoded
-  if (int rc = encode_byte_map(drv, &e.map, base, (uint64_t)pitch_bytes, (uint64_t)rows, sm90::kA16RowBytes, sm90::kA16BoxRows,
-                               CU_TENSOR_MAP_SWIZZLE_128B, err))
-    return rc;
+  for (int i = 0; i < sm90::kNumWidths; ++i)
+    if (int rc = encode_byte_map(drv, &e.maps[i], base, (uint64_t)pitch_bytes, (uint64_t)rows, sm90::kA16RowBytes,
+                                 sm90::kWidths[i], CU_TENSOR_MAP_SWIZZLE_128B, err))
+      return rc;
   e.base = base, e.pitch = pitch_bytes, e.rows = rows;
   next = (next + 1) % kEntries;
-  std::memcpy(out, &e.map, sizeof(CUtensorMap));
+  std::memcpy(out, e.maps, sizeof(e.maps));
   return FL_OK;
 }
 
@@ -110,7 +112,7 @@ int launch_chunk(const DeviceState& dev, int which, const int64_t* buf, int G, i
       launch_plan(buf + 5 * G + g0, buf + 6 * G + g0, buf + 7 * G + g0, gc, dev.sm_count, st.forced_cap);
   int64_t rows = 0, kmax = 0;
   launch_extent(buf, G, g0, gc, &rows, &kmax);
-  if (int rc = a16_map(dev.drv, &p.map_a16, a16, kmax * 2, rows, err)) return rc;
+  if (int rc = a16_maps(dev.drv, p.map_a16, a16, kmax * 2, rows, err)) return rc;
   std::memcpy(&p.tmpl_b, &st.tmpl_b, sizeof(CUtensorMap));
   int64_t tiles = 0, units = 0, row = 0;
   for (int i = 0; i < gc; ++i) {  // in the plan's order
@@ -128,6 +130,8 @@ int launch_chunk(const DeviceState& dev, int which, const int64_t* buf, int G, i
     gr.n = (int32_t)n;
     gr.k = (int32_t)k;
     gr.width = gt.width;
+    gr.width_idx = 0;
+    while (sm90::kWidths[gr.width_idx] != gt.width) ++gr.width_idx;
     gr.chunks = (int32_t)gt.chunks;
     gr.tile_end = (int32_t)tiles;
     gr.unit_end = (int32_t)units;

@@ -224,7 +224,7 @@ def test_refcounts_unchanged_after_many_calls_and_failures():
 
 def test_plan_widths_chunks_and_order():
     plan = fastlaunch._C.plan
-    widths = (128, 160, 192)  # compiled (plan.h kWidths)
+    widths = (128, 160)  # compiled (plan.h kWidths)
     cases = [
         [(1000, 4096, 256)],
         [(m, 4096, 7168) for m in (80, 176, 128, 72, 64, 248, 96, 160)],  # benchmark 1
@@ -251,6 +251,6 @@ def test_plan_widths_chunks_and_order():
     # tiles still run at once on 132 SMs)
     assert plan([(128, 4096, 1536), (384, 4096, 1536)], 132) == ((128, 1, 32, 0), (128, 3, 32, 1))
     # one SM: the fewest rows win (no round to fill)
-    assert plan([(384, 4096, 1536)], 1) == ((192, 2, 32, 0),)
+    assert plan([(320, 4096, 1536)], 1) == ((160, 2, 32, 0),)
     with pytest.raises(ValueError):
         plan([(0, 5, 64)], 132)
