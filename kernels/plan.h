@@ -24,7 +24,6 @@ namespace sm90 {
 constexpr int kWidths[] = {128, 160};
 constexpr int kNumWidths = sizeof(kWidths) / sizeof(kWidths[0]);
 constexpr int kMaxWidth = kWidths[kNumWidths - 1];  // the A stage is sized for it
-constexpr int kWidthStep = 32;  // widths are multiples of this
 constexpr int kBlockN = 128;    // B rows (C columns) per tile: 2 consumer warpgroups x 64
 constexpr int kBlockK = 64;     // K per pipeline stage: one 512-byte scale block per 128 rows
 constexpr int kMaxStages = 8;   // TMA stages (fp16 A tile, packed B tile, B scale block)
@@ -36,10 +35,10 @@ constexpr int kGroupsSmall = 16;       // kernel variant with a small parameter 
 constexpr int kGroupsPerLaunch = 256;  // larger G is split into several launches
 constexpr bool widths_ok() {
   for (int i = 0; i < kNumWidths; ++i)
-    if (kWidths[i] % kWidthStep || kWidths[i] % kWgmmaNStep || (i && kWidths[i] <= kWidths[i - 1])) return false;
+    if (kWidths[i] % kWgmmaNStep || (i && kWidths[i] <= kWidths[i - 1])) return false;
   return true;
 }
-static_assert(widths_ok(), "widths: increasing multiples of the A box and of wgmma N");
+static_assert(widths_ok(), "widths: increasing multiples of wgmma N's step (and so of the 8-row swizzle atom)");
 
 constexpr int64_t tiles_n(int64_t n) { return ceil_div(n, kBlockN); }
 

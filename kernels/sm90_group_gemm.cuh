@@ -1,13 +1,12 @@
 // sm_90a NVFP4 grouped GEMM: C[g] (M x N, fp16) = A[g] (M x K) . B[g] (N x K)^T, fp32 accumulation.
 //
 // Computed as C^T = B . A^T so that the large operand B is wgmma's A (dequantised straight into
-// registers) and the small per-group M is wgmma's N: each group's tile width W (32..192 in steps
-// of 32, chosen per group by plan.h; one main loop per width in this one kernel, all on one
-// accumulator array). A is converted to fp16 once per launch by a separate kernel
-// (sm90_convert_a.cuh) into a workspace, all groups' rows stacked with one row pitch, so one tensor
-// map encoded on the host (cached while the workspace stays put) covers every group; the GEMM loads
-// its A tiles from there with TMA (one map per width, box = the tile). B's tensor map is patched on the device
-// per group.
+// registers) and the small per-group M is wgmma's N: each group's tile width W (plan.h kWidths,
+// chosen per group; one main loop per width in this one kernel, all on one accumulator array). A is
+// converted to fp16 once per launch by a separate kernel (sm90_convert_a.cuh) into a workspace, all
+// groups' rows stacked with one row pitch, so tensor maps encoded on the host (one per width, its box
+// one tile's A for one K step; cached while the workspace stays put) cover every group; the GEMM
+// loads its A tiles from there with TMA. B's tensor map is patched on the device per group.
 //
 // Tiles are numbered in the plan's order (groups by tile cost, costliest first). A CTA's first tile
 // is its blockIdx, later ones come from a counter in the workspace (zeroed by the conversion
