@@ -94,7 +94,6 @@ constexpr int64_t max_tiles(int64_t m, int64_t n) { return ceil_div(m, kWidths[0
 // is done with the last: longest-processing-time-first list scheduling).
 struct LaunchPlan {
   int groups = 0;
-  int cap = 0;             // the widest tile allowed (the candidate that won)
   int64_t tiles = 0;
   double est_ns = 0;       // estimated time of the busiest CTA
   int order[kGroupsPerLaunch];        // launch order -> group index (launch-local)
@@ -108,13 +107,15 @@ constexpr int64_t kSimTiles = 2048;
 // Estimated time of the busiest CTA when `ctas` CTAs take the plan's tiles in order, each the next
 // one when it is free (the first `ctas` tiles go one to each CTA).
 inline double schedule_ns(const LaunchPlan& p, int64_t ctas) {
-  double total = 0, longest = 0;
-  for (int i = 0; i < p.groups; ++i) {
-    const GroupTiles& g = p.group[i];
-    total += g.tile_ns * (double)(g.chunks * g.tiles_n);
-    if (g.tile_ns > longest) longest = g.tile_ns;
+  if (p.tiles > kSimTiles) {
+    double total = 0, longest = 0;
+    for (int i = 0; i < p.groups; ++i) {
+      const GroupTiles& g = p.group[i];
+      total += g.tile_ns * (double)(g.chunks * g.tiles_n);
+      if (g.tile_ns > longest) longest = g.tile_ns;
+    }
+    return total / (double)ctas + longest;
   }
-  if (p.tiles > kSimTiles) return total / (double)ctas + longest;
   double load[kSimTiles];  // a min-heap of the CTAs' busy-until times
   const int n = (int)ctas;
   for (int i = 0; i < n; ++i) load[i] = 0;
@@ -155,7 +156,6 @@ inline void plan_launch(const int64_t* m, const int64_t* n, const int64_t* k, in
     const int cap = kWidths[i];
     if (forced_cap && cap != forced_cap) continue;
     cand.groups = groups;
-    cand.cap = cap;
     cand.tiles = 0;
     for (int g = 0; g < groups; ++g) {
       cand.group[g] = group_tiles(m[g], n[g], k[g], cap);
