@@ -4,7 +4,7 @@
 //   unpack(data) -> int                 the same unpack and checks without device checks or launch
 //   pack(data) -> tuple[int, ...]       the int64 buffer unpack() fills, for tests and tools
 //   launch_repeat(data, iters) -> float host ns per launcher call, from a C loop (benchmarks)
-//   plan(sizes, sm_count) -> tuple      the sm90 tile plan of a launch (tests)
+//   plan(sizes, sm_count[, share]) -> tuple     the sm90 plan of a launch: tiles and CTA shares (tests)
 //
 // The walk reads the nested tuples/lists with borrowed references and runs no Python code (no
 // __index__, no isinstance hooks, no tensor subclass dispatch), so nothing can change the input
@@ -533,14 +533,16 @@ PyObject* launch_repeat(PyObject*, PyObject* args) {
   }
 }
 
-// plan(sizes, sm_count) -> ((width, chunks, tiles_n, rank), ...): the sm90 kernel's tiles per group for
-// sizes = [(m, n, k), ...] on a GPU with sm_count multiprocessors: `chunks` tiles of `width` A rows
-// along M, `tiles_n` of 128 B rows along N; `rank` is the group's place in the order the kernel
-// takes the tiles in (0 first).
+// plan(sizes, sm_count, share=0) -> (groups, starts, est_us): the sm90 kernel's plan for sizes =
+// [(m, n, k), ...] on a GPU with sm_count multiprocessors (share: 1 whole tiles only, 2 split only). groups: per group (width, chunks, tiles_n, rank): `chunks`
+// tiles of `width` A rows along M, `tiles_n` of 128 B rows along N, `rank` the group's place in the
+// tile order (0 first). starts: ((tile, k), ...) one per CTA and a last (tiles, 0): CTA b runs the
+// K steps from starts[b] up to starts[b + 1]. est_us: the estimated time of the busiest CTA.
 PyObject* plan(PyObject*, PyObject* args) {
   PyObject* sizes;
-  int sm_count;
-  if (!PyArg_ParseTuple(args, "Oi:plan", &sizes, &sm_count)) return nullptr;
+  int sm_count, share = 0;
+  if (!PyArg_ParseTuple(args, "Oi|i:plan", &sizes, &sm_count, &share)) return nullptr;
+  if (share < 0 || share > 2) return raise(PyExc_ValueError, "plan: share must be 0 (either), 1 (whole) or 2 (split)");
   Py_ssize_t G = 0;
   PyObject* const* items = nullptr;
   if (!as_seq(sizes, &items, &G)) return err_sequence("sizes", " of (m, n, k)", sizes);
@@ -559,20 +561,34 @@ PyObject* plan(PyObject*, PyObject* args) {
     if (tiles > fl::kMaxTilesPerLaunch) return raise(PyExc_ValueError, "plan: group %zd: too many tiles", g);
   }
   fl::sm90::LaunchPlan p;
-  fl::sm90::plan_launch(m, n, k, (int)G, sm_count, 0, p);
+  fl::sm90::plan_launch(m, n, k, (int)G, sm_count, 0, share, p);
   int rank[fl::sm90::kGroupsPerLaunch];
   for (Py_ssize_t i = 0; i < G; ++i) rank[p.order[i]] = (int)i;
-  PyObject* out = PyTuple_New(G);
-  if (!out) return nullptr;
-  for (Py_ssize_t g = 0; g < G; ++g) {
+  PyObject* groups = PyTuple_New(G);
+  PyObject* starts = PyTuple_New(p.ctas + 1);
+  PyObject* out = groups && starts ? PyTuple_New(3) : nullptr;
+  bool ok = out != nullptr;
+  for (Py_ssize_t g = 0; ok && g < G; ++g) {
     const fl::sm90::GroupTiles& gt = p.group[g];
     PyObject* item = Py_BuildValue("(iLLi)", gt.width, (long long)gt.chunks, (long long)gt.tiles_n, rank[g]);
-    if (!item) {
-      Py_DECREF(out);
-      return nullptr;
-    }
-    PyTuple_SET_ITEM(out, g, item);
+    if (!item) ok = false;
+    else PyTuple_SET_ITEM(groups, g, item);
   }
+  for (int b = 0; ok && b <= p.ctas; ++b) {
+    PyObject* item = Py_BuildValue("(ii)", (int)p.start_tile[b], (int)p.start_k[b]);
+    if (!item) ok = false;
+    else PyTuple_SET_ITEM(starts, b, item);
+  }
+  PyObject* est = ok ? PyFloat_FromDouble(p.est_ns / 1000.0) : nullptr;
+  if (!est) {
+    Py_XDECREF(groups);
+    Py_XDECREF(starts);
+    Py_XDECREF(out);
+    return nullptr;
+  }
+  PyTuple_SET_ITEM(out, 0, groups);
+  PyTuple_SET_ITEM(out, 1, starts);
+  PyTuple_SET_ITEM(out, 2, est);
   return out;
 }
 
@@ -587,9 +603,12 @@ PyMethodDef kMethods[] = {
      "launch_repeat(data, iters) -> float\n\nHost ns per launch of the launcher called from a C loop on a "
      "buffer unpacked once (the floor for fast_launch)."},
     {"plan", plan, METH_VARARGS,
-     "plan(sizes, sm_count) -> ((width, chunks, tiles_n, rank), ...)\n\nThe sm90 kernel's tiles per group for "
-     "sizes [(m, n, k), ...] on a GPU with sm_count multiprocessors: chunks tiles of width A rows along M, tiles_n "
-     "of 128 B rows along N, rank the group's place in the kernel's tile order."},
+     "plan(sizes, sm_count, share=0) -> (groups, starts, est_us)\n\nThe sm90 kernel's plan for sizes "
+     "[(m, n, k), ...] on a GPU with sm_count multiprocessors (share: 0 either, 1 whole tiles only, 2 split "
+     "tiles only). groups: per group (width, chunks, tiles_n, rank): chunks tiles of "
+     "width A rows along M, tiles_n of 128 B rows along N, rank the group's place in the tile order. starts: "
+     "((tile, k), ...), CTA b runs the K steps from starts[b] up to starts[b + 1]. est_us: the estimated time "
+     "of the busiest CTA."},
     {nullptr, nullptr, 0, nullptr},
 };
 
@@ -603,6 +622,7 @@ PyMODINIT_FUNC PyInit__C(void) {
   if (PyModule_AddStringConstant(m, "supported_archs", fl_supported_archs()) < 0 ||
       PyModule_AddIntConstant(m, "max_width", fl::sm90::kMaxWidth) < 0 ||
       PyModule_AddIntConstant(m, "block_n", fl::sm90::kBlockN) < 0 ||
+      PyModule_AddIntConstant(m, "max_ctas", fl::sm90::kMaxCtas) < 0 ||
       PyModule_AddIntConstant(m, "max_groups_per_launch", fl::sm90::kGroupsPerLaunch) < 0) {
     Py_DECREF(m);
     return nullptr;

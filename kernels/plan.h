@@ -67,8 +67,8 @@ constexpr double step_ns(int w) {
 // at `tile_ns`.
 struct GroupTiles {
   int width;
-  int64_t chunks, tiles_n;
-  double tile_ns;
+  int64_t chunks, tiles_n, kst;  // kst: K steps per tile
+  double step_ns, tile_ns;
 };
 
 // The narrowest compiled width of at least `rows` (rows <= kMaxWidth).
@@ -82,84 +82,139 @@ constexpr int fit_width(int64_t rows) {
 inline GroupTiles group_tiles(int64_t m, int64_t n, int64_t k, int cap) {
   const int64_t c = ceil_div(m, cap);
   const int w = fit_width(ceil_div(m, c));
-  return {w, c, tiles_n(n), (double)(k / kBlockK) * step_ns(w) + kTileNs};
+  return {w, c, tiles_n(n), k / kBlockK, step_ns(w), (double)(k / kBlockK) * step_ns(w) + kTileNs};
 }
 
 // The most tiles a group can be planned into (all tiles of the narrowest width): the limits are
 // checked on it.
 constexpr int64_t max_tiles(int64_t m, int64_t n) { return ceil_div(m, kWidths[0]) * tiles_n(n); }
 
-// A launch's plan: every group's tiles, and the order the kernel takes them in: groups by tile
-// cost, costliest first (the kernel's CTAs take tiles in this order, each its next tile when it
-// is done with the last: longest-processing-time-first list scheduling).
+// How a launch's work is shared out (stream-K): the tiles in the plan's order, each tile's K steps in
+// order, make one sequence of steps; CTA b takes the steps from start b up to start b + 1, cut so that
+// every CTA gets the same estimated time. A tile cut between CTAs is a split tile: the CTA holding
+// its last step adds the other parts' fp32 sums (written to the workspace by the CTAs holding them,
+// all of lower index) before it stores C. A CTA takes its steps from the last tile backwards, so it
+// writes the partial sums of its last tile first and reads the others' at its end.
+constexpr int kMaxCtas = 144;           // CTAs per launch: at most one per SM, and at most this many
+constexpr double kPartWriteNs = 1000;   // a CTA's store of one tile's partial sums (estimate)
+constexpr double kPartReadNs = 1000;    // ... and their read by the CTA that finishes the tile
+constexpr int64_t kMinPartSteps = 2;    // no part of a split tile is shorter than this (cuts snap to the tile's ends)
+
+// A launch's plan: every group's tiles (groups by tile cost, costliest first), and each CTA's share.
 struct LaunchPlan {
   int groups = 0;
   int64_t tiles = 0;
+  int64_t steps = 0;       // K steps of all tiles
+  int ctas = 0;            // the grid
+  int splits = 0;          // tiles cut between CTAs
   double est_ns = 0;       // estimated time of the busiest CTA
   int order[kGroupsPerLaunch];        // launch order -> group index (launch-local)
   GroupTiles group[kGroupsPerLaunch];  // by group index
+  // CTA b's steps: from (start_tile[b], start_k[b]) up to, not including, (start_tile[b + 1], start_k[b + 1]);
+  // start b = 0 is (0, 0), start `ctas` is (tiles, 0).
+  int32_t start_tile[kMaxCtas + 1];
+  int32_t start_k[kMaxCtas + 1];
 };
 
-// Up to this many tiles the planner simulates the schedule; beyond, every CTA runs many tiles and
-// total / CTAs + the longest tile bounds it.
-constexpr int64_t kSimTiles = 2048;
+// Positions in a plan's step sequence: walks groups in launch order (positions only grow).
+struct StepWalk {
+  const LaunchPlan& p;
+  int i = 0;                      // launch-order index of the current group
+  int64_t step0 = 0, tile0 = 0;   // the group's first step and first tile
+  double cost0 = 0;               // estimated time before the group's first step
+  explicit StepWalk(const LaunchPlan& plan) : p(plan) {}
+  const GroupTiles& g() const { return p.group[p.order[i]]; }
+  int64_t kst() const { return g().kst; }
+  int64_t tiles() const { return g().chunks * g().tiles_n; }
+  bool next() {  // to the next group; false at the end
+    if (i + 1 >= p.groups) return false;
+    step0 += tiles() * kst(), tile0 += tiles(), cost0 += (double)tiles() * g().tile_ns, ++i;
+    return true;
+  }
+};
 
-// Estimated time of the busiest CTA when `ctas` CTAs take the plan's tiles in order, each the next
-// one when it is free (the first `ctas` tiles go one to each CTA).
-inline double schedule_ns(const LaunchPlan& p, int64_t ctas) {
-  if (p.tiles > kSimTiles) {
-    double total = 0, longest = 0;
-    for (int i = 0; i < p.groups; ++i) {
-      const GroupTiles& g = p.group[i];
-      total += g.tile_ns * (double)(g.chunks * g.tiles_n);
-      if (g.tile_ns > longest) longest = g.tile_ns;
-    }
-    return total / (double)ctas + longest;
+// The steps before tile boundary or cut `(t, k)`'s estimated time: each whole tile before it (its
+// steps and kTileNs), then k steps of tile t.
+inline double cost_at(const LaunchPlan& p, int64_t t, int64_t k) {
+  StepWalk w(p);
+  while (t >= w.tile0 + w.tiles() && w.next()) {
   }
-  double load[kSimTiles];  // a min-heap of the CTAs' busy-until times
-  const int n = (int)ctas;
-  for (int i = 0; i < n; ++i) load[i] = 0;
-  double busiest = 0;
-  for (int i = 0; i < p.groups; ++i) {
-    const GroupTiles& g = p.group[p.order[i]];
-    for (int64_t t = 0; t < g.chunks * g.tiles_n; ++t) {
-      // take the least busy CTA (the heap's root), add the tile, sift it down
-      const double v = load[0] + g.tile_ns;
-      if (v > busiest) busiest = v;
-      int at = 0;
-      for (;;) {
-        const int l = 2 * at + 1, r = l + 1;
-        int low = at;
-        double lv = v;
-        if (l < n && load[l] < lv) low = l, lv = load[l];
-        if (r < n && load[r] < lv) low = r, lv = load[r];
-        if (low == at) break;
-        load[at] = load[low];
-        at = low;
-      }
-      load[at] = v;
+  return w.cost0 + (double)(t - w.tile0) * w.g().tile_ns + (double)k * w.g().step_ns;
+}
+
+// Cuts the plan's steps into `ctas` shares of about equal estimated time (whole tiles only if
+// `whole`: every cut at a tile boundary), fills start_tile/start_k, splits and est_ns (with the
+// partial sums' costs). ctas <= steps, and <= tiles if whole.
+inline void share_out(LaunchPlan& p, int ctas, bool whole) {
+  double total = 0;
+  for (int i = 0; i < p.groups; ++i) total += (double)(p.group[i].chunks * p.group[i].tiles_n) * p.group[i].tile_ns;
+  p.ctas = ctas;
+  p.start_tile[0] = 0, p.start_k[0] = 0;
+  StepWalk w(p);
+  int64_t prev = 0;  // the previous cut as a global step (whole: as a tile)
+  for (int b = 1; b < ctas; ++b) {
+    const double target = total * b / ctas;
+    while (target >= w.cost0 + (double)w.tiles() * w.g().tile_ns && w.next()) {
     }
+    const double into = target - w.cost0;
+    int64_t j = (int64_t)(into / w.g().tile_ns);  // tile of the group
+    if (j >= w.tiles()) j = w.tiles() - 1;
+    const int64_t kst = w.kst();
+    int64_t k = (int64_t)((into - (double)j * w.g().tile_ns) / w.g().step_ns + 0.5);
+    if (k > kst) k = kst;
+    if (whole || k < kMinPartSteps) k = whole && 2 * k >= kst ? kst : 0;
+    if (!whole && kst - k < kMinPartSteps) k = kst;
+    // as a tile (whole) or a global step, at least one past the previous cut, leaving one for each later CTA
+    int64_t at = whole ? w.tile0 + j + (k == kst) : w.step0 + j * kst + k;
+    const int64_t last = (whole ? p.tiles : p.steps) - (ctas - b);
+    if (at <= prev) at = prev + 1;
+    if (at > last) at = last;
+    prev = at;
+    if (whole) {
+      p.start_tile[b] = (int32_t)at, p.start_k[b] = 0;
+      continue;
+    }
+    // global step -> (tile, k): the cut lies in this group or a later one
+    StepWalk v = w;
+    while (at >= v.step0 + v.tiles() * v.kst() && v.next()) {
+    }
+    p.start_tile[b] = (int32_t)(v.tile0 + (at - v.step0) / v.kst());
+    p.start_k[b] = (int32_t)((at - v.step0) % v.kst());
   }
-  return busiest;
+  p.start_tile[ctas] = (int32_t)p.tiles, p.start_k[ctas] = 0;
+  // estimated time of each CTA: its steps and tile ends, the partial sums it writes (a share that ends
+  // inside a tile) and those it reads (a share that starts inside a tile and finishes it: one per
+  // CTA before it that ends inside that tile)
+  p.splits = 0, p.est_ns = 0;
+  for (int b = 0; b < ctas; ++b) {
+    double t = cost_at(p, p.start_tile[b + 1], p.start_k[b + 1]) - cost_at(p, p.start_tile[b], p.start_k[b]);
+    if (p.start_k[b + 1] > 0) t += kPartWriteNs, ++p.splits;
+    if (p.start_k[b] > 0 && p.start_tile[b + 1] > p.start_tile[b])
+      for (int c = b - 1; c >= 0 && p.start_tile[c + 1] == p.start_tile[b] && p.start_k[c + 1] > 0; --c) t += kPartReadNs;
+    if (t > p.est_ns) p.est_ns = t;
+  }
 }
 
 // The plan for a launch of `groups` groups (sizes m, n, k each) on `sm_count` SMs: for every cap
 // on the tile width (each compiled width, widest first; only `forced_cap` if it is not 0), each group's
-// widest even tiles under it, groups ordered by tile cost; the cap with the lowest estimated
-// busiest CTA wins, ties to the wider cap.
+// widest even tiles under it, groups ordered by tile cost, then the steps shared out over the CTAs
+// (split tiles) or cut at tile boundaries only (whole tiles); the lowest estimate wins, ties to the
+// wider cap and to whole tiles. `forced_share` (experiments, tests): 1 whole tiles only, 2 split only.
 inline void plan_launch(const int64_t* m, const int64_t* n, const int64_t* k, int groups, int sm_count,
-                        int forced_cap, LaunchPlan& out) {
+                        int forced_cap, int forced_share, LaunchPlan& out) {
   LaunchPlan cand;
   double best = 0;
   bool have = false;
+  const int64_t most = sm_count < kMaxCtas ? sm_count : kMaxCtas;
   for (int i = kNumWidths - 1; i >= 0; --i) {
     const int cap = kWidths[i];
     if (forced_cap && cap != forced_cap) continue;
     cand.groups = groups;
-    cand.tiles = 0;
+    cand.tiles = cand.steps = 0;
     for (int g = 0; g < groups; ++g) {
       cand.group[g] = group_tiles(m[g], n[g], k[g], cap);
       cand.tiles += cand.group[g].chunks * cand.group[g].tiles_n;
+      cand.steps += cand.group[g].chunks * cand.group[g].tiles_n * (k[g] / kBlockK);
       // insertion sort by tile cost, costliest first; equal costs keep group order
       int at = g;
       while (at > 0 && cand.group[cand.order[at - 1]].tile_ns < cand.group[g].tile_ns) {
@@ -168,15 +223,13 @@ inline void plan_launch(const int64_t* m, const int64_t* n, const int64_t* k, in
       }
       cand.order[at] = g;
     }
-    cand.est_ns = schedule_ns(cand, cand.tiles < sm_count ? cand.tiles : sm_count);
-    if (!have || cand.est_ns < best * 0.999) out = cand, best = cand.est_ns, have = true;
+    for (int whole = 1; whole >= 0; --whole) {
+      if (forced_share && forced_share != 2 - whole) continue;
+      const int64_t units = whole ? cand.tiles : cand.steps;
+      share_out(cand, (int)(units < most ? units : most), whole);
+      if (!have || cand.est_ns < best * 0.999) out = cand, best = cand.est_ns, have = true;
+    }
   }
-}
-
-// Persistent grid: one CTA per SM (the kernel's shared memory allows no more), never more CTAs
-// than tiles.
-constexpr int grid_size(int64_t total_tiles, int sm_count) {
-  return (int)(total_tiles < sm_count ? total_tiles : sm_count);
 }
 
 }  // namespace sm90

@@ -28,8 +28,9 @@ __global__ void __launch_bounds__(kConvertThreads) convert_a(const __grid_consta
   // The workspace may still be read by the previous grid in the stream (the last GEMM).
   ptx::griddep_wait();
   ptx::griddep_launch_dependents();
-  // The GEMM's tile counter (read by the GEMM only after its griddepcontrol.wait, i.e. after this grid).
-  if (blockIdx.x == 0 && threadIdx.x == 0) *p.next_tile = 0;
+  // The GEMM's flags (read and raised by the GEMM only after its griddepcontrol.wait, i.e. after this grid).
+  if (blockIdx.x == 0)
+    for (int i = threadIdx.x; i < p.num_ctas * (int)kConsumerWarps; i += kConvertThreads) p.flags[i] = 0;
   const int q = threadIdx.x % kChunksPerUnit, s4 = q / 2, b = q % 2;
   const int units_per_block = kConvertThreads / kChunksPerUnit;
   int g = 0;

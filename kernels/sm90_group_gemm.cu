@@ -29,9 +29,9 @@ int prepare_convert(CUfunction* fn, Error& err) {
 // The plan of a launch (plan.h), kept per thread for the last few launch shapes: a serving loop
 // repeats a few shapes, and planning simulates the schedule.
 const sm90::LaunchPlan& launch_plan(const int64_t* m, const int64_t* n, const int64_t* k, int groups, int sm_count,
-                                    int forced_cap) {
+                                    int forced_cap, int forced_share) {
   struct Entry {
-    int groups = 0, sm_count = 0, forced_cap = 0;
+    int groups = 0, sm_count = 0, forced_cap = 0, forced_share = 0;
     int64_t key[3 * sm90::kGroupsPerLaunch];
     sm90::LaunchPlan plan;
   };
@@ -40,18 +40,18 @@ const sm90::LaunchPlan& launch_plan(const int64_t* m, const int64_t* n, const in
   thread_local int next = 0;
   const size_t bytes = sizeof(int64_t) * groups;
   for (const Entry& e : cache) {
-    if (e.groups == groups && e.sm_count == sm_count && e.forced_cap == forced_cap &&
+    if (e.groups == groups && e.sm_count == sm_count && e.forced_cap == forced_cap && e.forced_share == forced_share &&
         std::memcmp(e.key, m, bytes) == 0 && std::memcmp(e.key + groups, n, bytes) == 0 &&
         std::memcmp(e.key + 2 * groups, k, bytes) == 0)
       return e.plan;
   }
   Entry& e = cache[next];
   next = (next + 1) % kEntries;
-  sm90::plan_launch(m, n, k, groups, sm_count, forced_cap, e.plan);
+  sm90::plan_launch(m, n, k, groups, sm_count, forced_cap, forced_share, e.plan);
   std::memcpy(e.key, m, bytes);
   std::memcpy(e.key + groups, n, bytes);
   std::memcpy(e.key + 2 * groups, k, bytes);
-  e.groups = groups, e.sm_count = sm_count, e.forced_cap = forced_cap;
+  e.groups = groups, e.sm_count = sm_count, e.forced_cap = forced_cap, e.forced_share = forced_share;
   return e.plan;
 }
 
@@ -95,10 +95,16 @@ void launch_extent(const int64_t* buf, int G, int g0, int gc, int64_t* rows, int
   }
 }
 
-// Workspace bytes of one launch: its fp16 A, then a ring of B tensor maps per CTA, then the tile counter.
-int64_t maps_bytes(int sm_count) { return (int64_t)sm_count * sm90::kMapRing * sm90::kMapBytes; }
+// Workspace bytes of one launch: its fp16 A, then a ring of B tensor maps per CTA, the flags, and
+// each CTA's partial sums.
+int max_ctas(int sm_count) { return sm_count < sm90::kMaxCtas ? sm_count : sm90::kMaxCtas; }
+int64_t maps_bytes(int sm_count) { return (int64_t)max_ctas(sm_count) * sm90::kMapRing * sm90::kMapBytes; }
+int64_t flags_bytes(int sm_count) {
+  return round_up((int64_t)max_ctas(sm_count) * sm90::kConsumerWarps * 4, sm90::kWorkspaceAlign);
+}
 int64_t chunk_bytes(int64_t rows, int64_t kmax, int sm_count) {
-  return sm90::a16_launch_bytes(rows, kmax) + round_up(maps_bytes(sm_count) + 4, sm90::kWorkspaceAlign);
+  return sm90::a16_launch_bytes(rows, kmax) + round_up(maps_bytes(sm_count), sm90::kWorkspaceAlign) +
+         flags_bytes(sm_count) + (int64_t)max_ctas(sm_count) * sm90::kPartialBytes;
 }
 
 // One launch of up to MAXG groups g0 .. g0+gc-1: the A conversion, then the GEMM. `a16` points at
@@ -109,7 +115,7 @@ int launch_chunk(const DeviceState& dev, int which, const int64_t* buf, int G, i
   const Sm90State& st = dev.sm90;
   Params<MAXG> p;
   const sm90::LaunchPlan& plan =
-      launch_plan(buf + 5 * G + g0, buf + 6 * G + g0, buf + 7 * G + g0, gc, dev.sm_count, st.forced_cap);
+      launch_plan(buf + 5 * G + g0, buf + 6 * G + g0, buf + 7 * G + g0, gc, dev.sm_count, st.forced_cap, st.forced_share);
   int64_t rows = 0, kmax = 0;
   launch_extent(buf, G, g0, gc, &rows, &kmax);
   if (int rc = a16_maps(dev.drv, p.map_a16, a16, kmax * 2, rows, err)) return rc;
@@ -138,13 +144,16 @@ int launch_chunk(const DeviceState& dev, int which, const int64_t* buf, int G, i
   }
   uint8_t* const tail = a16 + sm90::a16_launch_bytes(rows, kmax);
   p.b_maps = tail;
-  p.next_tile = reinterpret_cast<int32_t*>(tail + maps_bytes(dev.sm_count));
+  p.flags = reinterpret_cast<int32_t*>(tail + round_up(maps_bytes(dev.sm_count), sm90::kWorkspaceAlign));
+  p.partials = reinterpret_cast<float*>(reinterpret_cast<uint8_t*>(p.flags) + flags_bytes(dev.sm_count));
   p.b_wait = st.only == 2;  // GEMM alone: nothing orders it after the previous GEMM's use of the maps
   p.pad_ = 0;
   a16 += chunk_bytes(rows, kmax, dev.sm_count);
   p.num_groups = gc;
-  p.num_tiles = (int32_t)tiles;
+  p.num_ctas = plan.ctas;
   p.num_units = (int32_t)units;
+  std::memcpy(p.start_tile, plan.start_tile, sizeof(int32_t) * (plan.ctas + 1));
+  std::memcpy(p.start_k, plan.start_k, sizeof(int32_t) * (plan.ctas + 1));
   p.a16_pitch = (int32_t)kmax;
   p.trace = st.trace;
   void* args[1] = {&p};
@@ -154,10 +163,10 @@ int launch_chunk(const DeviceState& dev, int which, const int64_t* buf, int G, i
   cfg.gridDimX = (unsigned)(blocks < 8 * dev.sm_count ? blocks : 8 * dev.sm_count);
   cfg.hStream = reinterpret_cast<CUstream>(stream);
   if (st.only != 2) FL_DRV_TRY(err, dev.drv, dev.drv.launch_kernel_ex(&cfg, st.convert_fn[which], args, nullptr));
-  else FL_CUDA_TRY(err, cudaMemsetAsync(p.next_tile, 0, sizeof(int32_t), stream));  // the conversion zeroes it
+  else FL_CUDA_TRY(err, cudaMemsetAsync(p.flags, 0, flags_bytes(dev.sm_count), stream));  // the conversion zeroes them
 
   cfg = st.config;
-  cfg.gridDimX = (unsigned)sm90::grid_size(tiles, dev.sm_count);
+  cfg.gridDimX = (unsigned)plan.ctas;
   cfg.sharedMemBytes = sm90::kSmemBytes;
   cfg.hStream = reinterpret_cast<CUstream>(stream);
   if (st.only != 1) FL_DRV_TRY(err, dev.drv, dev.drv.launch_kernel_ex(&cfg, st.fn[which], args, nullptr));
@@ -177,12 +186,17 @@ int sm90_init(DeviceState& dev, Error& err) {
   if (int rc = encode_byte_map_template(dev.drv, &st.tmpl_b, sm90::kBlockK / 2, sm90::kBlockN,
                                         CU_TENSOR_MAP_SWIZZLE_NONE, err))
     return rc;
-  // Experiments (tools/sweep_sm90.py): the widest tile the planner may use; one of the two kernels only.
+  // Experiments (tools/sweep_sm90.py) and tests: the widest tile the planner may use; whole or split
+  // tiles only; one of the two kernels only.
   if (const char* env = std::getenv("FASTLAUNCH_SM90_WCAP")) {
     const int cap = std::atoi(env);
     for (int w : sm90::kWidths)
       if (cap == w) st.forced_cap = cap;
     if (!st.forced_cap) return err.set(FL_ERR_VALUE, "FASTLAUNCH_SM90_WCAP=%s: not a compiled tile width", env);
+  }
+  if (const char* env = std::getenv("FASTLAUNCH_SM90_SHARE")) {
+    st.forced_share = std::strcmp(env, "whole") == 0 ? 1 : std::strcmp(env, "split") == 0 ? 2 : -1;
+    if (st.forced_share < 0) return err.set(FL_ERR_VALUE, "FASTLAUNCH_SM90_SHARE=%s: expected whole or split", env);
   }
   if (const char* env = std::getenv("FASTLAUNCH_SM90_ONLY")) {
     st.only = std::strcmp(env, "convert") == 0 ? 1 : std::strcmp(env, "gemm") == 0 ? 2 : -1;

@@ -8,23 +8,26 @@
 // one tile's A for one K step; cached while the workspace stays put) cover every group; the GEMM
 // loads its A tiles from there with TMA. B's tensor map is patched on the device per group.
 //
-// Tiles are numbered in the plan's order (groups by tile cost, costliest first). A CTA's first tile
-// is its blockIdx, later ones come from a counter in the workspace (zeroed by the conversion
-// kernel), so a CTA takes the next tile when it is free: longest tiles first, then the others fill
-// in. The B producer fetches tile numbers and hands them to the other roles through a small ring
-// in shared memory.
-//
+// Tiles are numbered in the plan's order (groups by tile cost, costliest first). The launch's K
+// steps (tile by tile, each tile's in K order) are shared out among the CTAs by the plan (plan.h,
+// stream-K): CTA b runs the steps from Params::start[b] up to start[b + 1], as one unit per tile it
+// touches, from its last unit backwards. A tile cut between CTAs is finished by the CTA holding its
+// last K step: the CTAs of lower index that hold its other steps write their fp32 sums to the
+// workspace first (for them it is their first unit) and raise a flag per consumer warp; the
+// finishing CTA (for it, its last unit) waits for the flags, adds the sums and stores C. A CTA waits
+// only for CTAs of lower index, which the GPU starts no later, and none of them waits for anything:
+// no deadlock even if not every CTA fits on the GPU at once.
+
 // One CTA = 3 warpgroups, persistent over tiles of 128 B rows x W A rows:
-//   warp 0          B producer: takes tile numbers, patches the group's B tensor map (in the CTA's
-//                   ring of maps in the call's workspace), issues TMA for the packed B tile and bulk
-//                   copies of B's 512-byte scale block of each 64-wide K step. Until it needs the
-//                   counter it does not wait for the conversion kernel (griddepcontrol), so B
-//                   streams in while that kernel runs;
+//   warp 0          B producer: patches the group's B tensor map (in the CTA's ring of maps in the
+//                   call's workspace), issues TMA for the packed B tile and bulk copies of B's
+//                   512-byte scale block of each 64-wide K step. It does not wait for the conversion
+//                   kernel (griddepcontrol), so B streams in while that kernel runs;
 //   warp 1          A producer: waits for the conversion, then TMA for the fp16 A tile (128-byte
 //                   swizzle) of each step (warps 2, 3 only hand over registers);
 //   warpgroups 1, 2 consumers: 64 B rows each, dequantise them into wgmma A fragments, issue the
 //                   wgmma; epilogue through shared memory (stmatrix transposes the C^T fragments
-//                   into C rows), then 16-byte row stores.
+//                   into C rows), then 16-byte row stores; or the partial sums of a split tile.
 //
 // K permutation. An MMA sums over K, so both operands may be read in any one order of K. Thread
 // lane%4 == c of a consumer warp owns K range [16c, 16c+16) of a 64-wide stage (one scale block,
@@ -46,6 +49,7 @@
 #include "sm90_trace.cuh"
 #include "ptx/cvt.cuh"
 #include "ptx/griddep.cuh"
+#include "ptx/memorder.cuh"
 #include "ptx/mbarrier.cuh"
 #include "ptx/setmaxnreg.cuh"
 #include "ptx/tensormap.cuh"
@@ -71,14 +75,17 @@ struct Params {
   CUtensorMap map_a16[kNumWidths];  // the workspace: [rows of all groups, a16_pitch fp16], box kWidths[i] rows x 128 bytes, 128B swizzle
   CUtensorMap tmpl_b;   // any valid map with B's box (128 rows x 32 bytes), rewritten per group on the device
   int32_t num_groups;
-  int32_t num_tiles;
+  int32_t num_ctas;     // the grid
   int32_t num_units;
   int32_t a16_pitch;    // fp16 elements between workspace rows: the launch's largest K
   uint8_t* b_maps;      // workspace: kMapRing B maps (kMapBytes each) per CTA
-  int32_t* next_tile;   // workspace: tiles handed out after each CTA's first (the conversion zeroes it)
+  int32_t* flags;       // workspace: per CTA and consumer warp, its partial sums are written (the conversion zeroes them)
+  float* partials;      // workspace: kPartialBytes per CTA, the sums of the tile it ends inside
   int32_t b_wait;       // experiments (GEMM launched without the conversion): wait before writing B maps
   int32_t pad_;
   uint64_t* trace;     // experiments only (FASTLAUNCH_SM90_TRACE): per-CTA trace points, else null
+  int32_t start_tile[kMaxCtas + 1];  // CTA b: the K steps from (start_tile[b], start_k[b]) up to b + 1's (plan.h)
+  int32_t start_k[kMaxCtas + 1];
   Group groups[MAXG];
 };
 
@@ -86,17 +93,13 @@ struct Params {
 // tile (up to kMaxWidth rows of 128 bytes, 128-byte swizzled, 1024-byte aligned); B stages the
 // packed B tile and its scale block. Separate rings (both advanced per K step, with their own
 // barriers) let each producer run on its own, and B's depth not depend on the widest A tile. The header
-// holds a 128-byte tensor-map staging copy, the stage barriers, and the tile ring (tile numbers
-// from the B producer to the other roles).
+// holds a 128-byte tensor-map staging copy and the stage barriers.
 constexpr uint32_t kSfBlockBytes = 512;  // 128 rows x 4 scale blocks
 constexpr uint32_t kA16RowBytes = kBlockK * 2;
 constexpr uint32_t kHeaderBytes = 1024;
 constexpr uint32_t kOffMapStage = 0;
 constexpr uint32_t kOffBars = 256;
-constexpr int kTileRing = 8;
 constexpr int kBarSlots = 2 * kMaxStages;  // full + empty barriers per ring, each ring up to kMaxStages
-constexpr uint32_t kOffTileBars = kOffBars + 2 * 8 * kBarSlots;
-constexpr uint32_t kOffTileIds = kOffTileBars + 16 * kTileRing;
 constexpr uint32_t kSmemLimit = 227 * 1024;
 constexpr uint32_t kEpiBytes = 2 * kEpiWgBytes;  // the epilogue buffers of both consumer warpgroups
 constexpr uint32_t kBRawBytes = kBlockN * kBlockK / 2;
@@ -114,7 +117,7 @@ static_assert(kAStages >= 4, "pipeline depth");
 static_assert((kAStages & (kAStages - 1)) == 0 && (kBStages & (kBStages - 1)) == 0, "ring positions by shifts");
 static_assert(kAStageBytes % 1024 == 0 && kOffA % 1024 == 0, "A stages keep the 128-byte swizzle's alignment");
 static_assert(kBStageBytes % 128 == 0 && kOffB % 128 == 0, "TMA and bulk-copy destinations aligned");
-static_assert(kOffTileIds + 4 * kTileRing <= kHeaderBytes, "barriers and tile ring fit the header");
+static_assert(kOffBars + 2 * 8 * kBarSlots <= kHeaderBytes, "barriers fit the header");
 static_assert(kBStages + 1 <= kMapRing, "tensor-map ring covers the B ring");
 static_assert(kBlockK == 64, "one stage is one 512-byte scale block per 128 rows; an fp16 A row is one swizzle row");
 static_assert(kBlockN == 128, "two consumer warpgroups of 64 rows share one 128-row scale block");
@@ -138,10 +141,11 @@ struct Tile {
   int kstages;
 };
 
-// Inside a group the M chunks of one 128-row B block are adjacent, so CTAs running at the same time
-// share B tiles in L2. `g` is a hint: a CTA's tile numbers only grow.
+// Tile t. Inside a group the M chunks of one 128-row B block are adjacent, so CTAs running at the
+// same time share B tiles in L2. `g` is a hint (the group of a nearby tile).
 template <int MAXG>
 __device__ __forceinline__ Tile decode_tile(const Params<MAXG>& p, int t, int g) {
+  while (g > 0 && t < p.groups[g - 1].tile_end) --g;
   while (t >= p.groups[g].tile_end) ++g;
   const Group& gr = p.groups[g];
   const int local = t - (g ? p.groups[g - 1].tile_end : 0);
@@ -153,6 +157,36 @@ __device__ __forceinline__ Tile decode_tile(const Params<MAXG>& p, int t, int g)
   return tile;
 }
 
+// A CTA's work on one tile: its K steps k0 .. k1 - 1.
+struct Unit {
+  Tile tile;
+  int t, k0, k1;
+  __device__ bool whole() const { return k0 == 0 && k1 == tile.kstages; }
+  __device__ bool ends_tile() const { return k1 == tile.kstages; }
+};
+
+// CTA b's share (Params::start_tile/start_k), one unit per tile, taken from the last tile backwards.
+struct Share {
+  int first_t, first_k;  // the share's first step
+  int last_t, end_k;     // its last tile, and where its steps end in it (0: at the tile's end)
+  int g = 0;             // decode hint
+  template <int MAXG>
+  __device__ Share(const Params<MAXG>& p, int b)
+      : first_t(p.start_tile[b]), first_k(p.start_k[b]),
+        last_t(p.start_k[b + 1] > 0 ? p.start_tile[b + 1] : p.start_tile[b + 1] - 1), end_k(p.start_k[b + 1]) {}
+  __device__ int units() const { return last_t - first_t + 1; }
+  template <int MAXG>
+  __device__ Unit unit(const Params<MAXG>& p, int u) {
+    Unit w;
+    w.t = last_t - u;
+    w.tile = decode_tile(p, w.t, g);
+    g = w.tile.g;
+    w.k1 = u == 0 && end_k > 0 ? end_k : w.tile.kstages;
+    w.k0 = w.t == first_t ? first_k : 0;
+    return w;
+  }
+};
+
 __device__ __forceinline__ uint2 lds64(uint32_t addr) {
   uint2 v;
   asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "r"(addr));
@@ -163,15 +197,6 @@ __device__ __forceinline__ uint32_t lds8(uint32_t addr) {
   asm volatile("ld.shared.u8 %0, [%1];" : "=r"(v) : "r"(addr));
   return v;
 }
-__device__ __forceinline__ int lds32(uint32_t addr) {
-  int v;
-  asm volatile("ld.shared.b32 %0, [%1];" : "=r"(v) : "r"(addr));
-  return v;
-}
-__device__ __forceinline__ void sts32(uint32_t addr, int v) {
-  asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(v));
-}
-
 // Byte offset of row r's four scales (K blocks 0..3 of the stage) inside a 512-byte scale block.
 __host__ __device__ __forceinline__ uint32_t sf_row_offset(int r) { return (r % 32) * 16 + ((r % 128) / 32) * 4; }
 
@@ -216,9 +241,6 @@ struct Smem {
   __device__ uint32_t b_empty(int s) const { return base + kOffBars + 8u * (kBarSlots + kMaxStages + s); }  // read
   __device__ uint32_t a_stage(int s) const { return base + kOffA + s * kAStageBytes; }
   __device__ uint32_t b_stage(int s) const { return base + kOffB + s * kBStageBytes; }
-  __device__ uint32_t tile_full(int j) const { return base + kOffTileBars + 8u * j; }  // tile number written
-  __device__ uint32_t tile_empty(int j) const { return base + kOffTileBars + 8u * (kTileRing + j); }  // read
-  __device__ uint32_t tile_id(int j) const { return base + kOffTileIds + 4u * j; }
 };
 
 // A position in a ring of N stages: the stage and the phase parity of its barriers.
@@ -236,19 +258,54 @@ struct RingPos {
 constexpr int kConsumerRegs = 232;
 constexpr int kProducerRegs = 40;
 
-// Barrier arrival counts: one arrival per consumer warp (lane 0 after __syncwarp); the tile ring's
-// readers are the A producer warp and the 8 consumer warps.
+// Barrier arrival counts: one arrival per consumer warp (lane 0 after __syncwarp).
 constexpr uint32_t kConsumerWarps = 8;
-constexpr uint32_t kTileReaders = kConsumerWarps + 1;
 
-// A reader warp's `j`-th tile number from the ring (every lane gets it; lane 0 frees the slot).
-__device__ __forceinline__ int read_tile(const Smem& sm, uint32_t j, int lane) {
-  const int slot = j % kTileRing;
-  ptx::mbar_wait(sm.tile_full(slot), (j / kTileRing) & 1);
-  const int t = lds32(sm.tile_id(slot));
-  __syncwarp();
-  if (lane == 0) ptx::mbar_arrive(sm.tile_empty(slot));
-  return t;
+// Partial sums of a split tile: per consumer warp, its threads' W / 2 accumulators as W / 8 float4
+// per thread, thread-major (float4 j of lane l at (j * 32 + l) * 16 bytes), so every access of a
+// warp is 512 contiguous bytes and reader and writer threads hold the same fragments.
+constexpr uint32_t kPartialBytes = kConsumerWarps * 32 * (kMaxWidth / 2) * 4;
+
+template <int W>
+__device__ __forceinline__ float* partial_of(float* slot, int cwarp, int lane) {
+  return slot + (cwarp * (W / 8) * 32 + lane) * 4;
+}
+
+// A consumer warp's sums of a tile it does not finish, for the CTA that does; then its flag.
+template <int W>
+__device__ __forceinline__ void write_partial(const float (&acc)[W / 2], float* slot, int32_t* flag, int cwarp,
+                                              int lane) {
+  float* dst = partial_of<W>(slot, cwarp, lane);
+#pragma unroll
+  for (int j = 0; j < W / 8; ++j) ptx::st_cg_v4(dst + j * 128, acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]);
+  __syncwarp();  // orders the warp's stores before lane 0's release
+  if (lane == 0) ptx::st_release_gpu(flag, 1);
+}
+
+// Adds to a consumer warp's sums of tile t (CTA b holds its last step) those of the CTAs of lower
+// index that hold its other steps, waiting for each one's flag.
+template <int W, int MAXG>
+__device__ __forceinline__ void add_partials(const Params<MAXG>& p, float (&acc)[W / 2], int b, int t, int cwarp,
+                                             int lane) {
+  for (int c = b - 1; c >= 0 && p.start_tile[c + 1] == t && p.start_k[c + 1] > 0; --c) {
+    const int32_t* flag = p.flags + c * kConsumerWarps + cwarp;
+    while (ptx::ld_acquire_gpu(flag) == 0) {
+    }
+    const float* src = partial_of<W>(p.partials + (size_t)c * (kPartialBytes / 4), cwarp, lane);
+    constexpr int kBatch = 4;  // float4 loads in flight before their adds
+    static_assert((W / 8) % kBatch == 0, "whole batches");
+#pragma unroll
+    for (int j0 = 0; j0 < W / 8; j0 += kBatch) {
+      float4 v[kBatch];
+#pragma unroll
+      for (int j = 0; j < kBatch; ++j) v[j] = ptx::ld_cg_v4(src + (j0 + j) * 128);
+#pragma unroll
+      for (int j = 0; j < kBatch; ++j) {
+        const int e = 4 * (j0 + j);
+        acc[e] += v[j].x, acc[e + 1] += v[j].y, acc[e + 2] += v[j].z, acc[e + 3] += v[j].w;
+      }
+    }
+  }
 }
 
 // One consumer K step `it`: wait for B, dequantise it into registers; wait for A, issue the step's
@@ -275,21 +332,24 @@ __device__ __forceinline__ void consumer_step(const Smem& sm, float (&acc)[W / 2
   }
 }
 
-// One tile of width W: the K loop, then the epilogue. `all` is the accumulator array every width
-// shares (a width uses its first W / 2 registers).
-template <int W>
-__device__ __forceinline__ void consumer_tile(const Smem& sm, float (&all)[kMaxWidth / 2], const Group& gr,
-                                              const Tile& tile, uint32_t& it, int r0, int c, int cw, int wq,
-                                              int lane, uint64_t* tr) {
+// One unit of a tile of width W: its K loop, then the epilogue, or the partial sums for the CTA that
+// finishes the tile. `all` is the accumulator array every width shares (a width uses its first
+// W / 2 registers).
+template <int W, int MAXG>
+__device__ __forceinline__ void consumer_unit(const Params<MAXG>& p, const Smem& sm, float (&all)[kMaxWidth / 2],
+                                              const Unit& w, uint32_t& it, int r0, int c, int cw, int wq, int lane,
+                                              uint64_t* tr) {
   float(&acc)[W / 2] = *reinterpret_cast<float(*)[W / 2]>(&all[0]);
+  const Group& gr = p.groups[w.tile.g];
   uint32_t fa[4][4], fb[4][4];
   if (tr) {  // trace: when the first stage lands
     ptx::mbar_wait(sm.a_full(it % kAStages), (it / kAStages) & 1);
     trace(tr, kTrFirstFull);
   }
-  for (int kc = 0; kc < tile.kstages; kc += 2) {
+  const int steps = w.k1 - w.k0;
+  for (int kc = 0; kc < steps; kc += 2) {
     consumer_step<W>(sm, acc, fa, it++, kc, r0, c, lane);
-    if (kc + 1 < tile.kstages) consumer_step<W>(sm, acc, fb, it++, kc + 1, r0, c, lane);
+    if (kc + 1 < steps) consumer_step<W>(sm, acc, fb, it++, kc + 1, r0, c, lane);
   }
   ptx::wgmma_wait<0>();
   trace(tr, kTrFirstMainloop);
@@ -298,24 +358,32 @@ __device__ __forceinline__ void consumer_tile(const Smem& sm, float (&all)[kMaxW
     ptx::mbar_arrive(sm.a_empty((it - 1) % kAStages));
     ptx::mbar_arrive(sm.b_empty((it - 1) % kBStages));
   }
-  store_tile<W>(sm.base + kOffEpi + cw * kEpiWgBytes, acc, gr, tile.m0, tile.n0, cw, wq, lane);
+  const int cwarp = 4 * cw + wq;
+  if (!w.ends_tile()) {
+    write_partial<W>(acc, p.partials + (size_t)blockIdx.x * (kPartialBytes / 4),
+                     p.flags + blockIdx.x * kConsumerWarps + cwarp, cwarp, lane);
+    trace(tr, kTrFirstEpilogue);
+    return;
+  }
+  if (w.k0 > 0) add_partials<W>(p, acc, blockIdx.x, w.t, cwarp, lane);
+  store_tile<W>(sm.base + kOffEpi + cw * kEpiWgBytes, acc, gr, w.tile.m0, w.tile.n0, cw, wq, lane);
   trace(tr, kTrFirstEpilogue);
 }
 
 // The main loop of the tile's width (plan.h kWidths: more main loops in one kernel made ptxas
 // serialise the wgmma, C7512).
-template <int I = 0>
-__device__ __forceinline__ void consumer_dispatch(const Smem& sm, float (&all)[kMaxWidth / 2], const Group& gr,
-                                                  const Tile& tile, uint32_t& it, int r0, int c, int cw,
-                                                  int wq, int lane, uint64_t* tr) {
+template <int I = 0, int MAXG>
+__device__ __forceinline__ void consumer_dispatch(const Params<MAXG>& p, const Smem& sm, float (&all)[kMaxWidth / 2],
+                                                  const Unit& w, uint32_t& it, int r0, int c, int cw, int wq,
+                                                  int lane, uint64_t* tr) {
   constexpr int W = kWidths[I];
   if constexpr (I + 1 < kNumWidths) {
-    if (gr.width > W) {
-      consumer_dispatch<I + 1>(sm, all, gr, tile, it, r0, c, cw, wq, lane, tr);
+    if (p.groups[w.tile.g].width > W) {
+      consumer_dispatch<I + 1>(p, sm, all, w, it, r0, c, cw, wq, lane, tr);
       return;
     }
   }
-  consumer_tile<W>(sm, all, gr, tile, it, r0, c, cw, wq, lane, tr);
+  consumer_unit<W>(p, sm, all, w, it, r0, c, cw, wq, lane, tr);
 }
 
 template <int MAXG>
@@ -338,10 +406,6 @@ __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_con
       ptx::mbar_init(sm.b_full(s), 1);  // the B producer
       ptx::mbar_init(sm.b_empty(s), kConsumerWarps);  // dequantised
     }
-    for (int j = 0; j < kTileRing; ++j) {
-      ptx::mbar_init(sm.tile_full(j), 1);
-      ptx::mbar_init(sm.tile_empty(j), kTileReaders);
-    }
     ptx::fence_mbar_init();
   }
   __syncthreads();
@@ -351,34 +415,23 @@ __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_con
 
   if (wg == 0) {
     ptx::setmaxnreg_dec<kProducerRegs>();
+    Share share(p, blockIdx.x);
     if (warp == 0) {
-      // ---------------------------------------------------------- B producer and tile scheduler
+      // ---------------------------------------------------------- B producer
       // B, its scales and its tensor maps do not depend on the conversion kernel this grid follows
       // (that kernel passed its own griddepcontrol.wait before letting this grid start, so
-      // everything before it in the stream is complete): no wait before the first tile, so B
-      // streams in while the conversion still runs. The tile counter is zeroed by the conversion:
-      // wait for it before the first fetch.
-      bool waited = p.b_wait;
-      if (waited) ptx::griddep_wait();
+      // everything before it in the stream is complete): no wait, so B streams in while the
+      // conversion still runs.
+      if (p.b_wait) ptx::griddep_wait();
       uint8_t* const maps = p.b_maps + (size_t)blockIdx.x * kMapRing * kMapBytes;
-      int cur_g = -1, ring = kMapRing - 1, g_hint = 0;
+      int cur_g = -1, ring = kMapRing - 1;
       RingPos<kBStages> rb;
       bool first = true;
-      int t = blockIdx.x;
-      for (uint32_t j = 0;; ++j) {
-        if (lane == 0) {
-          const int slot = j % kTileRing;
-          ptx::mbar_wait(sm.tile_empty(slot), ((j / kTileRing) & 1) ^ 1);
-          sts32(sm.tile_id(slot), t);
-          ptx::mbar_arrive(sm.tile_full(slot));
-        }
-        __syncwarp();
-        if (t >= p.num_tiles) break;
-        const Tile tile = decode_tile(p, t, g_hint);
-        g_hint = tile.g;
-        const Group& gr = p.groups[tile.g];
-        if (tile.g != cur_g) {
-          cur_g = tile.g;
+      for (int u = 0; u < share.units(); ++u) {
+        const Unit w = share.unit(p, u);
+        const Group& gr = p.groups[w.tile.g];
+        if (w.tile.g != cur_g) {
+          cur_g = w.tile.g;
           ring = (ring + 1) % kMapRing;
           pool::patch_map_2d(smem + kOffMapStage, p.tmpl_b, maps + ring * kMapBytes, gr.b, gr.k / 2, gr.n, lane);
           if (first && lane == 0) trace(p.trace, kTrMapsReady);
@@ -386,41 +439,32 @@ __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_con
         }
         const void* map_b = maps + ring * kMapBytes;
         const int kt = gr.k / kBlockK;  // 512-byte scale blocks per 128 rows
-        const uint8_t* sfb = gr.sfb + (int64_t)(tile.n0 / kBlockN) * kt * kSfBlockBytes;
-        for (int kc = 0; kc < tile.kstages; ++kc, rb.next()) {
+        const uint8_t* sfb = gr.sfb + (int64_t)(w.tile.n0 / kBlockN) * kt * kSfBlockBytes;
+        for (int kc = w.k0; kc < w.k1; ++kc, rb.next()) {
           ptx::mbar_wait(sm.b_empty(rb.s), rb.ph ^ 1);
           if (lane == 0) {
             const uint32_t st = sm.b_stage(rb.s), full = sm.b_full(rb.s);
             ptx::mbar_arrive_expect_tx(full, kBStageBytes);
-            ptx::tma_load_2d(st, map_b, kc * (kBlockK / 2), tile.n0, full, ptx::kEvictFirst);
+            ptx::tma_load_2d(st, map_b, kc * (kBlockK / 2), w.tile.n0, full, ptx::kEvictFirst);
             ptx::bulk_load(st + kBRawBytes, sfb + (int64_t)kc * kSfBlockBytes, kSfBlockBytes, full, ptx::kEvictLast);
           }
           __syncwarp();
         }
-        if (!waited) ptx::griddep_wait();
-        waited = true;
-        int next = 0;
-        if (lane == 0) next = (int)gridDim.x + atomicAdd(p.next_tile, 1);
-        t = __shfl_sync(0xffffffffu, next, 0);
       }
     } else if (warp == 1) {
       // ---------------------------------------------------------- A producer
       // fp16 A comes from the conversion kernel: wait for it. Its tensor map is a kernel parameter.
       ptx::griddep_wait();
       if (lane == 0) trace(p.trace, kTrGridWait);
-      int g_hint = 0;
       RingPos<kAStages> ra;
       bool first = true;
-      for (uint32_t j = 0;; ++j) {
-        const int t = read_tile(sm, j, lane);
-        if (t >= p.num_tiles) break;
-        const Tile tile = decode_tile(p, t, g_hint);
-        g_hint = tile.g;
-        const Group& gr = p.groups[tile.g];
-        const int a_row = gr.a16_row + tile.m0;
+      for (int u = 0; u < share.units(); ++u) {
+        const Unit w = share.unit(p, u);
+        const Group& gr = p.groups[w.tile.g];
+        const int a_row = gr.a16_row + w.tile.m0;
         const CUtensorMap* map = &p.map_a16[gr.width_idx];
         const uint32_t bytes = (uint32_t)gr.width * kA16RowBytes;
-        for (int kc = 0; kc < tile.kstages; ++kc, ra.next()) {
+        for (int kc = w.k0; kc < w.k1; ++kc, ra.next()) {
           ptx::mbar_wait(sm.a_empty(ra.s), ra.ph ^ 1);
           if (lane == 0) {
             ptx::mbar_arrive_expect_tx(sm.a_full(ra.s), bytes);
@@ -435,22 +479,21 @@ __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_con
   } else {
     // ------------------------------------------------------------------ consumers
     ptx::setmaxnreg_inc<kConsumerRegs>();
-    ptx::griddep_wait();  // C may still be in use by the grids before this one (they are done by now)
+    // C may still be in use by the grids before this one (they are done by now); the flags are
+    // zeroed by the conversion.
+    ptx::griddep_wait();
     const int cw = wg - 1;          // 0 or 1: B rows [64 cw, 64 cw + 64) of the tile
     const int wq = warp % 4;        // warp inside the warpgroup: 16 rows each
     const int c = lane % 4;         // K block of the stage this thread dequantises
     const int r0 = 64 * cw + 16 * wq + lane / 4;  // tile-local B rows r0 and r0 + 8
-    int g_hint = 0;
+    Share share(p, blockIdx.x);
     uint32_t it = 0;  // K steps so far: the position in both rings
     uint64_t* tr = threadIdx.x == 128 ? p.trace : nullptr;
-    for (uint32_t j = 0;; ++j) {
-      const int t = read_tile(sm, j, lane);
-      if (t >= p.num_tiles) break;
-      const Tile tile = decode_tile(p, t, g_hint);
-      g_hint = tile.g;
-      float acc[kMaxWidth / 2];  // per tile: nothing carries over, so no register lives across widths
-      consumer_dispatch(sm, acc, p.groups[tile.g], tile, it, r0, c, cw, wq, lane, tr);
-      tr = nullptr;  // trace the first tile only
+    for (int u = 0; u < share.units(); ++u) {
+      const Unit w = share.unit(p, u);
+      float acc[kMaxWidth / 2];  // per unit: nothing carries over, so no register lives across widths
+      consumer_dispatch(p, sm, acc, w, it, r0, c, cw, wq, lane, tr);
+      tr = nullptr;  // trace the first unit only
     }
     trace(threadIdx.x == 128 ? p.trace : nullptr, kTrConsumerDone);
   }

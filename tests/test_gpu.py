@@ -72,7 +72,9 @@ import sys, torch, fastlaunch
 from fastlaunch import reference as R
 seed = int(sys.argv[1])
 cases = [(3, [257, 1, 100], [131, 384, 1001], [64, 448, 1024]), (2, [180, 64], [256, 512], [256, 128]),
-         (2, [300, 40], [8192, 4096], [256, 128])]  # the last: more tiles than SMs (the tile counter)
+         (2, [300, 40], [8192, 4096], [256, 128]),  # more tiles than SMs
+         (1, [64], [128], [7168]),  # one tile; split: one step per CTA, the last adds 111 CTAs' sums
+         (2, [100, 200], [256, 130], [2048, 4096])]  # a few tiles, each split over several CTAs
 for g, ms, ns, ks in cases:
     d = R.generate_input(ms, ns, ks, g, seed, device="cuda")
     ref = R.ref_kernel(R.clone_outputs(d))
@@ -84,11 +86,16 @@ print("ok")
 """
 
 
-@pytest.mark.parametrize("cap", ["128", "160"])
-def test_every_width_cap(cap):
-    # The planner picks the widest tile per launch from the costs; force each cap (a new process: it is read
-    # at set-up). With cap 160 the groups of 257, 180 and 100 rows get tiles of 160 (2), 128 (2) and 128 rows.
-    env = dict(os.environ, FASTLAUNCH_SM90_WCAP=cap)
+@pytest.mark.parametrize("cap, share", [("128", ""), ("160", ""), ("", "whole"), ("", "split"), ("128", "split")])
+def test_every_width_cap_and_share(cap, share):
+    # The planner picks the widest tile and whether to split tiles between CTAs per launch from the costs;
+    # force each (a new process: they are read at set-up). With cap 160 the groups of 257, 180 and 100 rows
+    # get tiles of 160 (2), 128 (2) and 128 rows.
+    env = dict(os.environ)
+    if cap:
+        env["FASTLAUNCH_SM90_WCAP"] = cap
+    if share:
+        env["FASTLAUNCH_SM90_SHARE"] = share
     out = subprocess.run([sys.executable, "-c", EVERY_SHAPE_CHILD, str(fresh_seed())], env=env, capture_output=True,
                          text=True, timeout=300)
     assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-3000:]

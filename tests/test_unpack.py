@@ -222,20 +222,26 @@ def test_refcounts_unchanged_after_many_calls_and_failures():
     assert [sys.getrefcount(x) for x in leaves] == before
 
 
+PLAN_CASES = [
+    [(1000, 4096, 256)],
+    [(m, 4096, 7168) for m in (80, 176, 128, 72, 64, 248, 96, 160)],  # benchmark 1
+    [(m, 7168, 2048) for m in (40, 76, 168, 72, 164, 148, 196, 160)],  # benchmark 2
+    [(192, 3072, 4096), (320, 3072, 4096)],  # benchmark 3
+    [(128, 4096, 1536), (384, 4096, 1536)],  # benchmark 4
+    [(1, 1, 64)],
+    [(m, 256 * (1 + m % 3), 64 * (1 + m % 5)) for m in range(1, 600, 37)],  # mixed N and K
+]
+
+
+def step_cost(w):
+    return max(390, 2.9 * w + 30)  # plan.h's cost model (ns per 64-wide K step)
+
+
 def test_plan_widths_chunks_and_order():
     plan = fastlaunch._C.plan
     widths = (128, 160)  # compiled (plan.h kWidths)
-    cases = [
-        [(1000, 4096, 256)],
-        [(m, 4096, 7168) for m in (80, 176, 128, 72, 64, 248, 96, 160)],  # benchmark 1
-        [(m, 7168, 2048) for m in (40, 76, 168, 72, 164, 148, 196, 160)],  # benchmark 2
-        [(192, 3072, 4096), (320, 3072, 4096)],  # benchmark 3
-        [(128, 4096, 1536), (384, 4096, 1536)],  # benchmark 4
-        [(1, 1, 64)],
-        [(m, 256 * (1 + m % 3), 64 * (1 + m % 5)) for m in range(1, 600, 37)],  # mixed N and K
-    ]
-    for sizes in cases:
-        out = plan(sizes, 132)
+    for sizes in PLAN_CASES:
+        out, _starts, _est = plan(sizes, 132)
         assert sorted(r for *_, r in out) == list(range(len(sizes)))  # a permutation
         cap = max(w for w, *_ in out)
         cost = {}
@@ -243,14 +249,52 @@ def test_plan_widths_chunks_and_order():
             assert w in widths and tn == -(-n // 128)
             assert chunks == -(-m // cap) and w * chunks >= m  # even cuts under the launch's cap ...
             assert w == min(x for x in widths if x >= -(-m // chunks))  # ... each the narrowest that holds them
-            cost[rank] = (k // 64) * max(390, 2.9 * w + 30)
+            cost[rank] = (k // 64) * step_cost(w)
         assert all(cost[r] >= cost[r + 1] for r in range(len(sizes) - 1))  # costliest tiles first
-    # one tiny group: one tile of the narrowest width
-    assert plan([(1, 1, 64)], 132) == ((128, 1, 1, 0),)
-    # benchmark 4: two tiles of 192 rows for the 384-row group would take longer than three of 128 (all 128
-    # tiles still run at once on 132 SMs)
-    assert plan([(128, 4096, 1536), (384, 4096, 1536)], 132) == ((128, 1, 32, 0), (128, 3, 32, 1))
-    # one SM: the fewest rows win (no round to fill)
-    assert plan([(320, 4096, 1536)], 1) == ((160, 2, 32, 0),)
+    # one tiny group: one tile of the narrowest width, one CTA
+    assert plan([(1, 1, 64)], 132)[:2] == (((128, 1, 1, 0),), ((0, 0), (1, 0)))
+    # benchmark 4: one round of 128 whole tiles (no tile split: splitting them over the 4 other SMs
+    # would save less than the partial sums cost)
+    groups, starts, _ = plan([(128, 4096, 1536), (384, 4096, 1536)], 132)
+    assert groups == ((128, 1, 32, 0), (128, 3, 32, 1)) and starts == tuple((t, 0) for t in range(129))
+    # one SM: the fewest rows win
+    assert plan([(320, 4096, 1536)], 1)[:2] == (((160, 2, 32, 0),), ((0, 0), (64, 0)))
+
+
+@pytest.mark.parametrize("share", [0, 1, 2])
+@pytest.mark.parametrize("sm_count", [1, 7, 132, 200])
+def test_plan_shares_cover_every_step_once(sm_count, share):
+    # The CTAs' shares (stream-K) cut the step sequence (tiles in order, each tile's K steps) into
+    # non-empty consecutive ranges that cover it exactly, of about equal estimated time.
+    plan = fastlaunch._C.plan
+    for sizes in PLAN_CASES:
+        groups, starts, est = plan(sizes, sm_count, share)
+        order = sorted(range(len(sizes)), key=lambda g: groups[g][3])
+        tile_steps, tile_cost = [], []
+        for g in order:
+            w, chunks, tn, _ = groups[g]
+            tile_steps += [sizes[g][2] // 64] * (chunks * tn)
+            tile_cost += [step_cost(w)] * (chunks * tn)
+        tiles = len(tile_steps)
+        ctas = len(starts) - 1
+        assert 1 <= ctas <= min(sm_count, fastlaunch._C.max_ctas, sum(tile_steps))
+        assert starts[0] == (0, 0) and starts[-1] == (tiles, 0)
+        first = [sum(tile_steps[:t]) for t in range(tiles + 1)]  # global index of each tile's first step
+        pos = []
+        for t, k in starts:
+            assert 0 <= t <= tiles and (t == tiles and k == 0 or 0 <= k < tile_steps[t])
+            pos.append(first[t] + k)
+        assert all(a < b for a, b in zip(pos, pos[1:]))  # every share non-empty, in order
+        # whole tiles only: no cut inside a tile; else every part of a split tile has at least two steps
+        for t, k in starts[1:-1]:
+            assert k == 0 or (share != 1 and k >= 2 and tile_steps[t] - k >= 2)
+        # the busiest share is within one tile (and its partial sums) of the average
+        total = sum(s * c + 1000 for s, c in zip(tile_steps, tile_cost))
+        assert est * 1000 >= total / ctas - 1
+        assert est * 1000 <= total / ctas + max(s * c + 1000 for s, c in zip(tile_steps, tile_cost)) + 3000
+
+
     with pytest.raises(ValueError):
         plan([(0, 5, 64)], 132)
+    with pytest.raises(ValueError):
+        plan([(1, 1, 64)], 132, 3)

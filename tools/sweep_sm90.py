@@ -1,9 +1,11 @@
 """Times the sm90 kernel with each cap on the tile width forced (FASTLAUNCH_SM90_WCAP=W, a compiled width;
-the planner then cuts each group under it) and with the planner's choice, on the benchmark shapes, each in its own process, after a correctness check on a few
+the planner then cuts each group under it), with whole or split tiles forced (FASTLAUNCH_SM90_SHARE) and
+with the planner's choice, on the benchmark shapes, each in its own process, after a correctness check on a few
 test shapes; then the planner's choice with only the A conversion or only the GEMM launched
 (FASTLAUNCH_SM90_ONLY; those results are wrong). Prints one table (the data behind plan.h's cost model).
 
-python tools/sweep_sm90.py [mode ...]   (modes: auto, cap:W, only:convert, only:gemm; default: all)
+python tools/sweep_sm90.py [mode ...]   (modes: auto, cap:W, share:whole, share:split, only:convert,
+  only:gemm; default: all)
 """
 import json
 import os
@@ -12,6 +14,7 @@ import subprocess
 import sys
 
 MODES = {"auto": "planner", "cap:128": "widths <= 128", "cap:160": "widths <= 160", "cap:192": "widths <= 192",
+         "share:whole": "whole tiles only", "share:split": "split tiles only",
          "only:convert": "planner, A conversion only", "only:gemm": "planner, GEMM only"}
 
 CHILD = r"""
@@ -44,7 +47,10 @@ def main():
         env = dict(os.environ)
         env.pop("FASTLAUNCH_SM90_WCAP", None)
         env.pop("FASTLAUNCH_SM90_ONLY", None)
-        if m.startswith("only:"):
+        env.pop("FASTLAUNCH_SM90_SHARE", None)
+        if m.startswith("share:"):
+            env["FASTLAUNCH_SM90_SHARE"] = m[6:]
+        elif m.startswith("only:"):
             env["FASTLAUNCH_SM90_ONLY"] = m[5:]
         elif m.startswith("cap:"):
             env["FASTLAUNCH_SM90_WCAP"] = m[4:]

@@ -1,0 +1,31 @@
+// Global-memory accesses with an explicit memory order or cache level: a flag one CTA raises
+// (release) and another waits for (acquire), and the L2-only vector accesses of the data it guards.
+#pragma once
+#include <cstdint>
+
+namespace fl::ptx {
+
+// Stores `v` with release semantics at GPU scope: this thread's earlier writes (and those it observed,
+// e.g. its warp's before a __syncwarp) are visible to a thread that acquires the value.
+__device__ __forceinline__ void st_release_gpu(int32_t* p, int32_t v) {
+  asm volatile("st.release.gpu.global.b32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
+__device__ __forceinline__ int32_t ld_acquire_gpu(const int32_t* p) {
+  int32_t v;
+  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+// 16-byte store and load cached in L2 only (data exchanged between SMs).
+__device__ __forceinline__ void st_cg_v4(float* p, float a, float b, float c, float d) {
+  asm volatile("st.global.cg.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(p), "f"(a), "f"(b), "f"(c), "f"(d) : "memory");
+}
+
+__device__ __forceinline__ float4 ld_cg_v4(const float* p) {
+  float4 v;
+  asm volatile("ld.global.cg.v4.f32 {%0, %1, %2, %3}, [%4];" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "l"(p) : "memory");
+  return v;
+}
+
+}  // namespace fl::ptx
