@@ -4,7 +4,7 @@
 //   unpack(data) -> int                 the same unpack and checks without device checks or launch
 //   pack(data) -> tuple[int, ...]       the int64 buffer unpack() fills, for tests and tools
 //   launch_repeat(data, iters) -> float host ns per launcher call, from a C loop (benchmarks)
-//   plan(sizes, sm_count[, share]) -> tuple     the sm90 plan of a launch: tiles and CTA shares (tests)
+//   plan(sizes, sm_count[, share, cap]) -> tuple     the sm90 plan of a launch: tiles and CTA shares (tests)
 //
 // The walk reads the nested tuples/lists with borrowed references and runs no Python code (no
 // __index__, no isinstance hooks, no tensor subclass dispatch), so nothing can change the input
@@ -533,16 +533,20 @@ PyObject* launch_repeat(PyObject*, PyObject* args) {
   }
 }
 
-// plan(sizes, sm_count, share=0) -> (groups, starts, est_us): the sm90 kernel's plan for sizes =
-// [(m, n, k), ...] on a GPU with sm_count multiprocessors (share: 1 whole tiles only, 2 split only). groups: per group (width, chunks, tiles_n, rank): `chunks`
+// plan(sizes, sm_count, share=0, cap=0) -> (groups, starts, est_us): the sm90 kernel's plan for sizes =
+// [(m, n, k), ...] on a GPU with sm_count multiprocessors (share: 1 whole tiles only, 2 split only;
+// cap: the widest tile, as FASTLAUNCH_SM90_WCAP). groups: per group (width, chunks, tiles_n, rank): `chunks`
 // tiles of `width` A rows along M, `tiles_n` of 128 B rows along N, `rank` the group's place in the
 // tile order (0 first). starts: ((tile, k), ...) one per CTA and a last (tiles, 0): CTA b runs the
 // K steps from starts[b] up to starts[b + 1]. est_us: the estimated time of the busiest CTA.
 PyObject* plan(PyObject*, PyObject* args) {
   PyObject* sizes;
-  int sm_count, share = 0;
-  if (!PyArg_ParseTuple(args, "Oi|i:plan", &sizes, &sm_count, &share)) return nullptr;
+  int sm_count, share = 0, cap = 0;
+  if (!PyArg_ParseTuple(args, "Oi|ii:plan", &sizes, &sm_count, &share, &cap)) return nullptr;
   if (share < 0 || share > 2) return raise(PyExc_ValueError, "plan: share must be 0 (either), 1 (whole) or 2 (split)");
+  bool cap_ok = cap == 0;
+  for (int w : fl::sm90::kWidths) cap_ok |= cap == w;
+  if (!cap_ok) return raise(PyExc_ValueError, "plan: cap %d is not a compiled tile width", cap);
   Py_ssize_t G = 0;
   PyObject* const* items = nullptr;
   if (!as_seq(sizes, &items, &G)) return err_sequence("sizes", " of (m, n, k)", sizes);
@@ -561,7 +565,7 @@ PyObject* plan(PyObject*, PyObject* args) {
     if (tiles > fl::kMaxTilesPerLaunch) return raise(PyExc_ValueError, "plan: group %zd: too many tiles", g);
   }
   fl::sm90::LaunchPlan p;
-  fl::sm90::plan_launch(m, n, k, (int)G, sm_count, 0, share, p);
+  fl::sm90::plan_launch(m, n, k, (int)G, sm_count, cap, share, p);
   int rank[fl::sm90::kGroupsPerLaunch];
   for (Py_ssize_t i = 0; i < G; ++i) rank[p.order[i]] = (int)i;
   PyObject* groups = PyTuple_New(G);
@@ -603,9 +607,9 @@ PyMethodDef kMethods[] = {
      "launch_repeat(data, iters) -> float\n\nHost ns per launch of the launcher called from a C loop on a "
      "buffer unpacked once (the floor for fast_launch)."},
     {"plan", plan, METH_VARARGS,
-     "plan(sizes, sm_count, share=0) -> (groups, starts, est_us)\n\nThe sm90 kernel's plan for sizes "
+     "plan(sizes, sm_count, share=0, cap=0) -> (groups, starts, est_us)\n\nThe sm90 kernel's plan for sizes "
      "[(m, n, k), ...] on a GPU with sm_count multiprocessors (share: 0 either, 1 whole tiles only, 2 split "
-     "tiles only). groups: per group (width, chunks, tiles_n, rank): chunks tiles of "
+     "tiles only; cap: 0 any, else the widest tile). groups: per group (width, chunks, tiles_n, rank): chunks tiles of "
      "width A rows along M, tiles_n of 128 B rows along N, rank the group's place in the tile order. starts: "
      "((tile, k), ...), CTA b runs the K steps from starts[b] up to starts[b + 1]. est_us: the estimated time "
      "of the busiest CTA."},

@@ -13,7 +13,8 @@
 // stream-K): CTA b runs the steps from Params::start[b] up to start[b + 1], as one unit per tile it
 // touches, from its last unit backwards. A tile cut between CTAs is finished by the CTA holding its
 // last K step: the CTAs of lower index that hold its other steps write their fp32 sums to the
-// workspace first (for them it is their first unit) and raise a flag per consumer warp; the
+// workspace first (for them it is their first unit) and raise a flag per consumer warp (after their
+// next unit's K loop, so the stores drain meanwhile); the
 // finishing CTA (for it, its last unit) waits for the flags, adds the sums and stores C. A CTA waits
 // only for CTAs of lower index, which the GPU starts no later, and none of them waits for anything:
 // no deadlock even if not every CTA fits on the GPU at once.
@@ -271,15 +272,23 @@ __device__ __forceinline__ float* partial_of(float* slot, int cwarp, int lane) {
   return slot + (cwarp * (W / 8) * 32 + lane) * 4;
 }
 
-// A consumer warp's sums of a tile it does not finish, for the CTA that does; then its flag.
+// A consumer warp's sums of a tile it does not finish, for the CTA that does. Its flag is raised
+// later (raise_flag): the stores drain while the warp goes on.
 template <int W>
-__device__ __forceinline__ void write_partial(const float (&acc)[W / 2], float* slot, int32_t* flag, int cwarp,
-                                              int lane) {
+__device__ __forceinline__ void write_partial(const float (&acc)[W / 2], float* slot, int cwarp, int lane) {
   float* dst = partial_of<W>(slot, cwarp, lane);
 #pragma unroll
   for (int j = 0; j < W / 8; ++j) ptx::st_cg_v4(dst + j * 128, acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]);
-  __syncwarp();  // orders the warp's stores before lane 0's release
-  if (lane == 0) ptx::st_release_gpu(flag, 1);
+}
+
+// Raises a consumer warp's flag once its partial sums are written (a release: lane 0's store waits
+// for the warp's stores before it, ordered by the __syncwarp).
+__device__ __forceinline__ void raise_flag(int32_t*& pending, int lane) {
+  if (pending) {
+    __syncwarp();
+    if (lane == 0) ptx::st_release_gpu(pending, 1);
+    pending = nullptr;
+  }
 }
 
 // Adds to a consumer warp's sums of tile t (CTA b holds its last step) those of the CTAs of lower
@@ -292,8 +301,8 @@ __device__ __forceinline__ void add_partials(const Params<MAXG>& p, float (&acc)
     while (ptx::ld_acquire_gpu(flag) == 0) {
     }
     const float* src = partial_of<W>(p.partials + (size_t)c * (kPartialBytes / 4), cwarp, lane);
-    constexpr int kBatch = 4;  // float4 loads in flight before their adds
-    static_assert((W / 8) % kBatch == 0, "whole batches");
+    constexpr int kBatch = W / 16;  // float4 loads in flight before their adds: two batches
+    static_assert(W % 16 == 0, "whole batches");
 #pragma unroll
     for (int j0 = 0; j0 < W / 8; j0 += kBatch) {
       float4 v[kBatch];
@@ -335,10 +344,11 @@ __device__ __forceinline__ void consumer_step(const Smem& sm, float (&acc)[W / 2
 // One unit of a tile of width W: its K loop, then the epilogue, or the partial sums for the CTA that
 // finishes the tile. `all` is the accumulator array every width shares (a width uses its first
 // W / 2 registers).
+// `pending`: this warp's flag, raised after the next unit's K loop (or at the end).
 template <int W, int MAXG>
 __device__ __forceinline__ void consumer_unit(const Params<MAXG>& p, const Smem& sm, float (&all)[kMaxWidth / 2],
                                               const Unit& w, uint32_t& it, int r0, int c, int cw, int wq, int lane,
-                                              uint64_t* tr) {
+                                              int32_t*& pending, uint64_t* tr) {
   float(&acc)[W / 2] = *reinterpret_cast<float(*)[W / 2]>(&all[0]);
   const Group& gr = p.groups[w.tile.g];
   uint32_t fa[4][4], fb[4][4];
@@ -358,10 +368,11 @@ __device__ __forceinline__ void consumer_unit(const Params<MAXG>& p, const Smem&
     ptx::mbar_arrive(sm.a_empty((it - 1) % kAStages));
     ptx::mbar_arrive(sm.b_empty((it - 1) % kBStages));
   }
+  raise_flag(pending, lane);
   const int cwarp = 4 * cw + wq;
   if (!w.ends_tile()) {
-    write_partial<W>(acc, p.partials + (size_t)blockIdx.x * (kPartialBytes / 4),
-                     p.flags + blockIdx.x * kConsumerWarps + cwarp, cwarp, lane);
+    write_partial<W>(acc, p.partials + (size_t)blockIdx.x * (kPartialBytes / 4), cwarp, lane);
+    pending = p.flags + blockIdx.x * kConsumerWarps + cwarp;
     trace(tr, kTrFirstEpilogue);
     return;
   }
@@ -375,15 +386,15 @@ __device__ __forceinline__ void consumer_unit(const Params<MAXG>& p, const Smem&
 template <int I = 0, int MAXG>
 __device__ __forceinline__ void consumer_dispatch(const Params<MAXG>& p, const Smem& sm, float (&all)[kMaxWidth / 2],
                                                   const Unit& w, uint32_t& it, int r0, int c, int cw, int wq,
-                                                  int lane, uint64_t* tr) {
+                                                  int lane, int32_t*& pending, uint64_t* tr) {
   constexpr int W = kWidths[I];
   if constexpr (I + 1 < kNumWidths) {
     if (p.groups[w.tile.g].width > W) {
-      consumer_dispatch<I + 1>(p, sm, all, w, it, r0, c, cw, wq, lane, tr);
+      consumer_dispatch<I + 1>(p, sm, all, w, it, r0, c, cw, wq, lane, pending, tr);
       return;
     }
   }
-  consumer_unit<W>(p, sm, all, w, it, r0, c, cw, wq, lane, tr);
+  consumer_unit<W>(p, sm, all, w, it, r0, c, cw, wq, lane, pending, tr);
 }
 
 template <int MAXG>
@@ -489,12 +500,14 @@ __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_con
     Share share(p, blockIdx.x);
     uint32_t it = 0;  // K steps so far: the position in both rings
     uint64_t* tr = threadIdx.x == 128 ? p.trace : nullptr;
+    int32_t* pending = nullptr;  // the flag of partial sums written, not yet raised
     for (int u = 0; u < share.units(); ++u) {
       const Unit w = share.unit(p, u);
       float acc[kMaxWidth / 2];  // per unit: nothing carries over, so no register lives across widths
-      consumer_dispatch(p, sm, acc, w, it, r0, c, cw, wq, lane, tr);
+      consumer_dispatch(p, sm, acc, w, it, r0, c, cw, wq, lane, pending, tr);
       tr = nullptr;  // trace the first unit only
     }
+    raise_flag(pending, lane);
     trace(threadIdx.x == 128 ? p.trace : nullptr, kTrConsumerDone);
   }
   if (p.trace) {

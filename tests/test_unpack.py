@@ -298,3 +298,6 @@ def test_plan_shares_cover_every_step_once(sm_count, share):
         plan([(0, 5, 64)], 132)
     with pytest.raises(ValueError):
         plan([(1, 1, 64)], 132, 3)
+    with pytest.raises(ValueError):
+        plan([(1, 1, 64)], 132, 0, 100)  # not a compiled width
+    assert {w for w, *_ in plan([(m, 64, 64) for m in (100, 150, 300)], 132, 0, 128)[0]} == {128}

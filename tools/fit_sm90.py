@@ -1,0 +1,138 @@
+"""Fits the sm90 planner's cost model (kernels/plan.h) to per-CTA times measured on the GPU.
+
+For each benchmark shape under each mode (planner's choice, split or whole tiles forced, each width cap),
+one traced call (FASTLAUNCH_SM90_TRACE; median of 5, L2 flushed) gives every CTA's time from its entry to
+the end of its consumers' work. The plan the kernel ran (fastlaunch._C.plan, same sizes, SM count, mode)
+gives what each CTA did: K steps per tile width, tiles finished per width (epilogues), partial sums
+written and read. A least-squares fit of the times on those counts gives ns per step and per epilogue
+of each width and per partial write and read; the table shows the fit, and per run the spread of CTA
+times and of the fit's residuals.
+
+python tools/fit_sm90.py [--shapes 0,1,2,3] [--modes auto,share:split,share:whole,cap:128]
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+import torch
+
+CHILD = r"""
+import json, os, statistics, sys, torch
+trace = torch.zeros(1024 * 16 * 2, dtype=torch.int64, device="cuda")
+os.environ["FASTLAUNCH_SM90_TRACE"] = str(trace.data_ptr())
+import fastlaunch
+from fastlaunch import reference as R
+from fastlaunch.shapes import BENCH_SHAPES
+from fastlaunch.timing import l2_flush_buffer
+flush = l2_flush_buffer()
+out = []
+for i in json.loads(sys.argv[1]):
+    g, ms, ns, ks = BENCH_SHAPES[i]
+    d = R.generate_input(ms, ns, ks, g, 3, device="cuda")
+    for _ in range(3):
+        fastlaunch.fast_launch(d)
+    per_cta = []
+    for rep in range(5):
+        flush.zero_(); trace.zero_()
+        fastlaunch.fast_launch(d); torch.cuda.synchronize()
+        t = trace.view(1024, 16, 2).cpu()
+        n = int((t[:, 0, 0] != 0).sum())
+        per_cta.append(((t[:n, 8, 0] - t[:n, 0, 0]).double() / 1e3).tolist())  # consumer_done - entry, us
+    out.append({"shape": i, "ctas": len(per_cta[0]), "us": [statistics.median(x) for x in zip(*per_cta)]})
+print(json.dumps(out))
+"""
+
+
+def features(sizes, sm_count, share, cap, widths):
+    """Per CTA of the plan: [1, steps per width..., epilogues per width..., partial writes, partial reads]."""
+    import fastlaunch
+
+    groups, starts, _ = fastlaunch._C.plan(sizes, sm_count, share, cap)
+    order = sorted(range(len(sizes)), key=lambda g: groups[g][3])
+    tile_w, tile_k = [], []
+    for g in order:
+        w, chunks, tn, _ = groups[g]
+        tile_w += [w] * (chunks * tn)
+        tile_k += [sizes[g][2] // 64] * (chunks * tn)
+    rows = []
+    for b in range(len(starts) - 1):
+        (t0, k0), (t1, k1) = starts[b], starts[b + 1]
+        f = [1.0] + [0.0] * (2 * len(widths) + 2)
+        last = t1 if k1 > 0 else t1 - 1
+        for t in range(t0, last + 1):
+            lo = k0 if t == t0 else 0
+            hi = k1 if (t == t1 and k1 > 0) else tile_k[t]
+            wi = widths.index(tile_w[t])
+            f[1 + wi] += hi - lo
+            if hi == tile_k[t]:
+                f[1 + len(widths) + wi] += 1
+                if lo > 0:  # finishes a split tile: reads the partial sums of the CTAs before it in it
+                    c = b - 1
+                    while c >= 0 and starts[c + 1][0] == t and starts[c + 1][1] > 0:
+                        f[-1] += 1
+                        c -= 1
+            else:
+                f[-2] += 1
+        rows.append(f)
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shapes", default="0,1,2,3")
+    ap.add_argument("--modes", default="auto,share:split,share:whole,cap:128")
+    a = ap.parse_args()
+    import fastlaunch
+    from fastlaunch.shapes import BENCH_SHAPES
+
+    widths = [128, 160]
+    sm_count = torch.cuda.get_device_properties(0).multi_processor_count
+    shapes = [int(x) for x in a.shapes.split(",")]
+    X, y, runs = [], [], []
+    for mode in a.modes.split(","):
+        env = dict(os.environ)
+        for k in ("FASTLAUNCH_SM90_ONLY", "FASTLAUNCH_SM90_SHARE", "FASTLAUNCH_SM90_WCAP"):
+            env.pop(k, None)
+        share = cap = 0
+        if mode.startswith("share:"):
+            env["FASTLAUNCH_SM90_SHARE"] = mode[6:]
+            share = 1 if mode[6:] == "whole" else 2
+        elif mode.startswith("cap:"):
+            env["FASTLAUNCH_SM90_WCAP"] = mode[4:]
+            cap = int(mode[4:])
+        r = subprocess.run([sys.executable, "-c", CHILD, json.dumps(shapes)], env=env, capture_output=True, text=True,
+                           timeout=600)
+        if r.returncode:
+            print(f"{mode}: failed\n{r.stderr[-2000:]}")
+            continue
+        for sh in json.loads(r.stdout.strip().splitlines()[-1]):
+            g, ms, ns, ks = BENCH_SHAPES[sh["shape"]]
+            f = features(list(zip(ms, ns, ks)), sm_count, share, cap, widths)
+            if len(f) != sh["ctas"]:
+                print(f"{mode} b{sh['shape'] + 1}: {sh['ctas']} CTAs traced, the plan has {len(f)}: skipped")
+                continue
+            runs.append((mode, sh["shape"], len(X), len(f)))
+            X += f
+            y += sh["us"]
+    Xt, yt = torch.tensor(X, dtype=torch.float64), torch.tensor(y, dtype=torch.float64)
+    coef = torch.linalg.lstsq(Xt, yt.unsqueeze(1)).solution.squeeze(1)
+    res = yt - Xt @ coef
+    names = (["constant"] + [f"step W={w}" for w in widths] + [f"epilogue W={w}" for w in widths]
+             + ["partial write", "partial read"])
+    print(f"fit over {len(y)} CTAs of {len(runs)} runs (SM count {sm_count}); ns:")
+    print("| term | ns |")
+    print("|---|---|")
+    for n, c in zip(names, coef.tolist()):
+        print(f"| {n} | {c * 1e3:.0f} |")
+    print("| mode | bench | CTAs | busiest CTA us | CTA spread us | residual spread us |")
+    print("|---|---|---|---|---|---|")
+    for mode, s, i0, n in runs:
+        ys, rs = yt[i0:i0 + n], res[i0:i0 + n]
+        print(f"| {mode} | {s + 1} | {n} | {ys.max():.1f} | {ys.max() - ys.min():.1f} | {rs.max() - rs.min():.1f} |")
+
+
+if __name__ == "__main__":
+    main()
