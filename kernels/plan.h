@@ -52,16 +52,15 @@ constexpr int64_t kWorkspaceAlign = 1024;
 // elements; no overflow.
 constexpr int64_t a16_launch_bytes(int64_t rows, int64_t kmax) { return round_up(rows * kmax * 2, kWorkspaceAlign); }
 
-// Cost model (ns on the H200) of one 64-wide K step of a tile `w` A rows wide: B's dequantisation
-// bounds a step below ~128 rows (390 ns at W = 64, 400 at W = 128: tools/ksweep_sm90.py --tile,
-// docs/sm90_kernel_notes.md), the MMA above (2.77 ns per A row at the measured fp16 rate, plus issue).
-constexpr double kStepNsDequant = 390;
-constexpr double kStepNsPerRow = 2.9;
-constexpr double kStepNsMma = 30;
-constexpr double kTileNs = 1000;  // per tile: the epilogue, and the pipeline's turn to the next tile
-constexpr double step_ns(int w) {
-  return kStepNsPerRow * w + kStepNsMma > kStepNsDequant ? kStepNsPerRow * w + kStepNsMma : kStepNsDequant;
-}
+// Cost model (ns on the H200), fitted to per-CTA trace times of the benchmark shapes
+// (tools/fit_sm90.py, docs/sm90_kernel_notes.md, v20): a 64-wide K step of a tile `w` A rows wide
+// costs 416 ns at W = 128 (B's dequantisation bounds it: ~390 at W = 64) and 452 at W = 160 (the MMA
+// at the fp16 tensor rate, 2.83 ns per A row); finishing a tile costs ~520 ns per 64-row epilogue pass.
+constexpr double kStepNsDequant = 416;
+constexpr double kStepNsPerRow = 2.83;
+constexpr double kPassNs = 520;
+constexpr double step_ns(int w) { return kStepNsPerRow * w > kStepNsDequant ? kStepNsPerRow * w : kStepNsDequant; }
+constexpr double epilogue_ns(int w) { return kPassNs * (double)ceil_div(w, 64); }
 
 // One group's tiles: `chunks` tiles of `width` A rows along M, tiles_n(n) along N, each estimated
 // at `tile_ns`.
@@ -82,7 +81,7 @@ constexpr int fit_width(int64_t rows) {
 inline GroupTiles group_tiles(int64_t m, int64_t n, int64_t k, int cap) {
   const int64_t c = ceil_div(m, cap);
   const int w = fit_width(ceil_div(m, c));
-  return {w, c, tiles_n(n), k / kBlockK, step_ns(w), (double)(k / kBlockK) * step_ns(w) + kTileNs};
+  return {w, c, tiles_n(n), k / kBlockK, step_ns(w), (double)(k / kBlockK) * step_ns(w) + epilogue_ns(w)};
 }
 
 // The most tiles a group can be planned into (all tiles of the narrowest width): the limits are
@@ -96,8 +95,8 @@ constexpr int64_t max_tiles(int64_t m, int64_t n) { return ceil_div(m, kWidths[0
 // all of lower index) before it stores C. A CTA takes its steps from the last tile backwards, so it
 // writes the partial sums of its last tile first and reads the others' at its end.
 constexpr int kMaxCtas = 144;           // CTAs per launch: at most one per SM, and at most this many
-constexpr double kPartWriteNs = 1000;   // a CTA's store of one tile's partial sums (estimate)
-constexpr double kPartReadNs = 1000;    // ... and their read by the CTA that finishes the tile
+constexpr double kPartWriteNs = 1700;   // a CTA's store of one tile's partial sums (fitted, as the costs above)
+constexpr double kPartReadNs = 1650;    // ... and their read by the CTA that finishes the tile
 constexpr int64_t kMinPartSteps = 2;    // no part of a split tile is shorter than this (cuts snap to the tile's ends)
 
 // A launch's plan: every group's tiles (groups by tile cost, costliest first), and each CTA's share.
@@ -134,7 +133,7 @@ struct StepWalk {
 };
 
 // The steps before tile boundary or cut `(t, k)`'s estimated time: each whole tile before it (its
-// steps and kTileNs), then k steps of tile t.
+// steps and epilogue), then k steps of tile t.
 inline double cost_at(const LaunchPlan& p, int64_t t, int64_t k) {
   StepWalk w(p);
   while (t >= w.tile0 + w.tiles() && w.next()) {

@@ -115,7 +115,6 @@ constexpr uint32_t kOffEpi = kOffB + kBStages * kBStageBytes;
 constexpr uint32_t kSmemBytes = kOffEpi + kEpiBytes;
 
 static_assert(kAStages >= 4, "pipeline depth");
-static_assert((kAStages & (kAStages - 1)) == 0 && (kBStages & (kBStages - 1)) == 0, "ring positions by shifts");
 static_assert(kAStageBytes % 1024 == 0 && kOffA % 1024 == 0, "A stages keep the 128-byte swizzle's alignment");
 static_assert(kBStageBytes % 128 == 0 && kOffB % 128 == 0, "TMA and bulk-copy destinations aligned");
 static_assert(kOffBars + 2 * 8 * kBarSlots <= kHeaderBytes, "barriers fit the header");
@@ -317,28 +316,41 @@ __device__ __forceinline__ void add_partials(const Params<MAXG>& p, float (&acc)
   }
 }
 
-// One consumer K step `it`: wait for B, dequantise it into registers; wait for A, issue the step's
-// wgmma, then retire the previous step (its wgmma done: its A and B stages are free). Releasing B
+// The consumers' place in both rings, advanced once per K step by counting (no division: the ring
+// sizes need not be powers of two), and the stages of the previous step (retired one step later).
+struct ConsumerPos {
+  RingPos<kAStages> a;
+  RingPos<kBStages> b;
+  int prev_a = 0, prev_b = 0;
+  __device__ void next() {
+    prev_a = a.s, prev_b = b.s;
+    a.next();
+    b.next();
+  }
+};
+
+// One consumer K step at `pos`: wait for B, dequantise it into registers; wait for A, issue the
+// step's wgmma, then retire the previous step (its wgmma done: its A and B stages are free). Releasing B
 // right after its dequantisation instead (it is read by no wgmma) measured 4% slower on every shape
 // (an arrive between the dequantisation and the wgmma issue).
 // Callers alternate two fragment sets, so the registers of the previous step's wgmma are not
 // overwritten while they may still run. r0: the thread's first B row in the tile.
 template <int W>
-__device__ __forceinline__ void consumer_step(const Smem& sm, float (&acc)[W / 2], uint32_t (&f)[4][4], uint32_t it,
-                                              int kc, int r0, int c, int lane) {
-  const int sb = it % kBStages, sa = it % kAStages;
-  ptx::mbar_wait(sm.b_full(sb), (it / kBStages) & 1);
-  dequant_b(f, sm.b_stage(sb), r0, c);
-  ptx::mbar_wait(sm.a_full(sa), (it / kAStages) & 1);
-  mma_step<W>(acc, f, sm.a_stage(sa), kc == 0);
+__device__ __forceinline__ void consumer_step(const Smem& sm, float (&acc)[W / 2], uint32_t (&f)[4][4],
+                                              ConsumerPos& pos, int kc, int r0, int c, int lane) {
+  ptx::mbar_wait(sm.b_full(pos.b.s), pos.b.ph);
+  dequant_b(f, sm.b_stage(pos.b.s), r0, c);
+  ptx::mbar_wait(sm.a_full(pos.a.s), pos.a.ph);
+  mma_step<W>(acc, f, sm.a_stage(pos.a.s), kc == 0);
   if (kc > 0) {
     ptx::wgmma_wait<1>();
     __syncwarp();
     if (lane == 0) {
-      ptx::mbar_arrive(sm.a_empty((it - 1) % kAStages));
-      ptx::mbar_arrive(sm.b_empty((it - 1) % kBStages));
+      ptx::mbar_arrive(sm.a_empty(pos.prev_a));
+      ptx::mbar_arrive(sm.b_empty(pos.prev_b));
     }
   }
+  pos.next();
 }
 
 // One unit of a tile of width W: its K loop, then the epilogue, or the partial sums for the CTA that
@@ -347,26 +359,26 @@ __device__ __forceinline__ void consumer_step(const Smem& sm, float (&acc)[W / 2
 // `pending`: this warp's flag, raised after the next unit's K loop (or at the end).
 template <int W, int MAXG>
 __device__ __forceinline__ void consumer_unit(const Params<MAXG>& p, const Smem& sm, float (&all)[kMaxWidth / 2],
-                                              const Unit& w, uint32_t& it, int r0, int c, int cw, int wq, int lane,
-                                              int32_t*& pending, uint64_t* tr) {
+                                              const Unit& w, ConsumerPos& pos, int r0, int c, int cw, int wq,
+                                              int lane, int32_t*& pending, uint64_t* tr) {
   float(&acc)[W / 2] = *reinterpret_cast<float(*)[W / 2]>(&all[0]);
   const Group& gr = p.groups[w.tile.g];
   uint32_t fa[4][4], fb[4][4];
   if (tr) {  // trace: when the first stage lands
-    ptx::mbar_wait(sm.a_full(it % kAStages), (it / kAStages) & 1);
+    ptx::mbar_wait(sm.a_full(pos.a.s), pos.a.ph);
     trace(tr, kTrFirstFull);
   }
   const int steps = w.k1 - w.k0;
   for (int kc = 0; kc < steps; kc += 2) {
-    consumer_step<W>(sm, acc, fa, it++, kc, r0, c, lane);
-    if (kc + 1 < steps) consumer_step<W>(sm, acc, fb, it++, kc + 1, r0, c, lane);
+    consumer_step<W>(sm, acc, fa, pos, kc, r0, c, lane);
+    if (kc + 1 < steps) consumer_step<W>(sm, acc, fb, pos, kc + 1, r0, c, lane);
   }
   ptx::wgmma_wait<0>();
   trace(tr, kTrFirstMainloop);
   __syncwarp();
   if (lane == 0) {
-    ptx::mbar_arrive(sm.a_empty((it - 1) % kAStages));
-    ptx::mbar_arrive(sm.b_empty((it - 1) % kBStages));
+    ptx::mbar_arrive(sm.a_empty(pos.prev_a));
+    ptx::mbar_arrive(sm.b_empty(pos.prev_b));
   }
   raise_flag(pending, lane);
   const int cwarp = 4 * cw + wq;
@@ -385,16 +397,16 @@ __device__ __forceinline__ void consumer_unit(const Params<MAXG>& p, const Smem&
 // serialise the wgmma, C7512).
 template <int I = 0, int MAXG>
 __device__ __forceinline__ void consumer_dispatch(const Params<MAXG>& p, const Smem& sm, float (&all)[kMaxWidth / 2],
-                                                  const Unit& w, uint32_t& it, int r0, int c, int cw, int wq,
-                                                  int lane, int32_t*& pending, uint64_t* tr) {
+                                                  const Unit& w, ConsumerPos& pos, int r0, int c, int cw,
+                                                  int wq, int lane, int32_t*& pending, uint64_t* tr) {
   constexpr int W = kWidths[I];
   if constexpr (I + 1 < kNumWidths) {
     if (p.groups[w.tile.g].width > W) {
-      consumer_dispatch<I + 1>(p, sm, all, w, it, r0, c, cw, wq, lane, pending, tr);
+      consumer_dispatch<I + 1>(p, sm, all, w, pos, r0, c, cw, wq, lane, pending, tr);
       return;
     }
   }
-  consumer_unit<W>(p, sm, all, w, it, r0, c, cw, wq, lane, pending, tr);
+  consumer_unit<W>(p, sm, all, w, pos, r0, c, cw, wq, lane, pending, tr);
 }
 
 template <int MAXG>
@@ -498,13 +510,13 @@ __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_con
     const int c = lane % 4;         // K block of the stage this thread dequantises
     const int r0 = 64 * cw + 16 * wq + lane / 4;  // tile-local B rows r0 and r0 + 8
     Share share(p, blockIdx.x);
-    uint32_t it = 0;  // K steps so far: the position in both rings
+    ConsumerPos pos;  // the place in both rings
     uint64_t* tr = threadIdx.x == 128 ? p.trace : nullptr;
     int32_t* pending = nullptr;  // the flag of partial sums written, not yet raised
     for (int u = 0; u < share.units(); ++u) {
       const Unit w = share.unit(p, u);
       float acc[kMaxWidth / 2];  // per unit: nothing carries over, so no register lives across widths
-      consumer_dispatch(p, sm, acc, w, it, r0, c, cw, wq, lane, pending, tr);
+      consumer_dispatch(p, sm, acc, w, pos, r0, c, cw, wq, lane, pending, tr);
       tr = nullptr;  // trace the first unit only
     }
     raise_flag(pending, lane);

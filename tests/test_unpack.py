@@ -234,7 +234,11 @@ PLAN_CASES = [
 
 
 def step_cost(w):
-    return max(390, 2.9 * w + 30)  # plan.h's cost model (ns per 64-wide K step)
+    return max(416, 2.83 * w)  # plan.h's cost model (ns per 64-wide K step)
+
+
+def epilogue_cost(w):
+    return 520 * -(-w // 64)  # ... and per tile finished (ns)
 
 
 def test_plan_widths_chunks_and_order():
@@ -270,11 +274,11 @@ def test_plan_shares_cover_every_step_once(sm_count, share):
     for sizes in PLAN_CASES:
         groups, starts, est = plan(sizes, sm_count, share)
         order = sorted(range(len(sizes)), key=lambda g: groups[g][3])
-        tile_steps, tile_cost = [], []
+        tile_steps, tile_width = [], []
         for g in order:
             w, chunks, tn, _ = groups[g]
             tile_steps += [sizes[g][2] // 64] * (chunks * tn)
-            tile_cost += [step_cost(w)] * (chunks * tn)
+            tile_width += [w] * (chunks * tn)
         tiles = len(tile_steps)
         ctas = len(starts) - 1
         assert 1 <= ctas <= min(sm_count, fastlaunch._C.max_ctas, sum(tile_steps))
@@ -289,9 +293,9 @@ def test_plan_shares_cover_every_step_once(sm_count, share):
         for t, k in starts[1:-1]:
             assert k == 0 or (share != 1 and k >= 2 and tile_steps[t] - k >= 2)
         # the busiest share is within one tile (and its partial sums) of the average
-        total = sum(s * c + 1000 for s, c in zip(tile_steps, tile_cost))
-        assert est * 1000 >= total / ctas - 1
-        assert est * 1000 <= total / ctas + max(s * c + 1000 for s, c in zip(tile_steps, tile_cost)) + 3000
+        tile_ns = [s * step_cost(w) + epilogue_cost(w) for s, w in zip(tile_steps, tile_width)]
+        assert est * 1000 >= sum(tile_ns) / ctas - 1
+        assert est * 1000 <= sum(tile_ns) / ctas + max(tile_ns) + 2 * 1700
 
 
     with pytest.raises(ValueError):
