@@ -253,7 +253,7 @@ def test_plan_widths_chunks_and_order():
             assert w in widths and tn == -(-n // 128)
             assert chunks == -(-m // cap) and w * chunks >= m  # even cuts under the launch's cap ...
             assert w == min(x for x in widths if x >= -(-m // chunks))  # ... each the narrowest that holds them
-            cost[rank] = (k // 64) * step_cost(w)
+            cost[rank] = (k // 64) * step_cost(w) + epilogue_cost(w)
         assert all(cost[r] >= cost[r + 1] for r in range(len(sizes) - 1))  # costliest tiles first
     # one tiny group: one tile of the narrowest width, one CTA
     assert plan([(1, 1, 64)], 132)[:2] == (((128, 1, 1, 0),), ((0, 0), (1, 0)))
