@@ -631,5 +631,16 @@ PyMODINIT_FUNC PyInit__C(void) {
     Py_DECREF(m);
     return nullptr;
   }
+  PyObject* widths = PyTuple_New(fl::sm90::kNumWidths);
+  for (int i = 0; widths && i < fl::sm90::kNumWidths; ++i) {
+    PyObject* w = PyLong_FromLong(fl::sm90::kWidths[i]);
+    if (!w) Py_CLEAR(widths);
+    else PyTuple_SET_ITEM(widths, i, w);
+  }
+  if (!widths || PyModule_AddObject(m, "tile_widths", widths) < 0) {  // steals widths on success
+    Py_XDECREF(widths);
+    Py_DECREF(m);
+    return nullptr;
+  }
   return m;
 }

@@ -4,6 +4,7 @@ import torch
 
 supported_archs: str
 max_width: int
+tile_widths: tuple[int, ...]
 block_n: int
 max_ctas: int
 max_groups_per_launch: int

@@ -243,7 +243,8 @@ def epilogue_cost(w):
 
 def test_plan_widths_chunks_and_order():
     plan = fastlaunch._C.plan
-    widths = (128, 160)  # compiled (plan.h kWidths)
+    widths = fastlaunch._C.tile_widths  # compiled (plan.h kWidths)
+    assert widths == tuple(sorted(widths)) and widths[-1] == fastlaunch._C.max_width
     for sizes in PLAN_CASES:
         out, _starts, _est = plan(sizes, 132)
         assert sorted(r for *_, r in out) == list(range(len(sizes)))  # a permutation

@@ -19,6 +19,8 @@ import sys
 
 import torch
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
 CHILD = r"""
 import json, os, statistics, sys, torch
 trace = torch.zeros(1024 * 16 * 2, dtype=torch.int64, device="cuda")
@@ -88,7 +90,7 @@ def main():
     import fastlaunch
     from fastlaunch.shapes import BENCH_SHAPES
 
-    widths = [128, 160]
+    widths = list(fastlaunch._C.tile_widths)
     sm_count = torch.cuda.get_device_properties(0).multi_processor_count
     shapes = [int(x) for x in a.shapes.split(",")]
     X, y, runs = [], [], []
