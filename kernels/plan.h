@@ -53,12 +53,12 @@ constexpr int64_t kWorkspaceAlign = 1024;
 constexpr int64_t a16_launch_bytes(int64_t rows, int64_t kmax) { return round_up(rows * kmax * 2, kWorkspaceAlign); }
 
 // Cost model (ns on the H200), fitted to per-CTA trace times of the benchmark shapes
-// (tools/fit_sm90.py, docs/sm90_kernel_notes.md, v20): a 64-wide K step of a tile `w` A rows wide
-// costs 416 ns at W = 128 (B's dequantisation bounds it: ~390 at W = 64) and 452 at W = 160 (the MMA
-// at the fp16 tensor rate, 2.83 ns per A row); finishing a tile costs ~520 ns per 64-row epilogue pass.
-constexpr double kStepNsDequant = 416;
-constexpr double kStepNsPerRow = 2.83;
-constexpr double kPassNs = 520;
+// (tools/fit_sm90.py, docs/sm90_kernel_notes.md, v21a): a 64-wide K step of a tile `w` A rows wide
+// costs 419 ns at W = 128 (B's dequantisation bounds it: ~390 at W = 64) and 472 at W = 160 (the MMA,
+// 2.95 ns per A row); finishing a tile costs ~575 ns per 64-row epilogue pass.
+constexpr double kStepNsDequant = 419;
+constexpr double kStepNsPerRow = 2.95;
+constexpr double kPassNs = 575;
 constexpr double step_ns(int w) { return kStepNsPerRow * w > kStepNsDequant ? kStepNsPerRow * w : kStepNsDequant; }
 constexpr double epilogue_ns(int w) { return kPassNs * (double)ceil_div(w, 64); }
 
@@ -95,8 +95,8 @@ constexpr int64_t max_tiles(int64_t m, int64_t n) { return ceil_div(m, kWidths[0
 // all of lower index) before it stores C. A CTA takes its steps from the last tile backwards, so it
 // writes the partial sums of its last tile first and reads the others' at its end.
 constexpr int kMaxCtas = 144;           // CTAs per launch: at most one per SM, and at most this many
-constexpr double kPartWriteNs = 1700;   // a CTA's store of one tile's partial sums (fitted, as the costs above)
-constexpr double kPartReadNs = 1650;    // ... and their read by the CTA that finishes the tile
+constexpr double kPartWriteNs = 1600;   // a CTA's store of one tile's partial sums (fitted, as the costs above)
+constexpr double kPartReadNs = 1600;    // ... and their read by the CTA that finishes the tile
 constexpr int64_t kMinPartSteps = 2;    // no part of a split tile is shorter than this (cuts snap to the tile's ends)
 
 // A launch's plan: every group's tiles (groups by tile cost, costliest first), and each CTA's share.
@@ -141,45 +141,81 @@ inline double cost_at(const LaunchPlan& p, int64_t t, int64_t k) {
   return w.cost0 + (double)(t - w.tile0) * w.g().tile_ns + (double)k * w.g().step_ns;
 }
 
-// Cuts the plan's steps into `ctas` shares of about equal estimated time (whole tiles only if
-// `whole`: every cut at a tile boundary), fills start_tile/start_k, splits and est_ns (with the
-// partial sums' costs). ctas <= steps, and <= tiles if whole.
-inline void share_out(LaunchPlan& p, int ctas, bool whole) {
-  double total = 0;
-  for (int i = 0; i < p.groups; ++i) total += (double)(p.group[i].chunks * p.group[i].tiles_n) * p.group[i].tile_ns;
-  p.ctas = ctas;
-  p.start_tile[0] = 0, p.start_k[0] = 0;
-  StepWalk w(p);
-  int64_t prev = 0;  // the previous cut as a global step (whole: as a tile)
-  for (int b = 1; b < ctas; ++b) {
-    const double target = total * b / ctas;
-    while (target >= w.cost0 + (double)w.tiles() * w.g().tile_ns && w.next()) {
+// Whole tiles: consecutive tiles into CTAs, each filled up to `limit` ns; returns the CTAs used
+// (more than `ctas`: does not fit) and, if `write`, sets start_tile (start_k 0) of each.
+inline int fill_whole(LaunchPlan& p, int ctas, double limit, bool write) {
+  int b = 0;
+  double load = 0;
+  int64_t tile = 0;
+  for (int i = 0; i < p.groups; ++i) {
+    const GroupTiles& g = p.group[p.order[i]];
+    for (int64_t left = g.chunks * g.tiles_n; left > 0;) {
+      int64_t fit = (int64_t)((limit - load) / g.tile_ns);
+      if (fit <= 0) {
+        if (load == 0) return ctas + 1;  // one tile is over the limit
+        if (++b >= ctas) return ctas + 1;
+        if (write) p.start_tile[b] = (int32_t)tile, p.start_k[b] = 0;
+        load = 0;
+        continue;
+      }
+      const int64_t take = fit < left ? fit : left;
+      load += (double)take * g.tile_ns, tile += take, left -= take;
     }
-    const double into = target - w.cost0;
-    int64_t j = (int64_t)(into / w.g().tile_ns);  // tile of the group
-    if (j >= w.tiles()) j = w.tiles() - 1;
-    const int64_t kst = w.kst();
-    int64_t k = (int64_t)((into - (double)j * w.g().tile_ns) / w.g().step_ns + 0.5);
-    if (k > kst) k = kst;
-    if (whole || k < kMinPartSteps) k = whole && 2 * k >= kst ? kst : 0;
-    if (!whole && kst - k < kMinPartSteps) k = kst;
-    // as a tile (whole) or a global step, at least one past the previous cut, leaving one for each later CTA
-    int64_t at = whole ? w.tile0 + j + (k == kst) : w.step0 + j * kst + k;
-    const int64_t last = (whole ? p.tiles : p.steps) - (ctas - b);
-    if (at <= prev) at = prev + 1;
-    if (at > last) at = last;
-    prev = at;
-    if (whole) {
-      p.start_tile[b] = (int32_t)at, p.start_k[b] = 0;
-      continue;
-    }
-    // global step -> (tile, k): the cut lies in this group or a later one
-    StepWalk v = w;
-    while (at >= v.step0 + v.tiles() * v.kst() && v.next()) {
-    }
-    p.start_tile[b] = (int32_t)(v.tile0 + (at - v.step0) / v.kst());
-    p.start_k[b] = (int32_t)((at - v.step0) % v.kst());
   }
+  return b + 1;
+}
+
+// Cuts the plan's steps into at most `ctas` shares (split tiles) of about equal estimated time, or
+// (`whole`) into consecutive whole tiles with the smallest busiest share; fills ctas,
+// start_tile/start_k, splits and est_ns (with the partial sums' costs). ctas <= steps.
+inline void share_out(LaunchPlan& p, int ctas, bool whole) {
+  double total = 0, longest = 0;
+  for (int i = 0; i < p.groups; ++i) {
+    total += (double)(p.group[i].chunks * p.group[i].tiles_n) * p.group[i].tile_ns;
+    if (p.group[i].tile_ns > longest) longest = p.group[i].tile_ns;
+  }
+  p.start_tile[0] = 0, p.start_k[0] = 0;
+  if (whole) {
+    // the smallest limit (binary search) under which a greedy fill needs at most `ctas` CTAs
+    double lo = longest > total / ctas ? longest : total / ctas, hi = total / ctas + longest;
+    if (fill_whole(p, ctas, lo, false) > ctas) {
+      for (int i = 0; i < 48 && hi - lo > 1; ++i) {
+        const double mid = (lo + hi) / 2;
+        (fill_whole(p, ctas, mid, false) <= ctas ? hi : lo) = mid;
+      }
+      lo = hi;
+    }
+    ctas = fill_whole(p, ctas, lo, true);
+  } else {
+    StepWalk w(p);
+    int64_t prev = 0;  // the previous cut as a global step
+    for (int b = 1; b < ctas; ++b) {
+      const double target = total * b / ctas;
+      while (target >= w.cost0 + (double)w.tiles() * w.g().tile_ns && w.next()) {
+      }
+      const double into = target - w.cost0;
+      int64_t j = (int64_t)(into / w.g().tile_ns);  // tile of the group
+      if (j >= w.tiles()) j = w.tiles() - 1;
+      const int64_t kst = w.kst();
+      int64_t k = (int64_t)((into - (double)j * w.g().tile_ns) / w.g().step_ns + 0.5);
+      if (k > kst) k = kst;
+      if (k < kMinPartSteps) k = 0;
+      if (kst - k < kMinPartSteps) k = kst;
+      // as a global step, at least one past the previous cut, leaving one for each later CTA
+      int64_t at = w.step0 + j * kst + k;
+      const int64_t last = p.steps - (ctas - b);
+      if (at <= prev) at = prev + 1;
+      if (at > last) at = last;
+      prev = at;
+      // global step -> (tile, k): the cut lies in this group or a later one
+      StepWalk v = w;
+      while (at >= v.step0 + v.tiles() * v.kst() && v.next()) {
+      }
+      p.start_tile[b] = (int32_t)(v.tile0 + (at - v.step0) / v.kst());
+      p.start_k[b] = (int32_t)((at - v.step0) % v.kst());
+    }
+  }
+  p.ctas = ctas;
   p.start_tile[ctas] = (int32_t)p.tiles, p.start_k[ctas] = 0;
   // estimated time of each CTA: its steps and tile ends, the partial sums it writes (a share that ends
   // inside a tile) and those it reads (a share that starts inside a tile and finishes it: one per

@@ -234,11 +234,11 @@ PLAN_CASES = [
 
 
 def step_cost(w):
-    return max(416, 2.83 * w)  # plan.h's cost model (ns per 64-wide K step)
+    return max(419, 2.95 * w)  # plan.h's cost model (ns per 64-wide K step)
 
 
 def epilogue_cost(w):
-    return 520 * -(-w // 64)  # ... and per tile finished (ns)
+    return 575 * -(-w // 64)  # ... and per tile finished (ns)
 
 
 def test_plan_widths_chunks_and_order():
@@ -296,7 +296,7 @@ def test_plan_shares_cover_every_step_once(sm_count, share):
         # the busiest share is within one tile (and its partial sums) of the average
         tile_ns = [s * step_cost(w) + epilogue_cost(w) for s, w in zip(tile_steps, tile_width)]
         assert est * 1000 >= sum(tile_ns) / ctas - 1
-        assert est * 1000 <= sum(tile_ns) / ctas + max(tile_ns) + 2 * 1700
+        assert est * 1000 <= sum(tile_ns) / ctas + max(tile_ns) + 2 * 1600
 
 
     with pytest.raises(ValueError):
