@@ -21,7 +21,7 @@ namespace sm90 {
 // width (B's dequantisation bounds it); a fourth main loop in the kernel made ptxas serialise the
 // wgmma (C7512); a 192-wide A stage leaves room for 7 stages, not 8, which cost ~10% per K step on
 // every shape (docs/sm90_kernel_notes.md, v15). So two widths.
-constexpr int kWidths[] = {128, 160};
+constexpr int kWidths[] = {128, 192};
 constexpr int kNumWidths = sizeof(kWidths) / sizeof(kWidths[0]);
 constexpr int kMaxWidth = kWidths[kNumWidths - 1];  // the A stage is sized for it
 constexpr int kBlockN = 128;    // B rows (C columns) per tile: 2 consumer warpgroups x 64
