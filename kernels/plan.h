@@ -18,9 +18,11 @@ namespace sm90 {
 // Tiles: `width` A rows (wgmma N, C^T = B A^T) x kBlockN B rows. The width is chosen per group
 // from kWidths (one compiled main loop each, one TMA box each); a group wider than the widest is cut
 // into `chunks` tiles of equal width along M. Below 128 rows a K step costs about the same at any
-// width (B's dequantisation bounds it); a fourth main loop in the kernel made ptxas serialise the
-// wgmma (C7512); a 192-wide A stage leaves room for 7 stages, not 8, which cost ~10% per K step on
-// every shape (docs/sm90_kernel_notes.md, v15). So two widths.
+// width (B's dequantisation bounds it), above it grows with the MMA. A fourth main loop in the kernel
+// made ptxas serialise the wgmma (C7512), a third (128/160/192) made every K step ~13% slower and
+// spilled registers (v21); 192-wide A stages leave room for 7, not 8, which costs nothing measurable
+// since the consumers count their ring positions (v22c). So two widths, 128 and 192 (measured 1.7%
+// faster than 128 and 160 over the four benchmarks, v24: docs/sm90_kernel_notes.md).
 constexpr int kWidths[] = {128, 192};
 constexpr int kNumWidths = sizeof(kWidths) / sizeof(kWidths[0]);
 constexpr int kMaxWidth = kWidths[kNumWidths - 1];  // the A stage is sized for it

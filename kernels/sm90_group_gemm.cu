@@ -95,16 +95,16 @@ void launch_extent(const int64_t* buf, int G, int g0, int gc, int64_t* rows, int
   }
 }
 
-// Workspace bytes of one launch: its fp16 A, then a ring of B tensor maps per CTA, the flags, and
-// each CTA's partial sums.
+// Workspace bytes of one launch: its fp16 A, then a ring of B tensor maps per CTA, the flags, and,
+// if the plan splits tiles, each CTA's partial sums.
 int max_ctas(int sm_count) { return sm_count < sm90::kMaxCtas ? sm_count : sm90::kMaxCtas; }
 int64_t maps_bytes(int sm_count) { return (int64_t)max_ctas(sm_count) * sm90::kMapRing * sm90::kMapBytes; }
 int64_t flags_bytes(int sm_count) {
   return round_up((int64_t)max_ctas(sm_count) * sm90::kConsumerWarps * 4, sm90::kWorkspaceAlign);
 }
-int64_t chunk_bytes(int64_t rows, int64_t kmax, int sm_count) {
+int64_t chunk_bytes(int64_t rows, int64_t kmax, int sm_count, const sm90::LaunchPlan& plan) {
   return sm90::a16_launch_bytes(rows, kmax) + round_up(maps_bytes(sm_count), sm90::kWorkspaceAlign) +
-         flags_bytes(sm_count) + (int64_t)max_ctas(sm_count) * sm90::kPartialBytes;
+         flags_bytes(sm_count) + (plan.splits ? (int64_t)plan.ctas * sm90::kPartialBytes : 0);
 }
 
 // One launch of up to MAXG groups g0 .. g0+gc-1: the A conversion, then the GEMM. `a16` points at
@@ -148,7 +148,7 @@ int launch_chunk(const DeviceState& dev, int which, const int64_t* buf, int G, i
   p.partials = reinterpret_cast<float*>(reinterpret_cast<uint8_t*>(p.flags) + flags_bytes(dev.sm_count));
   p.b_wait = st.only == 2;  // GEMM alone: nothing orders it after the previous GEMM's use of the maps
   p.pad_ = 0;
-  a16 += chunk_bytes(rows, kmax, dev.sm_count);
+  a16 += chunk_bytes(rows, kmax, dev.sm_count, plan);
   p.num_groups = gc;
   p.num_ctas = plan.ctas;
   p.num_units = (int32_t)units;
@@ -232,7 +232,11 @@ int sm90_launch(const DeviceState& dev, const int64_t* buf, int G, cudaStream_t 
     const bool last_of_launch = g + 1 == G || (g + 1) % sm90::kGroupsPerLaunch == 0;
     if (last_of_launch) {
       // rows, kmax < 2^31, so the launch's bytes < 2^63; the running sum is checked far below overflow.
-      workspace += chunk_bytes(rows, kmax, dev.sm_count);
+      // The launch's plan (kept per thread: launch_chunk finds it again) says whether it splits tiles.
+      const int g0 = g / sm90::kGroupsPerLaunch * sm90::kGroupsPerLaunch;
+      const sm90::LaunchPlan& plan = launch_plan(buf + 5 * G + g0, buf + 6 * G + g0, buf + 7 * G + g0, g + 1 - g0,
+                                                 dev.sm_count, dev.sm90.forced_cap, dev.sm90.forced_share);
+      workspace += chunk_bytes(rows, kmax, dev.sm_count, plan);
       if (workspace > kMaxWorkspaceBytes)
         return err.set(FL_ERR_VALUE, "group %d: the fp16 copy of A would exceed %lld bytes", g,
                        (long long)kMaxWorkspaceBytes);

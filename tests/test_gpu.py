@@ -89,8 +89,8 @@ print("ok")
 @pytest.mark.parametrize("cap, share", [("128", ""), ("192", ""), ("", "whole"), ("", "split"), ("128", "split")])
 def test_every_width_cap_and_share(cap, share):
     # The planner picks the widest tile and whether to split tiles between CTAs per launch from the costs;
-    # force each (a new process: they are read at set-up). With cap 160 the groups of 257, 180 and 100 rows
-    # get tiles of 160 (2), 128 (2) and 128 rows.
+    # force each (a new process: they are read at set-up). With cap 192 the groups of 257, 180 and 100 rows
+    # get tiles of 192 (2), 192 (1) and 128 rows.
     env = dict(os.environ)
     if cap:
         env["FASTLAUNCH_SM90_WCAP"] = cap

@@ -262,8 +262,8 @@ def test_plan_widths_chunks_and_order():
     # would save less than the partial sums cost)
     groups, starts, _ = plan([(128, 4096, 1536), (384, 4096, 1536)], 132)
     assert groups == ((128, 1, 32, 0), (128, 3, 32, 1)) and starts == tuple((t, 0) for t in range(129))
-    # one SM: the fewest rows win
-    assert plan([(320, 4096, 1536)], 1)[:2] == (((160, 2, 32, 0),), ((0, 0), (64, 0)))
+    # one SM: the fewest rows win (two tiles of 192 rows for 320: 2 x 566 ns per step, three of 128: 3 x 419)
+    assert plan([(320, 4096, 1536)], 1)[:2] == (((192, 2, 32, 0),), ((0, 0), (64, 0)))
 
 
 @pytest.mark.parametrize("share", [0, 1, 2])
@@ -291,8 +291,10 @@ def test_plan_shares_cover_every_step_once(sm_count, share):
             pos.append(first[t] + k)
         assert all(a < b for a, b in zip(pos, pos[1:]))  # every share non-empty, in order
         # whole tiles only: no cut inside a tile; else every part of a split tile has at least two steps
+        # (unless the shares are so short that cuts are pushed apart by whole steps)
         for t, k in starts[1:-1]:
-            assert k == 0 or (share != 1 and k >= 2 and tile_steps[t] - k >= 2)
+            assert k == 0 or share != 1
+            assert k == 0 or (k >= 2 and tile_steps[t] - k >= 2) or sum(tile_steps) < 8 * ctas
         # the busiest share is within one tile (and its partial sums) of the average
         tile_ns = [s * step_cost(w) + epilogue_cost(w) for s, w in zip(tile_steps, tile_width)]
         assert est * 1000 >= sum(tile_ns) / ctas - 1
