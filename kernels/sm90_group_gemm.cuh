@@ -14,10 +14,11 @@
 // touches, from its last unit backwards. A tile cut between CTAs is finished by the CTA holding its
 // last K step: the CTAs of lower index that hold its other steps write their fp32 sums to the
 // workspace first (for them it is their first unit) and raise a flag per consumer warp (after their
-// next unit's K loop, so the stores drain meanwhile); the
-// finishing CTA (for it, its last unit) waits for the flags, adds the sums and stores C. A CTA waits
-// only for CTAs of lower index, which the GPU starts no later, and none of them waits for anything:
-// no deadlock even if not every CTA fits on the GPU at once.
+// next unit's K loop, so the stores drain meanwhile); the finishing CTA (for it, its last unit)
+// waits for the flags, adds the sums and stores C. Every wait is for a CTA of lower index, which
+// raises its flags before it waits for anything itself: the waits form no cycle, and as the GPU
+// dispatches CTAs in index order, none waits for a CTA that is not running even if not every CTA
+// fits on the GPU at once.
 
 // One CTA = 3 warpgroups, persistent over tiles of 128 B rows x W A rows:
 //   warp 0          B producer: patches the group's B tensor map (in the CTA's ring of maps in the
