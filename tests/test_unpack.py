@@ -308,3 +308,35 @@ def test_plan_shares_cover_every_step_once(sm_count, share):
     with pytest.raises(ValueError):
         plan([(1, 1, 64)], 132, 0, 100)  # not a compiled width
     assert {w for w, *_ in plan([(m, 64, 64) for m in (100, 150, 300)], 132, 0, 128)[0]} == {128}
+
+
+@pytest.mark.parametrize("sm_count", [3, 7, 20])
+def test_plan_whole_tiles_smallest_busiest_share(sm_count):
+    # Whole tiles: the planner's cut of the tile sequence into at most sm_count consecutive shares has the
+    # smallest busiest share (checked against a brute-force partition over the tiles' estimated costs).
+    plan = fastlaunch._C.plan
+    cases = [[(64, 512, 256), (200, 384, 128), (150, 256, 512)], [(m, 128 * (1 + m % 4), 64 * (1 + m % 3)) for m in
+                                                                  range(8, 400, 53)]]
+    for sizes in cases:
+        groups, starts, est = plan(sizes, sm_count, 1)
+        order = sorted(range(len(sizes)), key=lambda g: groups[g][3])
+        cost = []
+        for g in order:
+            w, chunks, tn, _ = groups[g]
+            cost += [(sizes[g][2] // 64) * step_cost(w) + epilogue_cost(w)] * (chunks * tn)
+        n = len(cost)
+        prefix = [0.0]
+        for c in cost:
+            prefix.append(prefix[-1] + c)
+        # best[j][b]: the smallest busiest share of the first j tiles in b shares
+        inf = float("inf")
+        best = [[inf] * (sm_count + 1) for _ in range(n + 1)]
+        best[0][0] = 0.0
+        for j in range(1, n + 1):
+            for b in range(1, sm_count + 1):
+                best[j][b] = min(max(best[i][b - 1], prefix[j] - prefix[i]) for i in range(j))
+        optimum = min(best[n][1:])
+        assert all(k == 0 for _, k in starts)
+        shares = [prefix[t1] - prefix[t0] for (t0, _), (t1, _) in zip(starts, starts[1:])]
+        assert max(shares) <= optimum * 1.0001 + 2  # ns: the planner's binary search stops within 1 ns
+        assert abs(est * 1000 - max(shares)) < 1
