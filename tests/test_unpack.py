@@ -340,3 +340,14 @@ def test_plan_whole_tiles_smallest_busiest_share(sm_count):
         shares = [prefix[t1] - prefix[t0] for (t0, _), (t1, _) in zip(starts, starts[1:])]
         assert max(shares) <= optimum * 1.0001 + 2  # ns: the planner's binary search stops within 1 ns
         assert abs(est * 1000 - max(shares)) < 1
+
+
+def test_sweep_tool_knows_the_compiled_widths():
+    import importlib.util
+    import os
+
+    spec = importlib.util.spec_from_file_location(
+        "sweep_sm90", os.path.join(os.path.dirname(__file__), "..", "tools", "sweep_sm90.py"))
+    sweep = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sweep)
+    assert sweep.WIDTHS == fastlaunch._C.tile_widths

@@ -13,7 +13,8 @@ import statistics
 import subprocess
 import sys
 
-MODES = {"auto": "planner", "cap:128": "widths <= 128", "cap:160": "widths <= 160", "cap:192": "widths <= 192",
+WIDTHS = (128, 192)  # plan.h kWidths (fastlaunch._C.tile_widths); a cap must be one of them
+MODES = {"auto": "planner", **{f"cap:{w}": f"widths <= {w}" for w in WIDTHS},
          "share:whole": "whole tiles only", "share:split": "split tiles only",
          "only:convert": "planner, A conversion only", "only:gemm": "planner, GEMM only"}
 
