@@ -27,7 +27,7 @@ int prepare_convert(CUfunction* fn, Error& err) {
 }
 
 // The plan of a launch (plan.h), kept per thread for the last few launch shapes: a serving loop
-// repeats a few shapes, and planning simulates the schedule.
+// repeats a few shapes, and planning cuts the shares (plan.h: a few us to tens of us on a miss).
 const sm90::LaunchPlan& launch_plan(const int64_t* m, const int64_t* n, const int64_t* k, int groups, int sm_count,
                                     int forced_cap, int forced_share) {
   struct Entry {
