@@ -43,15 +43,15 @@
 
 #include <cstdint>
 
-#include "group_operands.h"
 #include "map_pool.cuh"
 #include "nvfp4.cuh"
 #include "plan.h"
 #include "sm90_epilogue.cuh"
+#include "sm90_params.cuh"
+#include "sm90_share.cuh"
 #include "sm90_trace.cuh"
 #include "ptx/cvt.cuh"
 #include "ptx/griddep.cuh"
-#include "ptx/memorder.cuh"
 #include "ptx/mbarrier.cuh"
 #include "ptx/setmaxnreg.cuh"
 #include "ptx/tensormap.cuh"
@@ -59,37 +59,6 @@
 #include "ptx/wgmma.cuh"
 
 namespace fl::sm90 {
-
-struct Group : GroupOperands {  // a, b, sfa, sfb, c
-  __half* a16;         // the group's first fp16 A row in the workspace (rows Params::a16_pitch apart)
-  int32_t a16_row;     // ... and its row index there (the A tensor map's row coordinate)
-  int32_t m, n, k;
-  int32_t width;       // A rows per tile: plan.h's kWidths[width_idx]
-  int32_t width_idx;
-  int32_t chunks;      // tiles along M: ceil(m / width)
-  int32_t tile_end;    // exclusive end of this group's tiles in the launch's tile order
-  int32_t unit_end;    // exclusive end of this group's conversion units (rows x K/64) in the launch
-};
-
-// Params::groups is in the plan's order (LaunchPlan::order): tiles are numbered group by group.
-template <int MAXG>
-struct Params {
-  CUtensorMap map_a16[kNumWidths];  // the workspace: [rows of all groups, a16_pitch fp16], box kWidths[i] rows x 128 bytes, 128B swizzle
-  CUtensorMap tmpl_b;   // any valid map with B's box (128 rows x 32 bytes), rewritten per group on the device
-  int32_t num_groups;
-  int32_t num_ctas;     // the grid
-  int32_t num_units;
-  int32_t a16_pitch;    // fp16 elements between workspace rows: the launch's largest K
-  uint8_t* b_maps;      // workspace: kMapRing B maps (kMapBytes each) per CTA
-  int32_t* flags;       // workspace: per CTA and consumer warp, its partial sums are written (the conversion zeroes them)
-  float* partials;      // workspace: kPartialBytes per CTA, the sums of the tile it ends inside
-  int32_t b_wait;       // experiments (GEMM launched without the conversion): wait before writing B maps
-  int32_t pad_;
-  uint64_t* trace;     // experiments only (FASTLAUNCH_SM90_TRACE): per-CTA trace points, else null
-  int32_t start_tile[kMaxCtas + 1];  // CTA b: the K steps from (start_tile[b], start_k[b]) up to b + 1's (plan.h)
-  int32_t start_k[kMaxCtas + 1];
-  Group groups[MAXG];
-};
 
 // Shared memory (bytes). Two rings of stages, each one 64-wide K step: A stages hold the fp16 A
 // tile (up to kMaxWidth rows of 128 bytes, 128-byte swizzled, 1024-byte aligned); B stages the
@@ -135,58 +104,6 @@ static_assert(kThreads == 384, "warps 0, 1 producers, warpgroups 1-2 consumers")
 // one stream, and the next call's GEMM starts only after its conversion kernel passed
 // griddepcontrol.wait, i.e. after this grid completed.
 constexpr int kMapBytes = 128;
-
-struct Tile {
-  int g;       // group (index into Params::groups)
-  int m0, n0;  // first A row, first B row
-  int kstages;
-};
-
-// Tile t. Inside a group the M chunks of one 128-row B block are adjacent, so CTAs running at the
-// same time share B tiles in L2. `g` is a hint (the group of a nearby tile).
-template <int MAXG>
-__device__ __forceinline__ Tile decode_tile(const Params<MAXG>& p, int t, int g) {
-  while (g > 0 && t < p.groups[g - 1].tile_end) --g;
-  while (t >= p.groups[g].tile_end) ++g;
-  const Group& gr = p.groups[g];
-  const int local = t - (g ? p.groups[g - 1].tile_end : 0);
-  Tile tile;
-  tile.g = g;
-  tile.m0 = (local % gr.chunks) * gr.width;
-  tile.n0 = (local / gr.chunks) * kBlockN;
-  tile.kstages = gr.k / kBlockK;
-  return tile;
-}
-
-// A CTA's work on one tile: its K steps k0 .. k1 - 1.
-struct Unit {
-  Tile tile;
-  int t, k0, k1;
-  __device__ bool whole() const { return k0 == 0 && k1 == tile.kstages; }
-  __device__ bool ends_tile() const { return k1 == tile.kstages; }
-};
-
-// CTA b's share (Params::start_tile/start_k), one unit per tile, taken from the last tile backwards.
-struct Share {
-  int first_t, first_k;  // the share's first step
-  int last_t, end_k;     // its last tile, and where its steps end in it (0: at the tile's end)
-  int g = 0;             // decode hint
-  template <int MAXG>
-  __device__ Share(const Params<MAXG>& p, int b)
-      : first_t(p.start_tile[b]), first_k(p.start_k[b]),
-        last_t(p.start_k[b + 1] > 0 ? p.start_tile[b + 1] : p.start_tile[b + 1] - 1), end_k(p.start_k[b + 1]) {}
-  __device__ int units() const { return last_t - first_t + 1; }
-  template <int MAXG>
-  __device__ Unit unit(const Params<MAXG>& p, int u) {
-    Unit w;
-    w.t = last_t - u;
-    w.tile = decode_tile(p, w.t, g);
-    g = w.tile.g;
-    w.k1 = u == 0 && end_k > 0 ? end_k : w.tile.kstages;
-    w.k0 = w.t == first_t ? first_k : 0;
-    return w;
-  }
-};
 
 __device__ __forceinline__ uint2 lds64(uint32_t addr) {
   uint2 v;
@@ -258,64 +175,6 @@ struct RingPos {
 // 128 x 40 + 256 x 232 = 64512.
 constexpr int kConsumerRegs = 232;
 constexpr int kProducerRegs = 40;
-
-// Barrier arrival counts: one arrival per consumer warp (lane 0 after __syncwarp).
-constexpr uint32_t kConsumerWarps = 8;
-
-// Partial sums of a split tile: per consumer warp, its threads' W / 2 accumulators as W / 8 float4
-// per thread, thread-major (float4 j of lane l at (j * 32 + l) * 16 bytes), so every access of a
-// warp is 512 contiguous bytes and reader and writer threads hold the same fragments.
-constexpr uint32_t kPartialBytes = kConsumerWarps * 32 * (kMaxWidth / 2) * 4;
-
-template <int W>
-__device__ __forceinline__ float* partial_of(float* slot, int cwarp, int lane) {
-  return slot + (cwarp * (W / 8) * 32 + lane) * 4;
-}
-
-// A consumer warp's sums of a tile it does not finish, for the CTA that does. Its flag is raised
-// later (raise_flag): the stores drain while the warp goes on.
-template <int W>
-__device__ __forceinline__ void write_partial(const float (&acc)[W / 2], float* slot, int cwarp, int lane) {
-  float* dst = partial_of<W>(slot, cwarp, lane);
-#pragma unroll
-  for (int j = 0; j < W / 8; ++j) ptx::st_cg_v4(dst + j * 128, acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]);
-}
-
-// Raises a consumer warp's flag once its partial sums are written (a release: lane 0's store waits
-// for the warp's stores before it, ordered by the __syncwarp).
-__device__ __forceinline__ void raise_flag(int32_t*& pending, int lane) {
-  if (pending) {
-    __syncwarp();
-    if (lane == 0) ptx::st_release_gpu(pending, 1);
-    pending = nullptr;
-  }
-}
-
-// Adds to a consumer warp's sums of tile t (CTA b holds its last step) those of the CTAs of lower
-// index that hold its other steps, waiting for each one's flag.
-template <int W, int MAXG>
-__device__ __forceinline__ void add_partials(const Params<MAXG>& p, float (&acc)[W / 2], int b, int t, int cwarp,
-                                             int lane) {
-  for (int c = b - 1; c >= 0 && p.start_tile[c + 1] == t && p.start_k[c + 1] > 0; --c) {
-    const int32_t* flag = p.flags + c * kConsumerWarps + cwarp;
-    while (ptx::ld_acquire_gpu(flag) == 0) {
-    }
-    const float* src = partial_of<W>(p.partials + (size_t)c * (kPartialBytes / 4), cwarp, lane);
-    constexpr int kBatch = W / 16;  // float4 loads in flight before their adds: two batches
-    static_assert(W % 16 == 0, "whole batches");
-#pragma unroll
-    for (int j0 = 0; j0 < W / 8; j0 += kBatch) {
-      float4 v[kBatch];
-#pragma unroll
-      for (int j = 0; j < kBatch; ++j) v[j] = ptx::ld_cg_v4(src + (j0 + j) * 128);
-#pragma unroll
-      for (int j = 0; j < kBatch; ++j) {
-        const int e = 4 * (j0 + j);
-        acc[e] += v[j].x, acc[e + 1] += v[j].y, acc[e + 2] += v[j].z, acc[e + 3] += v[j].w;
-      }
-    }
-  }
-}
 
 // The consumers' place in both rings, advanced once per K step by counting (no division: the ring
 // sizes need not be powers of two), and the stages of the previous step (retired one step later).

@@ -1,0 +1,44 @@
+// The kernel parameters of the sm_90a GEMM and its A conversion (one block for both kernels).
+#pragma once
+#include <cuda.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "group_operands.h"
+#include "plan.h"
+
+namespace fl::sm90 {
+
+struct Group : GroupOperands {  // a, b, sfa, sfb, c
+  __half* a16;         // the group's first fp16 A row in the workspace (rows Params::a16_pitch apart)
+  int32_t a16_row;     // ... and its row index there (the A tensor map's row coordinate)
+  int32_t m, n, k;
+  int32_t width;       // A rows per tile: plan.h's kWidths[width_idx]
+  int32_t width_idx;
+  int32_t chunks;      // tiles along M: ceil(m / width)
+  int32_t tile_end;    // exclusive end of this group's tiles in the launch's tile order
+  int32_t unit_end;    // exclusive end of this group's conversion units (rows x K/64) in the launch
+};
+
+// Params::groups is in the plan's order (LaunchPlan::order): tiles are numbered group by group.
+template <int MAXG>
+struct Params {
+  CUtensorMap map_a16[kNumWidths];  // the workspace: [rows of all groups, a16_pitch fp16], box kWidths[i] rows x 128 bytes, 128B swizzle
+  CUtensorMap tmpl_b;   // any valid map with B's box (128 rows x 32 bytes), rewritten per group on the device
+  int32_t num_groups;
+  int32_t num_ctas;     // the grid
+  int32_t num_units;
+  int32_t a16_pitch;    // fp16 elements between workspace rows: the launch's largest K
+  uint8_t* b_maps;      // workspace: kMapRing B maps (kMapBytes each) per CTA
+  int32_t* flags;       // workspace: per CTA and consumer warp, its partial sums are written (the conversion zeroes them)
+  float* partials;      // workspace: kPartialBytes per CTA, the sums of the tile it ends inside
+  int32_t b_wait;       // experiments (GEMM launched without the conversion): wait before writing B maps
+  int32_t pad_;
+  uint64_t* trace;     // experiments only (FASTLAUNCH_SM90_TRACE): per-CTA trace points, else null
+  int32_t start_tile[kMaxCtas + 1];  // CTA b: the K steps from (start_tile[b], start_k[b]) up to b + 1's (plan.h)
+  int32_t start_k[kMaxCtas + 1];
+  Group groups[MAXG];
+};
+
+}  // namespace fl::sm90
