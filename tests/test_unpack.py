@@ -351,3 +351,29 @@ def test_sweep_tool_knows_the_compiled_widths():
     sweep = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(sweep)
     assert sweep.WIDTHS == fastlaunch._C.tile_widths
+
+
+def test_fit_tool_counts_each_ctas_work():
+    # tools/fit_sm90.py describes each CTA of a plan by its K steps and epilogues per width and its partial
+    # sums written and read; summed over the CTAs these are the launch's steps, tiles and split cuts.
+    import importlib.util
+    import os
+
+    spec = importlib.util.spec_from_file_location(
+        "fit_sm90", os.path.join(os.path.dirname(__file__), "..", "tools", "fit_sm90.py"))
+    fit = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fit)
+    widths = list(fastlaunch._C.tile_widths)
+    nw = len(widths)
+    for sizes in PLAN_CASES[:5]:
+        for share in (1, 2):
+            groups, starts, _ = fastlaunch._C.plan(sizes, 132, share)
+            rows = fit.features(sizes, 132, share, 0, widths)
+            assert len(rows) == len(starts) - 1
+            total = [sum(r[j] for r in rows) for j in range(len(rows[0]))]
+            steps = sum(ch * tn * (k // 64) for (m, n, k), (w, ch, tn, _) in zip(sizes, groups))
+            tiles = sum(ch * tn for w, ch, tn, _ in groups)
+            cuts = sum(1 for _, k in starts if k > 0)
+            assert sum(total[1:1 + nw]) == steps and sum(total[1 + nw:1 + 2 * nw]) == tiles
+            assert total[-2] == cuts and total[-1] == cuts  # every partial written is read once
+            assert share == 2 or cuts == 0
