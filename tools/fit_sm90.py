@@ -11,42 +11,24 @@ times and of the fit's residuals.
 python tools/fit_sm90.py [--shapes 0,1,2,3] [--modes auto,share:split,share:whole,cap:128]
 """
 import argparse
-import json
 import os
 import statistics
-import subprocess
 import sys
 
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-CHILD = r"""
-import json, os, statistics, sys, torch
-trace = torch.zeros(1024 * 16 * 2, dtype=torch.int64, device="cuda")
-os.environ["FASTLAUNCH_SM90_TRACE"] = str(trace.data_ptr())
-import fastlaunch
-from fastlaunch import reference as R
-from fastlaunch.shapes import BENCH_SHAPES
-from fastlaunch.timing import l2_flush_buffer
-flush = l2_flush_buffer()
-out = []
-for i in json.loads(sys.argv[1]):
-    g, ms, ns, ks = BENCH_SHAPES[i]
-    d = R.generate_input(ms, ns, ks, g, 3, device="cuda")
-    for _ in range(3):
-        fastlaunch.fast_launch(d)
-    per_cta = []
-    for rep in range(5):
-        flush.zero_(); trace.zero_()
-        fastlaunch.fast_launch(d); torch.cuda.synchronize()
-        t = trace.view(1024, 16, 2).cpu()
-        n = int((t[:, 0, 0] != 0).sum())
-        per_cta.append(((t[:n, 8, 0] - t[:n, 0, 0]).double() / 1e3).tolist())  # consumer_done - entry, us
-    out.append({"shape": i, "ctas": len(per_cta[0]), "us": [statistics.median(x) for x in zip(*per_cta)]})
-print(json.dumps(out))
-"""
+from sweep_sm90 import mode_env  # noqa: E402
+from trace_sm90 import EVENTS, traced_runs  # noqa: E402
 
+
+def cta_us(runs):
+    """Per CTA, the median over `runs` (trace_sm90's traced calls) of entry -> consumers done, us."""
+    done, entry = EVENTS.index("consumer_done"), EVENTS.index("entry")
+    per_run = [[(c[done][0] - c[entry][0]) / 1e3 for c in run["trace"] if c[entry][0] != 0] for run in runs]
+    return [statistics.median(x) for x in zip(*per_run)]
 
 def features(sizes, sm_count, share, cap, widths):
     """Per CTA of the plan: [1, steps per width..., epilogues per width..., partial writes, partial reads]."""
@@ -95,30 +77,18 @@ def main():
     shapes = [int(x) for x in a.shapes.split(",")]
     X, y, runs = [], [], []
     for mode in a.modes.split(","):
-        env = dict(os.environ)
-        for k in ("FASTLAUNCH_SM90_ONLY", "FASTLAUNCH_SM90_SHARE", "FASTLAUNCH_SM90_WCAP"):
-            env.pop(k, None)
-        share = cap = 0
-        if mode.startswith("share:"):
-            env["FASTLAUNCH_SM90_SHARE"] = mode[6:]
-            share = 1 if mode[6:] == "whole" else 2
-        elif mode.startswith("cap:"):
-            env["FASTLAUNCH_SM90_WCAP"] = mode[4:]
-            cap = int(mode[4:])
-        r = subprocess.run([sys.executable, "-c", CHILD, json.dumps(shapes)], env=env, capture_output=True, text=True,
-                           timeout=600)
-        if r.returncode:
-            print(f"{mode}: failed\n{r.stderr[-2000:]}")
-            continue
-        for sh in json.loads(r.stdout.strip().splitlines()[-1]):
+        share = {"share:whole": 1, "share:split": 2}.get(mode, 0)
+        cap = int(mode[4:]) if mode.startswith("cap:") else 0
+        for sh in traced_runs(shapes, mode_env(mode), mode) or []:
             g, ms, ns, ks = BENCH_SHAPES[sh["shape"]]
             f = features(list(zip(ms, ns, ks)), sm_count, share, cap, widths)
-            if len(f) != sh["ctas"]:
-                print(f"{mode} b{sh['shape'] + 1}: {sh['ctas']} CTAs traced, the plan has {len(f)}: skipped")
+            us = cta_us(sh["runs"])
+            if len(f) != len(us):
+                print(f"{mode} b{sh['shape'] + 1}: {len(us)} CTAs traced, the plan has {len(f)}: skipped")
                 continue
             runs.append((mode, sh["shape"], len(X), len(f)))
             X += f
-            y += sh["us"]
+            y += us
     Xt, yt = torch.tensor(X, dtype=torch.float64), torch.tensor(y, dtype=torch.float64)
     coef = torch.linalg.lstsq(Xt, yt.unsqueeze(1)).solution.squeeze(1)
     res = yt - Xt @ coef

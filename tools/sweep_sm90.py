@@ -41,20 +41,23 @@ print(json.dumps({"ok": bool(ok), "us": times}))
 """
 
 
+def mode_env(mode):
+    """The environment of a child process run in `mode` (auto, cap:W, share:whole|split, only:convert|gemm)."""
+    env = dict(os.environ)
+    for k in ("FASTLAUNCH_SM90_WCAP", "FASTLAUNCH_SM90_ONLY", "FASTLAUNCH_SM90_SHARE"):
+        env.pop(k, None)
+    kind, _, value = mode.partition(":")
+    var = {"share": "FASTLAUNCH_SM90_SHARE", "only": "FASTLAUNCH_SM90_ONLY", "cap": "FASTLAUNCH_SM90_WCAP"}.get(kind)
+    if var:
+        env[var] = value
+    return env
+
+
 def main():
     modes = sys.argv[1:] or list(MODES)
     rows = []
     for m in modes:
-        env = dict(os.environ)
-        env.pop("FASTLAUNCH_SM90_WCAP", None)
-        env.pop("FASTLAUNCH_SM90_ONLY", None)
-        env.pop("FASTLAUNCH_SM90_SHARE", None)
-        if m.startswith("share:"):
-            env["FASTLAUNCH_SM90_SHARE"] = m[6:]
-        elif m.startswith("only:"):
-            env["FASTLAUNCH_SM90_ONLY"] = m[5:]
-        elif m.startswith("cap:"):
-            env["FASTLAUNCH_SM90_WCAP"] = m[4:]
+        env = mode_env(m)
         out = subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True, text=True, timeout=600)
         if out.returncode:
             print(f"mode {m}: failed\n{out.stderr[-2000:]}")

@@ -46,6 +46,17 @@ print(json.dumps(out))
 """
 
 
+def traced_runs(shapes, env, label):
+    """Runs CHILD in its own process with `env`: per benchmark shape index, 5 traced calls (event us and
+    every CTA's trace points). None, after printing why, if the child failed."""
+    r = subprocess.run([sys.executable, "-c", CHILD, json.dumps(shapes)], env=env, capture_output=True, text=True,
+                       timeout=600)
+    if r.returncode:
+        print(f"{label}: failed\n{r.stderr[-2000:]}")
+        return None
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
 def summarise(run, ncta_max=1024):
     ctas = [c for c in run["trace"] if c[0][0] != 0]
     t0 = min(c[0][0] for c in ctas)
@@ -72,12 +83,7 @@ def main():
         env.pop("FASTLAUNCH_SM90_ONLY", None)
         if mode != "whole":
             env["FASTLAUNCH_SM90_ONLY"] = mode
-        r = subprocess.run([sys.executable, "-c", CHILD, json.dumps(shapes)], env=env, capture_output=True, text=True,
-                           timeout=600)
-        if r.returncode:
-            print(f"{mode}: failed\n{r.stderr[-2000:]}")
-            continue
-        for sh in json.loads(r.stdout.strip().splitlines()[-1]):
+        for sh in traced_runs(shapes, env, mode) or []:
             sums = [summarise(x) for x in sh["runs"]]
             med = {k: statistics.median(s[k] for s in sums) for k in sums[0]}
             table.append((mode, sh["shape"], med))
