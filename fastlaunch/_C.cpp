@@ -544,9 +544,8 @@ PyObject* plan(PyObject*, PyObject* args) {
   int sm_count, share = 0, cap = 0;
   if (!PyArg_ParseTuple(args, "Oi|ii:plan", &sizes, &sm_count, &share, &cap)) return nullptr;
   if (share < 0 || share > 2) return raise(PyExc_ValueError, "plan: share must be 0 (either), 1 (whole) or 2 (split)");
-  bool cap_ok = cap == 0;
-  for (int w : fl::sm90::kWidths) cap_ok |= cap == w;
-  if (!cap_ok) return raise(PyExc_ValueError, "plan: cap %d is not a compiled tile width", cap);
+  if (cap != 0 && fl::sm90::width_index(cap) < 0)
+    return raise(PyExc_ValueError, "plan: cap %d is not a compiled tile width", cap);
   Py_ssize_t G = 0;
   PyObject* const* items = nullptr;
   if (!as_seq(sizes, &items, &G)) return err_sequence("sizes", " of (m, n, k)", sizes);

@@ -72,6 +72,13 @@ struct GroupTiles {
   double step_ns, tile_ns;
 };
 
+// The index of compiled width `w` in kWidths, -1 if it is none.
+constexpr int width_index(int w) {
+  for (int i = 0; i < kNumWidths; ++i)
+    if (kWidths[i] == w) return i;
+  return -1;
+}
+
 // The narrowest compiled width of at least `rows` (rows <= kMaxWidth).
 constexpr int fit_width(int64_t rows) {
   for (int i = 0; i < kNumWidths; ++i)

@@ -136,8 +136,7 @@ int launch_chunk(const DeviceState& dev, int which, const int64_t* buf, int G, i
     gr.n = (int32_t)n;
     gr.k = (int32_t)k;
     gr.width = gt.width;
-    gr.width_idx = 0;
-    while (sm90::kWidths[gr.width_idx] != gt.width) ++gr.width_idx;
+    gr.width_idx = sm90::width_index(gt.width);  // a compiled width: the plan picks from kWidths
     gr.chunks = (int32_t)gt.chunks;
     gr.tile_end = (int32_t)tiles;
     gr.unit_end = (int32_t)units;
@@ -190,8 +189,7 @@ int sm90_init(DeviceState& dev, Error& err) {
   // tiles only; one of the two kernels only.
   if (const char* env = std::getenv("FASTLAUNCH_SM90_WCAP")) {
     const int cap = std::atoi(env);
-    for (int w : sm90::kWidths)
-      if (cap == w) st.forced_cap = cap;
+    if (sm90::width_index(cap) >= 0) st.forced_cap = cap;
     if (!st.forced_cap) return err.set(FL_ERR_VALUE, "FASTLAUNCH_SM90_WCAP=%s: not a compiled tile width", env);
   }
   if (const char* env = std::getenv("FASTLAUNCH_SM90_SHARE")) {
