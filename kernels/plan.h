@@ -114,7 +114,7 @@ struct LaunchPlan {
   int64_t tiles = 0;
   int64_t steps = 0;       // K steps of all tiles
   int ctas = 0;            // the grid
-  int splits = 0;          // tiles cut between CTAs
+  int splits = 0;          // cuts inside a tile (shares that end inside one: each writes partial sums)
   double est_ns = 0;       // estimated time of the busiest CTA
   int order[kGroupsPerLaunch];        // launch order -> group index (launch-local)
   GroupTiles group[kGroupsPerLaunch];  // by group index
@@ -230,8 +230,11 @@ inline void share_out(LaunchPlan& p, int ctas, bool whole) {
   // inside a tile) and those it reads (a share that starts inside a tile and finishes it: one per
   // CTA before it that ends inside that tile)
   p.splits = 0, p.est_ns = 0;
+  double begin = 0;  // cost_at the share's start (0 for the first): the previous share's end
   for (int b = 0; b < ctas; ++b) {
-    double t = cost_at(p, p.start_tile[b + 1], p.start_k[b + 1]) - cost_at(p, p.start_tile[b], p.start_k[b]);
+    const double end = cost_at(p, p.start_tile[b + 1], p.start_k[b + 1]);
+    double t = end - begin;
+    begin = end;
     if (p.start_k[b + 1] > 0) t += kPartWriteNs, ++p.splits;
     if (p.start_k[b] > 0 && p.start_tile[b + 1] > p.start_tile[b])
       for (int c = b - 1; c >= 0 && p.start_tile[c + 1] == p.start_tile[b] && p.start_k[c + 1] > 0; --c) t += kPartReadNs;
