@@ -24,6 +24,29 @@ __device__ __forceinline__ uint32_t e2m1_pair_j(uint32_t w) {
   return mag | sign;
 }
 
+// The same pairs from a word's bytes: every nibble turned into the high byte of its fp16 once per
+// word (even nibbles into `lo`, odd ones into `hi`, byte i holding nibble 2i resp. 2i + 1), so a
+// pair is one byte permute (bytes to the halves' high bytes, zeros below) instead of two shifts and
+// two masks each.
+struct E2m1Bytes {
+  uint32_t lo, hi;
+};
+
+__device__ __forceinline__ E2m1Bytes e2m1_bytes(uint32_t w) {
+  E2m1Bytes b;
+  b.lo = ((w << 1) & 0x0E0E0E0Eu) | ((w << 4) & 0x80808080u);  // nibble bits 0..2 -> 1..3, bit 3 -> 7
+  b.hi = ((w >> 3) & 0x0E0E0E0Eu) | (w & 0x80808080u);         // nibble bits 4..6 -> 1..3, bit 7 stays
+  return b;
+}
+
+// Nibbles j and j + 4 (bytes j / 2 and j / 2 + 2 of lo or hi) -> bytes 1 and 3; bytes 0 and 2 zero.
+template <int J>
+__device__ __forceinline__ uint32_t e2m1_pair_bytes(const E2m1Bytes& b) {
+  static_assert(J >= 0 && J < 4, "nibble pair index is 0..3");
+  constexpr uint32_t kSel = (J / 2) == 0 ? 0x2404u : 0x3414u;  // zero from the second operand
+  return __byte_perm(J % 2 == 0 ? b.lo : b.hi, 0u, kSel);
+}
+
 __device__ __forceinline__ uint32_t e2m1_pair(uint32_t w, int j) {
   switch (j) {
     case 0: return e2m1_pair_j<0>(w);

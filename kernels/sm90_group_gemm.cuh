@@ -118,6 +118,16 @@ __device__ __forceinline__ uint32_t lds8(uint32_t addr) {
 // Byte offset of row r's four scales (K blocks 0..3 of the stage) inside a 512-byte scale block.
 __host__ __device__ __forceinline__ uint32_t sf_row_offset(int r) { return (r % 32) * 16 + ((r % 128) / 32) * 4; }
 
+// The four fragments of k16 step S from the four words' bytes (rows r0, r1 of word 0; rows r0, r1
+// of word 1), times their rows' scales.
+template <int S>
+__device__ __forceinline__ void dequant_step(uint32_t (&f)[4][4], const E2m1Bytes (&e)[4], uint32_t s0, uint32_t s1) {
+  f[S][0] = ptx::mul_f16x2(e2m1_pair_bytes<S>(e[0]), s0);
+  f[S][1] = ptx::mul_f16x2(e2m1_pair_bytes<S>(e[1]), s1);
+  f[S][2] = ptx::mul_f16x2(e2m1_pair_bytes<S>(e[2]), s0);
+  f[S][3] = ptx::mul_f16x2(e2m1_pair_bytes<S>(e[3]), s1);
+}
+
 // B rows r0 and r0+8, K block c of a stage -> the four steps' wgmma A fragments (see the K
 // permutation at the top of this file).
 __device__ __forceinline__ void dequant_b(uint32_t (&f)[4][4], uint32_t stage, int r0, int c) {
@@ -127,13 +137,11 @@ __device__ __forceinline__ void dequant_b(uint32_t (&f)[4][4], uint32_t stage, i
   const uint32_t sf = stage + kBRawBytes + c;
   const uint32_t s0 = ptx::e4m3_to_f16x2_bcast(lds8(sf + sf_row_offset(r0)));
   const uint32_t s1 = ptx::e4m3_to_f16x2_bcast(lds8(sf + sf_row_offset(r1)));
-#pragma unroll
-  for (int s4 = 0; s4 < 4; ++s4) {
-    f[s4][0] = ptx::mul_f16x2(e2m1_pair(b0.x, s4), s0);
-    f[s4][1] = ptx::mul_f16x2(e2m1_pair(b1.x, s4), s1);
-    f[s4][2] = ptx::mul_f16x2(e2m1_pair(b0.y, s4), s0);
-    f[s4][3] = ptx::mul_f16x2(e2m1_pair(b1.y, s4), s1);
-  }
+  const E2m1Bytes e[4] = {e2m1_bytes(b0.x), e2m1_bytes(b1.x), e2m1_bytes(b0.y), e2m1_bytes(b1.y)};
+  dequant_step<0>(f, e, s0, s1);
+  dequant_step<1>(f, e, s0, s1);
+  dequant_step<2>(f, e, s0, s1);
+  dequant_step<3>(f, e, s0, s1);
 }
 
 // The four k16 steps of one 64-wide K step against the stage's fp16 A tile (W rows of 128 bytes,
