@@ -148,11 +148,15 @@ __device__ __forceinline__ void dequant_b(uint32_t (&f)[4][4], uint32_t stage, i
 // 128-byte swizzle: k16 step s4 starts 32 bytes further into each row), wgmma N = W (the tile's
 // last rows past the group's M are computed, not stored); `first` starts from zero.
 template <int W>
-__device__ __forceinline__ void mma_step(float (&acc)[W / 2], const uint32_t (&f)[4][4], uint32_t a16, bool first) {
+// `desc_lo`: the low word of the stage's descriptor (Smem::a_desc_lo); a k16 step adds 32 bytes, 2
+// in the descriptor's address field (the address / 16, which does not overflow in shared memory);
+// the high word is the same for every stage.
+__device__ __forceinline__ void mma_step(float (&acc)[W / 2], const uint32_t (&f)[4][4], uint32_t desc_lo, bool first) {
+  constexpr uint32_t kDescHi = (uint32_t)(ptx::smem_desc_swizzle128(0, 8 * kA16RowBytes) >> 32);
   ptx::wgmma_fence();
 #pragma unroll
   for (int s4 = 0; s4 < 4; ++s4) {
-    const uint64_t desc = ptx::smem_desc_swizzle128(a16 + 32 * s4, 8 * kA16RowBytes);
+    const uint64_t desc = ((uint64_t)kDescHi << 32) | (desc_lo + 2 * s4);
     ptx::WgmmaRS<W>::mma(acc, f[s4][0], f[s4][1], f[s4][2], f[s4][3], desc, !(first && s4 == 0));
   }
   ptx::wgmma_commit();
@@ -166,6 +170,11 @@ struct Smem {
   __device__ uint32_t b_full(int s) const { return base + kOffBars + 8u * (kBarSlots + s); }  // B stage landed
   __device__ uint32_t b_empty(int s) const { return base + kOffBars + 8u * (kBarSlots + kMaxStages + s); }  // read
   __device__ uint32_t a_stage(int s) const { return base + kOffA + s * kAStageBytes; }
+  // Low word of A stage s's wgmma descriptor: stage 0's plus the stage offset / 16 (no carry out of
+  // the 14-bit address field: shared memory ends below 2^18 bytes).
+  __device__ uint32_t a_desc_lo(int s) const {
+    return (uint32_t)ptx::smem_desc_swizzle128(a_stage(0), 8 * kA16RowBytes) + s * (kAStageBytes >> 4);
+  }
   __device__ uint32_t b_stage(int s) const { return base + kOffB + s * kBStageBytes; }
 };
 
@@ -209,7 +218,7 @@ __device__ __forceinline__ void consumer_step(const Smem& sm, float (&acc)[W / 2
   ptx::mbar_wait(sm.b_full(pos.b.s), pos.b.ph);
   dequant_b(f, sm.b_stage(pos.b.s), r0, c);
   ptx::mbar_wait(sm.a_full(pos.a.s), pos.a.ph);
-  mma_step<W>(acc, f, sm.a_stage(pos.a.s), kc == 0);
+  mma_step<W>(acc, f, sm.a_desc_lo(pos.a.s), kc == 0);
   if (kc > 0) {
     ptx::wgmma_wait<1>();
     __syncwarp();
