@@ -60,35 +60,35 @@
 
 namespace fl::sm90 {
 
-// Shared memory (bytes). Two rings of stages, each one 64-wide K step: A stages hold the fp16 A
-// tile (up to kMaxWidth rows of 128 bytes, 128-byte swizzled, 1024-byte aligned); B stages the
-// packed B tile and its scale block. Separate rings (both advanced per K step, with their own
-// barriers) let each producer run on its own, and B's depth not depend on the widest A tile. The header
-// holds a 128-byte tensor-map staging copy and the stage barriers.
+// Shared memory (bytes). One ring of stages, each one 64-wide K step: the fp16 A tile (up to
+// kMaxWidth rows of 128 bytes, 128-byte swizzled, 1024-byte aligned; all stages' A first), the packed
+// B tile and its scale block (after them). A stage has one "full" barrier that both producers arrive
+// on (each with the bytes it loads) and one "empty" barrier the consumer warps arrive on, so a
+// consumer waits and arrives once per K step (two rings of their own cost one more wait, arrival and
+// ring position per step: v27 against v29 in docs/sm90_kernel_notes.md). The header holds a
+// 128-byte tensor-map staging copy and the stage barriers.
 constexpr uint32_t kSfBlockBytes = 512;  // 128 rows x 4 scale blocks
 constexpr uint32_t kA16RowBytes = kBlockK * 2;
 constexpr uint32_t kHeaderBytes = 1024;
 constexpr uint32_t kOffMapStage = 0;
 constexpr uint32_t kOffBars = 256;
-constexpr int kBarSlots = 2 * kMaxStages;  // full + empty barriers per ring, each ring up to kMaxStages
 constexpr uint32_t kSmemLimit = 227 * 1024;
 constexpr uint32_t kEpiBytes = 2 * kEpiWgBytes;  // the epilogue buffers of both consumer warpgroups
 constexpr uint32_t kBRawBytes = kBlockN * kBlockK / 2;
 constexpr uint32_t kAStageBytes = kMaxWidth * kA16RowBytes;
 constexpr uint32_t kBStageBytes = kBRawBytes + kSfBlockBytes;  // packed B, then its scale block
-constexpr int kBStages = kMaxStages;
 constexpr uint32_t kOffA = kHeaderBytes;
-constexpr int kAFit = (int)((kSmemLimit - kHeaderBytes - kEpiBytes - kBStages * kBStageBytes) / kAStageBytes);
-constexpr int kAStages = kAFit < kMaxStages ? kAFit : kMaxStages;
-constexpr uint32_t kOffB = kOffA + kAStages * kAStageBytes;
-constexpr uint32_t kOffEpi = kOffB + kBStages * kBStageBytes;
+constexpr int kFit = (int)((kSmemLimit - kHeaderBytes - kEpiBytes) / (kAStageBytes + kBStageBytes));
+constexpr int kStages = kFit < kMaxStages ? kFit : kMaxStages;
+constexpr uint32_t kOffB = kOffA + kStages * kAStageBytes;
+constexpr uint32_t kOffEpi = kOffB + kStages * kBStageBytes;
 constexpr uint32_t kSmemBytes = kOffEpi + kEpiBytes;
 
-static_assert(kAStages >= 4, "pipeline depth");
+static_assert(kStages >= 4, "pipeline depth");
 static_assert(kAStageBytes % 1024 == 0 && kOffA % 1024 == 0, "A stages keep the 128-byte swizzle's alignment");
 static_assert(kBStageBytes % 128 == 0 && kOffB % 128 == 0, "TMA and bulk-copy destinations aligned");
-static_assert(kOffBars + 2 * 8 * kBarSlots <= kHeaderBytes, "barriers fit the header");
-static_assert(kBStages + 1 <= kMapRing, "tensor-map ring covers the B ring");
+static_assert(kOffBars + 2 * 8 * kMaxStages <= kHeaderBytes, "barriers fit the header");
+static_assert(kStages + 1 <= kMapRing, "tensor-map ring covers the stage ring");
 static_assert(kBlockK == 64, "one stage is one 512-byte scale block per 128 rows; an fp16 A row is one swizzle row");
 static_assert(kBlockN == 128, "two consumer warpgroups of 64 rows share one 128-row scale block");
 static_assert(kMaxWidth <= ptx::kWgmmaNMax && kMaxWidth <= 256, "tile width is wgmma N and one TMA box");
@@ -98,7 +98,7 @@ static_assert(kThreads == 384, "warps 0, 1 producers, warpgroups 1-2 consumers")
 
 // B tensor maps. Each CTA owns a ring of kMapRing maps in the call's workspace (Params::b_maps,
 // index blockIdx.x): the producer moves to the next map when its tile changes group, and a map is
-// rewritten only after kMapRing >= B stages + 1 later tiles (each at least one stage) were issued, by
+// rewritten only after kMapRing >= stages + 1 later tiles (each at least one stage) were issued, by
 // when the producer has waited for the stage that last used it to be consumed, so no TMA still
 // reads it. No other grid writes these maps while this one runs: a workspace belongs to one call on
 // one stream, and the next call's GEMM starts only after its conversion kernel passed
@@ -165,10 +165,8 @@ __device__ __forceinline__ void mma_step(float (&acc)[W / 2], const uint32_t (&f
 // Barrier and stage addresses in shared memory.
 struct Smem {
   uint32_t base;
-  __device__ uint32_t a_full(int s) const { return base + kOffBars + 8u * s; }  // A stage landed
-  __device__ uint32_t a_empty(int s) const { return base + kOffBars + 8u * (kMaxStages + s); }  // its wgmma done
-  __device__ uint32_t b_full(int s) const { return base + kOffBars + 8u * (kBarSlots + s); }  // B stage landed
-  __device__ uint32_t b_empty(int s) const { return base + kOffBars + 8u * (kBarSlots + kMaxStages + s); }  // read
+  __device__ uint32_t full(int s) const { return base + kOffBars + 8u * s; }  // A and B landed
+  __device__ uint32_t empty(int s) const { return base + kOffBars + 8u * (kMaxStages + s); }  // its wgmma done
   __device__ uint32_t a_stage(int s) const { return base + kOffA + s * kAStageBytes; }
   // Low word of A stage s's wgmma descriptor: stage 0's plus the stage offset / 16 (no carry out of
   // the 14-bit address field: shared memory ends below 2^18 bytes).
@@ -193,21 +191,19 @@ struct RingPos {
 constexpr int kConsumerRegs = 232;
 constexpr int kProducerRegs = 40;
 
-// The consumers' place in both rings, advanced once per K step by counting (no division: the ring
-// sizes need not be powers of two), and the stages of the previous step (retired one step later).
+// The consumers' place in the ring, advanced once per K step by counting (no division: the ring
+// size need not be a power of two), and the stage of the previous step (retired one step later).
 struct ConsumerPos {
-  RingPos<kAStages> a;
-  RingPos<kBStages> b;
-  int prev_a = 0, prev_b = 0;
+  RingPos<kStages> r;
+  int prev = 0;
   __device__ void next() {
-    prev_a = a.s, prev_b = b.s;
-    a.next();
-    b.next();
+    prev = r.s;
+    r.next();
   }
 };
 
-// One consumer K step at `pos`: wait for B, dequantise it into registers; wait for A, issue the
-// step's wgmma, then retire the previous step (its wgmma done: its A and B stages are free). Releasing B
+// One consumer K step at `pos`: wait for the stage, dequantise its B into registers, issue the
+// step's wgmma, then retire the previous step (its wgmma done: its stage is free). Releasing B
 // right after its dequantisation instead (it is read by no wgmma) measured 4% slower on every shape
 // (an arrive between the dequantisation and the wgmma issue).
 // Callers alternate two fragment sets, so the registers of the previous step's wgmma are not
@@ -215,17 +211,13 @@ struct ConsumerPos {
 template <int W>
 __device__ __forceinline__ void consumer_step(const Smem& sm, float (&acc)[W / 2], uint32_t (&f)[4][4],
                                               ConsumerPos& pos, int kc, int r0, int c, int lane) {
-  ptx::mbar_wait(sm.b_full(pos.b.s), pos.b.ph);
-  dequant_b(f, sm.b_stage(pos.b.s), r0, c);
-  ptx::mbar_wait(sm.a_full(pos.a.s), pos.a.ph);
-  mma_step<W>(acc, f, sm.a_desc_lo(pos.a.s), kc == 0);
+  ptx::mbar_wait(sm.full(pos.r.s), pos.r.ph);
+  dequant_b(f, sm.b_stage(pos.r.s), r0, c);
+  mma_step<W>(acc, f, sm.a_desc_lo(pos.r.s), kc == 0);
   if (kc > 0) {
     ptx::wgmma_wait<1>();
     __syncwarp();
-    if (lane == 0) {
-      ptx::mbar_arrive(sm.a_empty(pos.prev_a));
-      ptx::mbar_arrive(sm.b_empty(pos.prev_b));
-    }
+    if (lane == 0) ptx::mbar_arrive(sm.empty(pos.prev));
   }
   pos.next();
 }
@@ -242,7 +234,7 @@ __device__ __forceinline__ void consumer_unit(const Params<MAXG>& p, const Smem&
   const Group& gr = p.groups[w.tile.g];
   uint32_t fa[4][4], fb[4][4];
   if (tr) {  // trace: when the first stage lands
-    ptx::mbar_wait(sm.a_full(pos.a.s), pos.a.ph);
+    ptx::mbar_wait(sm.full(pos.r.s), pos.r.ph);
     trace(tr, kTrFirstFull);
   }
   const int steps = w.k1 - w.k0;
@@ -253,10 +245,7 @@ __device__ __forceinline__ void consumer_unit(const Params<MAXG>& p, const Smem&
   ptx::wgmma_wait<0>();
   trace(tr, kTrFirstMainloop);
   __syncwarp();
-  if (lane == 0) {
-    ptx::mbar_arrive(sm.a_empty(pos.prev_a));
-    ptx::mbar_arrive(sm.b_empty(pos.prev_b));
-  }
+  if (lane == 0) ptx::mbar_arrive(sm.empty(pos.prev));
   raise_flag(pending, lane);
   const int cwarp = 4 * cw + wq;
   if (!w.ends_tile()) {
@@ -298,13 +287,9 @@ __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_con
   if (threadIdx.x == 0) {
     trace(p.trace, kTrEntry);
     if (p.trace) p.trace[((uint64_t)blockIdx.x * kTraceEvents + kTrSm) * 2] = ptx::smid();
-    for (int s = 0; s < kAStages; ++s) {
-      ptx::mbar_init(sm.a_full(s), 1);  // the A producer
-      ptx::mbar_init(sm.a_empty(s), kConsumerWarps);  // its wgmma are done
-    }
-    for (int s = 0; s < kBStages; ++s) {
-      ptx::mbar_init(sm.b_full(s), 1);  // the B producer
-      ptx::mbar_init(sm.b_empty(s), kConsumerWarps);  // dequantised
+    for (int s = 0; s < kStages; ++s) {
+      ptx::mbar_init(sm.full(s), 2);  // the A and the B producer, each with its bytes
+      ptx::mbar_init(sm.empty(s), kConsumerWarps);  // its wgmma are done
     }
     ptx::fence_mbar_init();
   }
@@ -325,7 +310,7 @@ __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_con
       if (p.b_wait) ptx::griddep_wait();
       uint8_t* const maps = p.b_maps + (size_t)blockIdx.x * kMapRing * kMapBytes;
       int cur_g = -1, ring = kMapRing - 1;
-      RingPos<kBStages> rb;
+      RingPos<kStages> rb;
       bool first = true;
       for (int u = 0; u < share.units(); ++u) {
         const Unit w = share.unit(p, u);
@@ -341,9 +326,9 @@ __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_con
         const int kt = gr.k / kBlockK;  // 512-byte scale blocks per 128 rows
         const uint8_t* sfb = gr.sfb + (int64_t)(w.tile.n0 / kBlockN) * kt * kSfBlockBytes;
         for (int kc = w.k0; kc < w.k1; ++kc, rb.next()) {
-          ptx::mbar_wait(sm.b_empty(rb.s), rb.ph ^ 1);
+          ptx::mbar_wait(sm.empty(rb.s), rb.ph ^ 1);
           if (lane == 0) {
-            const uint32_t st = sm.b_stage(rb.s), full = sm.b_full(rb.s);
+            const uint32_t st = sm.b_stage(rb.s), full = sm.full(rb.s);
             ptx::mbar_arrive_expect_tx(full, kBStageBytes);
             ptx::tma_load_2d(st, map_b, kc * (kBlockK / 2), w.tile.n0, full, ptx::kEvictFirst);
             ptx::bulk_load(st + kBRawBytes, sfb + (int64_t)kc * kSfBlockBytes, kSfBlockBytes, full, ptx::kEvictLast);
@@ -356,7 +341,7 @@ __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_con
       // fp16 A comes from the conversion kernel: wait for it. Its tensor map is a kernel parameter.
       ptx::griddep_wait();
       if (lane == 0) trace(p.trace, kTrGridWait);
-      RingPos<kAStages> ra;
+      RingPos<kStages> ra;
       bool first = true;
       for (int u = 0; u < share.units(); ++u) {
         const Unit w = share.unit(p, u);
@@ -365,10 +350,10 @@ __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_con
         const CUtensorMap* map = &p.map_a16[gr.width_idx];
         const uint32_t bytes = (uint32_t)gr.width * kA16RowBytes;
         for (int kc = w.k0; kc < w.k1; ++kc, ra.next()) {
-          ptx::mbar_wait(sm.a_empty(ra.s), ra.ph ^ 1);
+          ptx::mbar_wait(sm.empty(ra.s), ra.ph ^ 1);
           if (lane == 0) {
-            ptx::mbar_arrive_expect_tx(sm.a_full(ra.s), bytes);
-            ptx::tma_load_2d(sm.a_stage(ra.s), map, kc * kA16RowBytes, a_row, sm.a_full(ra.s), ptx::kEvictLast);
+            ptx::mbar_arrive_expect_tx(sm.full(ra.s), bytes);
+            ptx::tma_load_2d(sm.a_stage(ra.s), map, kc * kA16RowBytes, a_row, sm.full(ra.s), ptx::kEvictLast);
             if (first) trace(p.trace, kTrFirstTma);
           }
           first = false;
@@ -387,7 +372,7 @@ __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_con
     const int c = lane % 4;         // K block of the stage this thread dequantises
     const int r0 = 64 * cw + 16 * wq + lane / 4;  // tile-local B rows r0 and r0 + 8
     Share share(p, blockIdx.x);
-    ConsumerPos pos;  // the place in both rings
+    ConsumerPos pos;  // the place in the ring
     uint64_t* tr = threadIdx.x == 128 ? p.trace : nullptr;
     int32_t* pending = nullptr;  // the flag of partial sums written, not yet raised
     for (int u = 0; u < share.units(); ++u) {
