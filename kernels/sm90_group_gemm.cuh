@@ -278,7 +278,9 @@ __device__ __forceinline__ void consumer_dispatch(const Params<MAXG>& p, const S
 template <int MAXG>
 __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_constant__ Params<MAXG> p) {
   extern __shared__ __align__(1024) uint8_t smem[];
-  const int warp = threadIdx.x / 32;
+  // Read from lane 0, so ptxas knows them warp-uniform and may keep what derives from them (ring
+  // positions, descriptors) in uniform registers.
+  const int warp = __shfl_sync(0xffffffffu, (int)threadIdx.x / 32, 0);
   const int lane = threadIdx.x % 32;
   const int wg = warp / 4;
 
