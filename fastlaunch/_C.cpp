@@ -641,5 +641,14 @@ PyMODINIT_FUNC PyInit__C(void) {
     Py_DECREF(m);
     return nullptr;
   }
+  // The planner's cost model (plan.h), ns, so tests and tools check plans against the same numbers.
+  PyObject* cost = Py_BuildValue("{s:d,s:d,s:d,s:d,s:d}", "step_ns_dequant", fl::sm90::kStepNsDequant,
+                                 "step_ns_per_row", fl::sm90::kStepNsPerRow, "pass_ns", fl::sm90::kPassNs,
+                                 "part_write_ns", fl::sm90::kPartWriteNs, "part_read_ns", fl::sm90::kPartReadNs);
+  if (!cost || PyModule_AddObject(m, "cost_model", cost) < 0) {  // steals cost on success
+    Py_XDECREF(cost);
+    Py_DECREF(m);
+    return nullptr;
+  }
   return m;
 }

@@ -8,6 +8,7 @@ tile_widths: tuple[int, ...]
 block_n: int
 max_ctas: int
 max_groups_per_launch: int
+cost_model: dict[str, float]
 
 def fast_launch(data: Sequence[Any]) -> list[torch.Tensor]: ...
 def unpack(data: Sequence[Any]) -> int: ...

@@ -55,12 +55,13 @@ constexpr int64_t kWorkspaceAlign = 1024;
 constexpr int64_t a16_launch_bytes(int64_t rows, int64_t kmax) { return round_up(rows * kmax * 2, kWorkspaceAlign); }
 
 // Cost model (ns on the H200), fitted to per-CTA trace times of the benchmark shapes
-// (tools/fit_sm90.py, docs/sm90_kernel_notes.md, v21a): a 64-wide K step of a tile `w` A rows wide
-// costs 419 ns at W = 128 (B's dequantisation bounds it: ~390 at W = 64) and 472 at W = 160 (the MMA,
-// 2.95 ns per A row); finishing a tile costs ~575 ns per 64-row epilogue pass.
-constexpr double kStepNsDequant = 419;
-constexpr double kStepNsPerRow = 2.95;
-constexpr double kPassNs = 575;
+// (tools/fit_sm90.py, docs/sm90_kernel_notes.md, v29): a 64-wide K step of a tile `w` A rows wide
+// costs 374 ns at W = 128 (B's dequantisation bounds it) and 456 at W = 192 (near the MMA's rate,
+// 2.375 ns per A row); finishing a tile costs ~500 ns per 64-row epilogue pass (fit: 731 ns at
+// W = 128, 1643 at W = 192).
+constexpr double kStepNsDequant = 370;
+constexpr double kStepNsPerRow = 2.375;
+constexpr double kPassNs = 500;
 constexpr double step_ns(int w) { return kStepNsPerRow * w > kStepNsDequant ? kStepNsPerRow * w : kStepNsDequant; }
 constexpr double epilogue_ns(int w) { return kPassNs * (double)ceil_div(w, 64); }
 
@@ -104,8 +105,8 @@ constexpr int64_t max_tiles(int64_t m, int64_t n) { return ceil_div(m, kWidths[0
 // all of lower index) before it stores C. A CTA takes its steps from the last tile backwards, so it
 // writes the partial sums of its last tile first and reads the others' at its end.
 constexpr int kMaxCtas = 144;           // CTAs per launch: at most one per SM, and at most this many
-constexpr double kPartWriteNs = 1600;   // a CTA's store of one tile's partial sums (fitted, as the costs above)
-constexpr double kPartReadNs = 1600;    // ... and their read by the CTA that finishes the tile
+constexpr double kPartWriteNs = 2400;   // a CTA's store of one tile's partial sums (fit, v29: 2739)
+constexpr double kPartReadNs = 2400;    // ... and their read by the CTA that finishes the tile (fit: 2247)
 constexpr int64_t kMinPartSteps = 2;    // no part of a split tile is shorter than this (cuts snap to the tile's ends)
 
 // A launch's plan: every group's tiles (groups by tile cost, costliest first), and each CTA's share.

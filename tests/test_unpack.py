@@ -233,12 +233,15 @@ PLAN_CASES = [
 ]
 
 
+COST = fastlaunch._C.cost_model  # plan.h's cost model, ns
+
+
 def step_cost(w):
-    return max(419, 2.95 * w)  # plan.h's cost model (ns per 64-wide K step)
+    return max(COST["step_ns_dequant"], COST["step_ns_per_row"] * w)  # per 64-wide K step
 
 
 def epilogue_cost(w):
-    return 575 * -(-w // 64)  # ... and per tile finished (ns)
+    return COST["pass_ns"] * -(-w // 64)  # ... and per tile finished
 
 
 def test_plan_widths_chunks_and_order():
@@ -262,8 +265,9 @@ def test_plan_widths_chunks_and_order():
     # would save less than the partial sums cost)
     groups, starts, _ = plan([(128, 4096, 1536), (384, 4096, 1536)], 132)
     assert groups == ((128, 1, 32, 0), (128, 3, 32, 1)) and starts == tuple((t, 0) for t in range(129))
-    # one SM: the fewest rows win (two tiles of 192 rows for 320: 2 x 566 ns per step, three of 128: 3 x 419)
-    assert plan([(320, 4096, 1536)], 1)[:2] == (((192, 2, 32, 0),), ((0, 0), (64, 0)))
+    # one SM: the cheapest cut wins (320 rows: two tiles of 192 or three of 128)
+    w, chunks = (192, 2) if 2 * step_cost(192) < 3 * step_cost(128) else (128, 3)
+    assert plan([(320, 4096, 1536)], 1)[:2] == (((w, chunks, 32, 0),), ((0, 0), (32 * chunks, 0)))
 
 
 @pytest.mark.parametrize("share", [0, 1, 2])
@@ -298,7 +302,7 @@ def test_plan_shares_cover_every_step_once(sm_count, share):
         # the busiest share is within one tile (and its partial sums) of the average
         tile_ns = [s * step_cost(w) + epilogue_cost(w) for s, w in zip(tile_steps, tile_width)]
         assert est * 1000 >= sum(tile_ns) / ctas - 1
-        assert est * 1000 <= sum(tile_ns) / ctas + max(tile_ns) + 2 * 1600
+        assert est * 1000 <= sum(tile_ns) / ctas + max(tile_ns) + COST["part_write_ns"] + COST["part_read_ns"]
 
 
     with pytest.raises(ValueError):
