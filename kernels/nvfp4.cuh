@@ -9,13 +9,32 @@
 #pragma once
 #include <cstdint>
 
+// Device code, also built by the host compiler for the CPU tests (tests/cpp/nvfp4_probe.cpp).
+#ifdef __CUDACC__
+#define FL_NVFP4_FN __host__ __device__ __forceinline__
+#else
+#define FL_NVFP4_FN inline
+#endif
+
 namespace fl {
+
+// __byte_perm (PRMT): byte i of the result is byte (sel >> 4i) & 7 of the 8 bytes b:a (a the low 4).
+FL_NVFP4_FN uint32_t byte_perm(uint32_t a, uint32_t b, uint32_t sel) {
+#ifdef __CUDA_ARCH__
+  return __byte_perm(a, b, sel);
+#else
+  const uint64_t ab = (uint64_t)b << 32 | a;
+  uint32_t out = 0;
+  for (int i = 0; i < 4; ++i) out |= (uint32_t)(ab >> (8 * ((sel >> (4 * i)) & 7)) & 0xFFu) << (8 * i);
+  return out;
+#endif
+}
 
 constexpr float kNvfp4Unscale = 268435456.0f;  // 2^28
 
 // Nibbles j and j+4 of an 8-nibble word, as (low, high) halves of an f16x2, each value * 2^-14.
 template <int J>
-__device__ __forceinline__ uint32_t e2m1_pair_j(uint32_t w) {
+FL_NVFP4_FN uint32_t e2m1_pair_j(uint32_t w) {
   static_assert(J >= 0 && J < 4, "nibble pair index is 0..3");
   constexpr int kMag = 9 - 4 * J;   // nibble bits 0..2 -> fp16 bits 9..11 (and 25..27 for nibble J+4)
   constexpr int kSign = 12 - 4 * J; // nibble bit 3   -> fp16 bit 15 (and 31)
@@ -32,7 +51,7 @@ struct E2m1Bytes {
   uint32_t lo, hi;
 };
 
-__device__ __forceinline__ E2m1Bytes e2m1_bytes(uint32_t w) {
+FL_NVFP4_FN E2m1Bytes e2m1_bytes(uint32_t w) {
   E2m1Bytes b;
   b.lo = ((w << 1) & 0x0E0E0E0Eu) | ((w << 4) & 0x80808080u);  // nibble bits 0..2 -> 1..3, bit 3 -> 7
   b.hi = ((w >> 3) & 0x0E0E0E0Eu) | (w & 0x80808080u);         // nibble bits 4..6 -> 1..3, bit 7 stays
@@ -41,13 +60,13 @@ __device__ __forceinline__ E2m1Bytes e2m1_bytes(uint32_t w) {
 
 // Nibbles j and j + 4 (bytes j / 2 and j / 2 + 2 of lo or hi) -> bytes 1 and 3; bytes 0 and 2 zero.
 template <int J>
-__device__ __forceinline__ uint32_t e2m1_pair_bytes(const E2m1Bytes& b) {
+FL_NVFP4_FN uint32_t e2m1_pair_bytes(const E2m1Bytes& b) {
   static_assert(J >= 0 && J < 4, "nibble pair index is 0..3");
   constexpr uint32_t kSel = (J / 2) == 0 ? 0x2404u : 0x3414u;  // zero from the second operand
-  return __byte_perm(J % 2 == 0 ? b.lo : b.hi, 0u, kSel);
+  return byte_perm(J % 2 == 0 ? b.lo : b.hi, 0u, kSel);
 }
 
-__device__ __forceinline__ uint32_t e2m1_pair(uint32_t w, int j) {
+FL_NVFP4_FN uint32_t e2m1_pair(uint32_t w, int j) {
   switch (j) {
     case 0: return e2m1_pair_j<0>(w);
     case 1: return e2m1_pair_j<1>(w);
