@@ -6,15 +6,13 @@ The expected fp16 bits are composed here from the E2M1 format itself (sign bit, 
 Python's struct ("e"), never by calling the code under test. Each pair J of a 32-bit word holds nibble J
 in its low half and nibble J + 4 in its high half.
 """
-import os
 import random
-import shutil
 import struct
-import subprocess
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from conftest import cpp_probe
+
 E2M1 = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0]
 
 
@@ -29,20 +27,14 @@ def expected(j, w):
 
 @pytest.fixture(scope="module")
 def probe(tmp_path_factory):
-    cxx = os.environ.get("CXX") or shutil.which("g++") or shutil.which("c++")
-    if cxx is None:
-        pytest.skip("no host C++ compiler (g++/c++) to build the decoder probe")
-    exe = str(tmp_path_factory.mktemp("probe") / "nvfp4_probe")
-    subprocess.run([cxx, "-std=c++17", "-O1", "-Wall", "-Werror", "-I", os.path.join(ROOT, "kernels"),
-                    os.path.join(ROOT, "tests", "cpp", "nvfp4_probe.cpp"), "-o", exe], check=True)
+    ask = cpp_probe(tmp_path_factory, "nvfp4_probe")
 
-    def ask(queries):
-        r = subprocess.run([exe], input="\n".join(queries) + "\n", capture_output=True, text=True, check=True)
-        out = r.stdout.split("\n")[:len(queries)]
+    def answers(queries):
+        out = ask(queries)
         assert len(out) == len(queries) and "bad query" not in out
         return [int(x) for x in out]
 
-    return ask
+    return answers
 
 
 def test_fp16_bits_by_hand():

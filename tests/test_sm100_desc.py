@@ -10,30 +10,19 @@ Every expected value is composed here by hand from the PTX ISA bit layouts (PTX 
   - 9.7.16.2 Tensor Memory (32-bit address: lane in bits 31-16, column in bits 15-0; 128 lanes x 512
     columns of 32 bits) and 9.7.16.2.3 Data Movement Shape (.32x128b for tcgen05.cp: 128 bits = 4 columns).
 """
-import os
-import shutil
-import subprocess
-
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from conftest import cpp_probe
 
 
 @pytest.fixture(scope="module")
 def probe(tmp_path_factory):
-    cxx = os.environ.get("CXX") or shutil.which("g++") or shutil.which("c++")
-    if cxx is None:
-        pytest.skip("no host C++ compiler (g++/c++) to build the encoder probe")
-    exe = str(tmp_path_factory.mktemp("probe") / "sm100_desc_probe")
-    subprocess.run([cxx, "-std=c++17", "-O1", "-Wall", "-Werror", "-I", os.path.join(ROOT, "kernels"),
-                    os.path.join(ROOT, "tests", "cpp", "sm100_desc_probe.cpp"), "-o", exe], check=True)
+    ask = cpp_probe(tmp_path_factory, "sm100_desc_probe")
 
-    def ask(*queries):
-        r = subprocess.run([exe], input="\n".join(queries) + "\n", capture_output=True, text=True, check=True)
-        out = r.stdout.split("\n")[:len(queries)]
-        return [tuple(int(x) for x in line.split()) if " " in line else int(line) for line in out]
+    def parsed(*queries):
+        return [tuple(int(x) for x in line.split()) if " " in line else int(line) for line in ask(queries)]
 
-    return ask
+    return parsed
 
 
 # ---------------------------------------------------------------- instruction descriptor (Table 43)
