@@ -35,8 +35,9 @@
 // lane%4 == c of a consumer warp owns K range [16c, 16c+16) of a 64-wide stage (one scale block,
 // 8 bytes of a row); its two 32-bit words w0 (K 16c..16c+7) and w1 (K 16c+8..16c+15) give, for
 // wgmma step s (0..3), the f16x2 fragments e2m1_pair(w0, s) for logical K (16s + 2c, +1) and
-// e2m1_pair(w1, s) for logical K (16s + 8 + 2c, +1). The A conversion writes A in the same logical
-// order, so logical K position 16s + 8b + 2c (+1) holds A's K values 16c + 8b + s (and + 4).
+// e2m1_pair(w1, s) for logical K (16s + 8 + 2c, +1) (computed as e2m1_pair_bytes, the same bits:
+// tests/test_nvfp4_decode.py). The A conversion writes A in the same logical order, so logical K
+// position 16s + 8b + 2c (+1) holds A's K values 16c + 8b + s (and + 4).
 #pragma once
 #include <cuda.h>
 #include <cuda_fp16.h>
