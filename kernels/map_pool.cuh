@@ -35,11 +35,11 @@ __device__ __forceinline__ void release(unsigned long long* bits, int slot) {
   atomicAnd(&bits[slot / 64], ~(1ull << (slot % 64)));
 }
 
-// Whole warp: copy `tmpl` to the shared staging area, point it at a [rows, row_bytes] byte matrix,
-// publish it to the CTA's global slot `gmem_map` (release through the tensormap proxy), and
-// acquire it for lane 0, the thread that issues the TMA.
-__device__ __forceinline__ void patch_map_2d(uint8_t* stage, const CUtensorMap& tmpl, void* gmem_map,
-                                             const void* base, uint32_t row_bytes, uint32_t rows, int lane) {
+// Whole warp: copy `tmpl` to the shared staging area, point it at a [rows, row_bytes] byte matrix and
+// publish it to `gmem_map` (release through the tensormap proxy). A thread that issues TMA with it
+// acquires it first (ptx::tmap_acquire).
+__device__ __forceinline__ void publish_map_2d(uint8_t* stage, const CUtensorMap& tmpl, void* gmem_map,
+                                               const void* base, uint32_t row_bytes, uint32_t rows, int lane) {
   if (lane < 8) reinterpret_cast<uint4*>(stage)[lane] = reinterpret_cast<const uint4*>(&tmpl)[lane];
   __syncwarp();
   const uint32_t s = ptx::smem_u32(stage);
@@ -51,6 +51,12 @@ __device__ __forceinline__ void patch_map_2d(uint8_t* stage, const CUtensorMap& 
   }
   __syncwarp();
   ptx::tmap_publish(gmem_map, s);
+}
+
+// publish_map_2d, then acquired for lane 0, the thread that issues the TMA.
+__device__ __forceinline__ void patch_map_2d(uint8_t* stage, const CUtensorMap& tmpl, void* gmem_map,
+                                             const void* base, uint32_t row_bytes, uint32_t rows, int lane) {
+  publish_map_2d(stage, tmpl, gmem_map, base, row_bytes, rows, lane);
   if (lane == 0) ptx::tmap_acquire(gmem_map);
   __syncwarp();
 }

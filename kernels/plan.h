@@ -29,7 +29,6 @@ constexpr int kMaxWidth = kWidths[kNumWidths - 1];  // the A stage is sized for 
 constexpr int kBlockN = 128;    // B rows (C columns) per tile: 2 consumer warpgroups x 64
 constexpr int kBlockK = 64;     // K per pipeline stage: one 512-byte scale block per 128 rows
 constexpr int kMaxStages = 8;   // TMA stages (fp16 A tile, packed B tile, B scale block)
-constexpr int kMapRing = kMaxStages + 1;  // B tensor maps per CTA: see sm90_group_gemm.cuh
 constexpr int kWgmmaNStep = 16;        // wgmma N granularity (the generated wgmma table)
 constexpr int kThreads = 384;          // producer warpgroup + 2 consumer warpgroups
 constexpr int kConvertThreads = 256;   // threads per CTA of the A conversion kernel

@@ -9,11 +9,15 @@
 // Eight consecutive threads share a unit, one chunk each, and consecutive units are consecutive K
 // steps of a row, so each warp store writes 512 contiguous bytes (the loads of a unit's 32 bytes
 // are shared by its eight threads).
+//
+// It also writes each group's B tensor map for the GEMM (Params::b_maps; warp w of the grid, counted
+// across blocks, writes group w's) and zeroes the GEMM's partial-sum flags.
 #pragma once
 #include <cuda_fp16.h>
 
 #include <cstdint>
 
+#include "map_pool.cuh"
 #include "nvfp4.cuh"
 #include "ptx/cvt.cuh"
 #include "ptx/griddep.cuh"
@@ -28,9 +32,18 @@ __global__ void __launch_bounds__(kConvertThreads) convert_a(const __grid_consta
   // The workspace may still be read by the previous grid in the stream (the last GEMM).
   ptx::griddep_wait();
   ptx::griddep_launch_dependents();
-  // The GEMM's flags (read and raised by the GEMM only after its griddepcontrol.wait, i.e. after this grid).
+  // The GEMM's flags and B maps (read by the GEMM only after its griddepcontrol.wait, i.e. after this grid).
   if (blockIdx.x == 0)
     for (int i = threadIdx.x; i < p.num_ctas * (int)kConsumerWarps; i += kConvertThreads) p.flags[i] = 0;
+  {
+    __shared__ alignas(128) uint8_t stage[kConvertThreads / 32][kMapBytes];
+    const int warp = threadIdx.x / 32, g = blockIdx.x * (kConvertThreads / 32) + warp;
+    if (g < p.num_groups) {
+      const Group& gr = p.groups[g];
+      pool::publish_map_2d(stage[warp], p.tmpl_b, p.b_maps + (size_t)g * kMapBytes, gr.b, gr.k / 2, gr.n,
+                           threadIdx.x % 32);
+    }
+  }
   const int q = threadIdx.x % kChunksPerUnit, s4 = q / 2, b = q % 2;
   const int units_per_block = kConvertThreads / kChunksPerUnit;
   int g = 0;

@@ -95,16 +95,16 @@ void launch_extent(const int64_t* buf, int G, int g0, int gc, int64_t* rows, int
   }
 }
 
-// Workspace bytes of one launch: its fp16 A, then a ring of B tensor maps per CTA, the flags, and,
-// if the plan splits tiles, each CTA's partial sums.
+// Workspace bytes of one launch: its fp16 A, then one B tensor map per group, the flags, and, if the
+// plan splits tiles, each CTA's partial sums.
 int max_ctas(int sm_count) { return sm_count < sm90::kMaxCtas ? sm_count : sm90::kMaxCtas; }
-int64_t maps_bytes(int sm_count) { return (int64_t)max_ctas(sm_count) * sm90::kMapRing * sm90::kMapBytes; }
+int64_t maps_bytes(int groups) { return round_up((int64_t)groups * sm90::kMapBytes, sm90::kWorkspaceAlign); }
 int64_t flags_bytes(int sm_count) {
   return round_up((int64_t)max_ctas(sm_count) * sm90::kConsumerWarps * 4, sm90::kWorkspaceAlign);
 }
-int64_t chunk_bytes(int64_t rows, int64_t kmax, int sm_count, const sm90::LaunchPlan& plan) {
-  return sm90::a16_launch_bytes(rows, kmax) + round_up(maps_bytes(sm_count), sm90::kWorkspaceAlign) +
-         flags_bytes(sm_count) + (plan.splits ? (int64_t)plan.ctas * sm90::kPartialBytes : 0);
+int64_t chunk_bytes(int64_t rows, int64_t kmax, int groups, int sm_count, const sm90::LaunchPlan& plan) {
+  return sm90::a16_launch_bytes(rows, kmax) + maps_bytes(groups) + flags_bytes(sm_count) +
+         (plan.splits ? (int64_t)plan.ctas * sm90::kPartialBytes : 0);
 }
 
 // One launch of up to MAXG groups g0 .. g0+gc-1: the A conversion, then the GEMM. `a16` points at
@@ -143,11 +143,9 @@ int launch_chunk(const DeviceState& dev, int which, const int64_t* buf, int G, i
   }
   uint8_t* const tail = a16 + sm90::a16_launch_bytes(rows, kmax);
   p.b_maps = tail;
-  p.flags = reinterpret_cast<int32_t*>(tail + round_up(maps_bytes(dev.sm_count), sm90::kWorkspaceAlign));
+  p.flags = reinterpret_cast<int32_t*>(tail + maps_bytes(gc));
   p.partials = reinterpret_cast<float*>(reinterpret_cast<uint8_t*>(p.flags) + flags_bytes(dev.sm_count));
-  p.b_wait = st.only == 2;  // GEMM alone: nothing orders it after the previous GEMM's use of the maps
-  p.pad_ = 0;
-  a16 += chunk_bytes(rows, kmax, dev.sm_count, plan);
+  a16 += chunk_bytes(rows, kmax, gc, dev.sm_count, plan);
   p.num_groups = gc;
   p.num_ctas = plan.ctas;
   p.num_units = (int32_t)units;
@@ -157,12 +155,17 @@ int launch_chunk(const DeviceState& dev, int which, const int64_t* buf, int G, i
   p.trace = st.trace;
   void* args[1] = {&p};
 
+  // The conversion: enough CTAs for its units (at most 8 per SM) and for one warp per group's B map.
+  // GEMM alone (experiments): the same kernel with no units (only the conversion reads num_units), so
+  // the maps and flags are still written.
+  if (st.only == 2) p.num_units = 0;
   CUlaunchConfig cfg = st.convert_config;  // attrs point into dev, which outlives the call
-  const int64_t blocks = ceil_div(units * sm90::kChunksPerUnit, sm90::kConvertThreads);
-  cfg.gridDimX = (unsigned)(blocks < 8 * dev.sm_count ? blocks : 8 * dev.sm_count);
+  int64_t blocks = ceil_div((int64_t)p.num_units * sm90::kChunksPerUnit, sm90::kConvertThreads);
+  if (blocks > 8 * dev.sm_count) blocks = 8 * dev.sm_count;
+  const int64_t map_blocks = ceil_div(gc, sm90::kConvertThreads / 32);
+  cfg.gridDimX = (unsigned)(blocks > map_blocks ? blocks : map_blocks);
   cfg.hStream = reinterpret_cast<CUstream>(stream);
-  if (st.only != 2) FL_DRV_TRY(err, dev.drv, dev.drv.launch_kernel_ex(&cfg, st.convert_fn[which], args, nullptr));
-  else FL_CUDA_TRY(err, cudaMemsetAsync(p.flags, 0, flags_bytes(dev.sm_count), stream));  // the conversion zeroes them
+  FL_DRV_TRY(err, dev.drv, dev.drv.launch_kernel_ex(&cfg, st.convert_fn[which], args, nullptr));
 
   cfg = st.config;
   cfg.gridDimX = (unsigned)plan.ctas;
@@ -234,7 +237,7 @@ int sm90_launch(const DeviceState& dev, const int64_t* buf, int G, cudaStream_t 
       const int g0 = g / sm90::kGroupsPerLaunch * sm90::kGroupsPerLaunch;
       const sm90::LaunchPlan& plan = launch_plan(buf + 5 * G + g0, buf + 6 * G + g0, buf + 7 * G + g0, g + 1 - g0,
                                                  dev.sm_count, dev.sm90.forced_cap, dev.sm90.forced_share);
-      workspace += chunk_bytes(rows, kmax, dev.sm_count, plan);
+      workspace += chunk_bytes(rows, kmax, g + 1 - g0, dev.sm_count, plan);
       if (workspace > kMaxWorkspaceBytes)
         return err.set(FL_ERR_VALUE, "group %d: the fp16 copy of A would exceed %lld bytes", g,
                        (long long)kMaxWorkspaceBytes);

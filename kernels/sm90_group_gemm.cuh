@@ -21,10 +21,9 @@
 // fits on the GPU at once.
 
 // One CTA = 3 warpgroups, persistent over tiles of 128 B rows x W A rows:
-//   warp 0          B producer: patches the group's B tensor map (in the CTA's ring of maps in the
-//                   call's workspace), issues TMA for the packed B tile and bulk copies of B's
-//                   512-byte scale block of each 64-wide K step. It does not wait for the conversion
-//                   kernel (griddepcontrol), so B streams in while that kernel runs;
+//   warp 0          B producer: waits for the conversion kernel (which wrote every group's B tensor
+//                   map into the call's workspace), then TMA for the packed B tile and bulk copies
+//                   of B's 512-byte scale block of each 64-wide K step;
 //   warp 1          A producer: waits for the conversion, then TMA for the fp16 A tile (128-byte
 //                   swizzle) of each step (warps 2, 3 only hand over registers);
 //   warpgroups 1, 2 consumers: 64 B rows each, dequantise them into wgmma A fragments, issue the
@@ -44,7 +43,6 @@
 
 #include <cstdint>
 
-#include "map_pool.cuh"
 #include "nvfp4.cuh"
 #include "plan.h"
 #include "sm90_epilogue.cuh"
@@ -71,7 +69,6 @@ namespace fl::sm90 {
 constexpr uint32_t kSfBlockBytes = 512;  // 128 rows x 4 scale blocks
 constexpr uint32_t kA16RowBytes = kBlockK * 2;
 constexpr uint32_t kHeaderBytes = 1024;
-constexpr uint32_t kOffMapStage = 0;
 constexpr uint32_t kOffBars = 256;
 constexpr uint32_t kSmemLimit = 227 * 1024;
 constexpr uint32_t kEpiBytes = 2 * kEpiWgBytes;  // the epilogue buffers of both consumer warpgroups
@@ -89,7 +86,6 @@ static_assert(kStages >= 4, "pipeline depth");
 static_assert(kAStageBytes % 1024 == 0 && kOffA % 1024 == 0, "A stages keep the 128-byte swizzle's alignment");
 static_assert(kBStageBytes % 128 == 0 && kOffB % 128 == 0, "TMA and bulk-copy destinations aligned");
 static_assert(kOffBars + 2 * 8 * kMaxStages <= kHeaderBytes, "barriers fit the header");
-static_assert(kStages + 1 <= kMapRing, "tensor-map ring covers the stage ring");
 static_assert(kBlockK == 64, "one stage is one 512-byte scale block per 128 rows; an fp16 A row is one swizzle row");
 static_assert(kBlockN == 128, "two consumer warpgroups of 64 rows share one 128-row scale block");
 static_assert(kMaxWidth <= ptx::kWgmmaNMax && kMaxWidth <= 256, "tile width is wgmma N and one TMA box");
@@ -97,13 +93,13 @@ static_assert(kWidths[kNumWidths - 1] == kMaxWidth, "the stage holds the widest 
 static_assert(kWgmmaNStep == ptx::kWgmmaNStep, "plan.h and the generated wgmma table disagree");
 static_assert(kThreads == 384, "warps 0, 1 producers, warpgroups 1-2 consumers");
 
-// B tensor maps. Each CTA owns a ring of kMapRing maps in the call's workspace (Params::b_maps,
-// index blockIdx.x): the producer moves to the next map when its tile changes group, and a map is
-// rewritten only after kMapRing >= stages + 1 later tiles (each at least one stage) were issued, by
-// when the producer has waited for the stage that last used it to be consumed, so no TMA still
-// reads it. No other grid writes these maps while this one runs: a workspace belongs to one call on
-// one stream, and the next call's GEMM starts only after its conversion kernel passed
-// griddepcontrol.wait, i.e. after this grid completed.
+// B tensor maps: one per group in the call's workspace (Params::b_maps, in Params::groups order),
+// written by the conversion kernel (released through the tensormap proxy) before this grid passes
+// griddepcontrol.wait; the B producer acquires each before its first TMA with it. (Patching a map
+// per CTA here instead put ~1.2 us before every CTA's first B load: docs/sm90_kernel_notes.md, v34.)
+// No grid rewrites them while this one runs: a workspace belongs to one call on one stream, and the
+// next call's conversion writes its maps only after its griddepcontrol.wait, i.e. after this grid
+// completed.
 constexpr int kMapBytes = 128;
 
 __device__ __forceinline__ uint2 lds64(uint32_t addr) {
@@ -306,26 +302,21 @@ __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_con
     Share share(p, blockIdx.x);
     if (warp == 0) {
       // ---------------------------------------------------------- B producer
-      // B, its scales and its tensor maps do not depend on the conversion kernel this grid follows
-      // (that kernel passed its own griddepcontrol.wait before letting this grid start, so
-      // everything before it in the stream is complete): no wait, so B streams in while the
-      // conversion still runs.
-      if (p.b_wait) ptx::griddep_wait();
-      uint8_t* const maps = p.b_maps + (size_t)blockIdx.x * kMapRing * kMapBytes;
-      int cur_g = -1, ring = kMapRing - 1;
+      // The B maps come from the conversion kernel: wait for it.
+      ptx::griddep_wait();
+      int cur_g = -1;
       RingPos<kStages> rb;
       bool first = true;
       for (int u = 0; u < share.units(); ++u) {
         const Unit w = share.unit(p, u);
         const Group& gr = p.groups[w.tile.g];
+        const void* map_b = p.b_maps + (size_t)w.tile.g * kMapBytes;
         if (w.tile.g != cur_g) {
           cur_g = w.tile.g;
-          ring = (ring + 1) % kMapRing;
-          pool::patch_map_2d(smem + kOffMapStage, p.tmpl_b, maps + ring * kMapBytes, gr.b, gr.k / 2, gr.n, lane);
+          if (lane == 0) ptx::tmap_acquire(map_b);
           if (first && lane == 0) trace(p.trace, kTrMapsReady);
           first = false;
         }
-        const void* map_b = maps + ring * kMapBytes;
         const int kt = gr.k / kBlockK;  // 512-byte scale blocks per 128 rows
         const uint8_t* sfb = gr.sfb + (int64_t)(w.tile.n0 / kBlockN) * kt * kSfBlockBytes;
         for (int kc = w.k0; kc < w.k1; ++kc, rb.next()) {

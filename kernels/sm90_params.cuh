@@ -25,16 +25,14 @@ struct Group : GroupOperands {  // a, b, sfa, sfb, c
 template <int MAXG>
 struct Params {
   CUtensorMap map_a16[kNumWidths];  // the workspace: [rows of all groups, a16_pitch fp16], box kWidths[i] rows x 128 bytes, 128B swizzle
-  CUtensorMap tmpl_b;   // any valid map with B's box (128 rows x 32 bytes), rewritten per group on the device
+  CUtensorMap tmpl_b;   // any valid map with B's box (128 rows x 32 bytes), rewritten per group by the conversion
   int32_t num_groups;
   int32_t num_ctas;     // the grid
   int32_t num_units;
   int32_t a16_pitch;    // fp16 elements between workspace rows: the launch's largest K
-  uint8_t* b_maps;      // workspace: kMapRing B maps (kMapBytes each) per CTA
+  uint8_t* b_maps;      // workspace: one B map (kMapBytes) per group, in `groups` order, written by the conversion
   int32_t* flags;       // workspace: per CTA and consumer warp, its partial sums are written (the conversion zeroes them)
   float* partials;      // workspace: kPartialBytes per CTA, the sums of the tile it ends inside
-  int32_t b_wait;       // experiments (GEMM launched without the conversion): wait before writing B maps
-  int32_t pad_;
   uint64_t* trace;     // experiments only (FASTLAUNCH_SM90_TRACE): per-CTA trace points, else null
   int32_t start_tile[kMaxCtas + 1];  // CTA b: the K steps from (start_tile[b], start_k[b]) up to b + 1's (plan.h)
   int32_t start_k[kMaxCtas + 1];

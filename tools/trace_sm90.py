@@ -14,7 +14,7 @@ import sys
 
 EVENTS = ["entry", "init", "gridwait", "maps", "first_tma", "first_full", "first_mainloop", "first_epilogue",
           "consumer_done", "exit"]
-PHASES = [("barrier init", "entry", "init"), ("slot + B map patch", "init", "maps"),
+PHASES = [("barrier init", "entry", "init"), ("B maps: griddepcontrol.wait + acquire", "init", "maps"),
           ("griddepcontrol.wait (A producer)", "init", "gridwait"), ("first A TMA issued", "gridwait", "first_tma"),
           ("first stage lands", "first_tma", "first_full"), ("first tile K loop", "first_full", "first_mainloop"),
           ("first tile epilogue", "first_mainloop", "first_epilogue"), ("other tiles", "first_epilogue", "consumer_done"),
