@@ -64,8 +64,8 @@ namespace fl::sm90 {
 // B tile and its scale block (after them). A stage has one "full" barrier that both producers arrive
 // on (each with the bytes it loads) and one "empty" barrier the consumer warps arrive on, so a
 // consumer waits and arrives once per K step (two rings of their own cost one more wait, arrival and
-// ring position per step: v27 against v29 in docs/sm90_kernel_notes.md). The header holds a
-// 128-byte tensor-map staging copy and the stage barriers.
+// ring position per step: v27 against v29 in docs/sm90_kernel_notes.md). The header holds the stage
+// barriers (from byte kOffBars; the bytes before it held a tensor-map staging copy before v34).
 constexpr uint32_t kSfBlockBytes = 512;  // 128 rows x 4 scale blocks
 constexpr uint32_t kA16RowBytes = kBlockK * 2;
 constexpr uint32_t kHeaderBytes = 1024;
