@@ -38,7 +38,7 @@ __global__ void __launch_bounds__(kConvertThreads) convert_a(const __grid_consta
   {
     __shared__ alignas(128) uint8_t stage[kConvertThreads / 32][kMapBytes];
     const int warp = threadIdx.x / 32, g = blockIdx.x * (kConvertThreads / 32) + warp;
-    if (g < p.num_groups) {
+    if (g < p.num_groups && !p.b_param_maps) {
       const Group& gr = p.groups[g];
       pool::publish_map_2d(stage[warp], p.tmpl_b, p.b_maps + (size_t)g * kMapBytes, gr.b, gr.k / 2, gr.n,
                            threadIdx.x % 32);

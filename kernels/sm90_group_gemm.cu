@@ -86,6 +86,34 @@ int a16_maps(const Driver& drv, CUtensorMap* out, void* base, int64_t pitch_byte
   return FL_OK;
 }
 
+// Group B's tensor map (box 128 rows x 32 bytes), encoded on the host, kept per thread for the last
+// few B operands: a serving loop calls with the same weights again and again.
+int b_map(const Driver& drv, CUtensorMap* out, const uint8_t* b, int64_t n, int64_t k, Error& err) {
+  struct Entry {
+    const uint8_t* b = nullptr;
+    int64_t n = 0, k = 0;
+    alignas(64) CUtensorMap map;
+  };
+  constexpr int kEntries = 64;
+  thread_local Entry cache[kEntries];
+  thread_local int next = 0;
+  for (const Entry& e : cache) {
+    if (e.b == b && e.n == n && e.k == k) {
+      std::memcpy(out, &e.map, sizeof(CUtensorMap));
+      return FL_OK;
+    }
+  }
+  Entry& e = cache[next];
+  e.b = nullptr;  // invalid until encoded
+  if (int rc = encode_byte_map(drv, &e.map, const_cast<uint8_t*>(b), (uint64_t)k / 2, (uint64_t)n, sm90::kBlockK / 2,
+                               sm90::kBlockN, CU_TENSOR_MAP_SWIZZLE_NONE, err))
+    return rc;
+  e.b = b, e.n = n, e.k = k;
+  next = (next + 1) % kEntries;
+  std::memcpy(out, &e.map, sizeof(CUtensorMap));
+  return FL_OK;
+}
+
 // Rows and largest K of the launch of groups g0 .. g0+gc-1.
 void launch_extent(const int64_t* buf, int G, int g0, int gc, int64_t* rows, int64_t* kmax) {
   *rows = 0, *kmax = 0;
@@ -140,7 +168,11 @@ int launch_chunk(const DeviceState& dev, int which, const int64_t* buf, int G, i
     gr.chunks = (int32_t)gt.chunks;
     gr.tile_end = (int32_t)tiles;
     gr.unit_end = (int32_t)units;
+    if constexpr (MAXG <= sm90::kGroupsSmall) {
+      if (int rc = b_map(dev.drv, &p.map_b[i], gr.b, n, k, err)) return rc;
+    }
   }
+  p.b_param_maps = MAXG <= sm90::kGroupsSmall;
   uint8_t* const tail = a16 + sm90::a16_launch_bytes(rows, kmax);
   p.b_maps = tail;
   p.flags = reinterpret_cast<int32_t*>(tail + maps_bytes(gc));

@@ -302,18 +302,21 @@ __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_con
     Share share(p, blockIdx.x);
     if (warp == 0) {
       // ---------------------------------------------------------- B producer
-      // The B maps come from the conversion kernel: wait for it.
-      ptx::griddep_wait();
+      // The B maps come from the kernel parameters, or else from the conversion kernel: wait for it.
+      // B itself is an input, complete once the conversion kernel has passed its own
+      // griddepcontrol.wait (it lets this grid launch only after that).
+      if (!p.b_param_maps) ptx::griddep_wait();
       int cur_g = -1;
       RingPos<kStages> rb;
       bool first = true;
       for (int u = 0; u < share.units(); ++u) {
         const Unit w = share.unit(p, u);
         const Group& gr = p.groups[w.tile.g];
-        const void* map_b = p.b_maps + (size_t)w.tile.g * kMapBytes;
+        const void* map_b =
+            p.b_param_maps ? (const void*)&p.map_b[w.tile.g] : (const void*)(p.b_maps + (size_t)w.tile.g * kMapBytes);
         if (w.tile.g != cur_g) {
           cur_g = w.tile.g;
-          if (lane == 0) ptx::tmap_acquire(map_b);
+          if (lane == 0 && !p.b_param_maps) ptx::tmap_acquire(map_b);
           if (first && lane == 0) trace(p.trace, kTrMapsReady);
           first = false;
         }

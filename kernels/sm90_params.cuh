@@ -26,6 +26,10 @@ template <int MAXG>
 struct Params {
   CUtensorMap map_a16[kNumWidths];  // the workspace: [rows of all groups, a16_pitch fp16], box kWidths[i] rows x 128 bytes, 128B swizzle
   CUtensorMap tmpl_b;   // any valid map with B's box (128 rows x 32 bytes), rewritten per group by the conversion
+  // Launches of up to kGroupsSmall groups: each group's B map, encoded on the host (cached by B's
+  // address and sizes), so the GEMM's B producer needs nothing from the conversion kernel.
+  CUtensorMap map_b[MAXG <= kGroupsSmall ? MAXG : 1];
+  int32_t b_param_maps;  // 1: map_b holds the B maps; 0: the conversion writes them to b_maps
   int32_t num_groups;
   int32_t num_ctas;     // the grid
   int32_t num_units;
