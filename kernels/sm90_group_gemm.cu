@@ -86,31 +86,41 @@ int a16_maps(const Driver& drv, CUtensorMap* out, void* base, int64_t pitch_byte
   return FL_OK;
 }
 
-// Group B's tensor map (box 128 rows x 32 bytes), encoded on the host, kept per thread for the last
-// few B operands: a serving loop calls with the same weights again and again.
-int b_map(const Driver& drv, CUtensorMap* out, const uint8_t* b, int64_t n, int64_t k, Error& err) {
+// The B tensor maps (box 128 rows x 32 bytes) of one launch's groups, in the plan's order, encoded on
+// the host. Kept per thread for the last few launches, keyed by every group's B address and sizes: a
+// serving loop calls with the same weights again and again, and a hit costs one comparison.
+int b_maps(const Driver& drv, CUtensorMap* out, const int64_t* buf, int G, int g0, const int* order, int groups,
+           Error& err) {
   struct Entry {
-    const uint8_t* b = nullptr;
-    int64_t n = 0, k = 0;
-    alignas(64) CUtensorMap map;
+    int groups = 0;
+    int64_t key[3 * sm90::kGroupsSmall];  // b, n, k per group
+    alignas(64) CUtensorMap maps[sm90::kGroupsSmall];
   };
-  constexpr int kEntries = 64;
+  constexpr int kEntries = 4;
   thread_local Entry cache[kEntries];
   thread_local int next = 0;
+  int64_t key[3 * sm90::kGroupsSmall];
+  for (int i = 0; i < groups; ++i) {
+    const int g = g0 + order[i];
+    key[3 * i] = buf[1 * G + g], key[3 * i + 1] = buf[6 * G + g], key[3 * i + 2] = buf[7 * G + g];
+  }
   for (const Entry& e : cache) {
-    if (e.b == b && e.n == n && e.k == k) {
-      std::memcpy(out, &e.map, sizeof(CUtensorMap));
+    if (e.groups == groups && std::memcmp(e.key, key, sizeof(int64_t) * 3 * groups) == 0) {
+      std::memcpy(out, e.maps, sizeof(CUtensorMap) * groups);
       return FL_OK;
     }
   }
   Entry& e = cache[next];
-  e.b = nullptr;  // invalid until encoded
-  if (int rc = encode_byte_map(drv, &e.map, const_cast<uint8_t*>(b), (uint64_t)k / 2, (uint64_t)n, sm90::kBlockK / 2,
-                               sm90::kBlockN, CU_TENSOR_MAP_SWIZZLE_NONE, err))
-    return rc;
-  e.b = b, e.n = n, e.k = k;
+  e.groups = 0;  // invalid until encoded
+  for (int i = 0; i < groups; ++i)
+    if (int rc = encode_byte_map(drv, &e.maps[i], reinterpret_cast<void*>(key[3 * i]), (uint64_t)key[3 * i + 2] / 2,
+                                 (uint64_t)key[3 * i + 1], sm90::kBlockK / 2, sm90::kBlockN, CU_TENSOR_MAP_SWIZZLE_NONE,
+                                 err))
+      return rc;
+  std::memcpy(e.key, key, sizeof(int64_t) * 3 * groups);
+  e.groups = groups;
   next = (next + 1) % kEntries;
-  std::memcpy(out, &e.map, sizeof(CUtensorMap));
+  std::memcpy(out, e.maps, sizeof(CUtensorMap) * groups);
   return FL_OK;
 }
 
@@ -168,9 +178,9 @@ int launch_chunk(const DeviceState& dev, int which, const int64_t* buf, int G, i
     gr.chunks = (int32_t)gt.chunks;
     gr.tile_end = (int32_t)tiles;
     gr.unit_end = (int32_t)units;
-    if constexpr (MAXG <= sm90::kGroupsSmall) {
-      if (int rc = b_map(dev.drv, &p.map_b[i], gr.b, n, k, err)) return rc;
-    }
+  }
+  if constexpr (MAXG <= sm90::kGroupsSmall) {
+    if (int rc = b_maps(dev.drv, p.map_b, buf, G, g0, plan.order, gc, err)) return rc;
   }
   p.b_param_maps = MAXG <= sm90::kGroupsSmall;
   uint8_t* const tail = a16 + sm90::a16_launch_bytes(rows, kmax);
