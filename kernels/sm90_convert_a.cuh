@@ -10,8 +10,10 @@
 // steps of a row, so each warp store writes 512 contiguous bytes (the loads of a unit's 32 bytes
 // are shared by its eight threads).
 //
-// It also writes each group's B tensor map for the GEMM (Params::b_maps; warp w of the grid, counted
-// across blocks, writes group w's) and zeroes the GEMM's partial-sum flags.
+// It also writes each group's B tensor map for the GEMM when they are not kernel parameters
+// (Params::b_maps; warp w of the grid, counted across blocks, writes group w's) and zeroes the GEMM's
+// partial-sum flags. It lets the GEMM launch only after its own griddepcontrol.wait: the GEMM's B
+// producer relies on that to read B, an input, without waiting itself.
 #pragma once
 #include <cuda_fp16.h>
 
@@ -29,7 +31,9 @@ constexpr int kChunksPerUnit = 8;
 
 template <int MAXG>
 __global__ void __launch_bounds__(kConvertThreads) convert_a(const __grid_constant__ Params<MAXG> p) {
-  // The workspace may still be read by the previous grid in the stream (the last GEMM).
+  // The workspace may still be read by the previous grid in the stream (the last GEMM). Keep the
+  // order: the GEMM may launch only once the grids before this one completed (its B producer reads B
+  // without a wait of its own).
   ptx::griddep_wait();
   ptx::griddep_launch_dependents();
   // The GEMM's flags and B maps (read by the GEMM only after its griddepcontrol.wait, i.e. after this grid).

@@ -1,5 +1,6 @@
 // Host side of the sm_90a kernels: one-time set-up per device and the per-call launches (the A
-// conversion into the workspace, which also writes the groups' B tensor maps, then the GEMM).
+// conversion into the workspace, which also writes the groups' B tensor maps when they are not kernel
+// parameters, then the GEMM).
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -145,7 +146,7 @@ int64_t chunk_bytes(int64_t rows, int64_t kmax, int groups, int sm_count, const 
          (plan.splits ? (int64_t)plan.ctas * sm90::kPartialBytes : 0);
 }
 
-// One launch of up to MAXG groups g0 .. g0+gc-1: the A conversion (and B maps), then the GEMM. `a16` points at
+// One launch of up to MAXG groups g0 .. g0+gc-1: the A conversion (and B maps, for MAXG > kGroupsSmall), then the GEMM. `a16` points at
 // this launch's part of the workspace and is advanced past it.
 template <int MAXG>
 int launch_chunk(const DeviceState& dev, int which, const int64_t* buf, int G, int g0, int gc, uint8_t*& a16,

@@ -21,9 +21,9 @@
 // fits on the GPU at once.
 
 // One CTA = 3 warpgroups, persistent over tiles of 128 B rows x W A rows:
-//   warp 0          B producer: waits for the conversion kernel (which wrote every group's B tensor
-//                   map into the call's workspace), then TMA for the packed B tile and bulk copies
-//                   of B's 512-byte scale block of each 64-wide K step;
+//   warp 0          B producer: TMA for the packed B tile and bulk copies of B's 512-byte scale
+//                   block of each 64-wide K step, at once with the B maps in the kernel parameters
+//                   (up to 16 groups), else after the conversion kernel wrote them;
 //   warp 1          A producer: waits for the conversion, then TMA for the fp16 A tile (128-byte
 //                   swizzle) of each step (warps 2, 3 only hand over registers);
 //   warpgroups 1, 2 consumers: 64 B rows each, dequantise them into wgmma A fragments, issue the
@@ -93,13 +93,15 @@ static_assert(kWidths[kNumWidths - 1] == kMaxWidth, "the stage holds the widest 
 static_assert(kWgmmaNStep == ptx::kWgmmaNStep, "plan.h and the generated wgmma table disagree");
 static_assert(kThreads == 384, "warps 0, 1 producers, warpgroups 1-2 consumers");
 
-// B tensor maps: one per group in the call's workspace (Params::b_maps, in Params::groups order),
-// written by the conversion kernel (released through the tensormap proxy) before this grid passes
-// griddepcontrol.wait; the B producer acquires each before its first TMA with it. (Patching a map
-// per CTA here instead put ~1.2 us before every CTA's first B load: docs/sm90_kernel_notes.md, v34.)
-// No grid rewrites them while this one runs: a workspace belongs to one call on one stream, and the
-// next call's conversion writes its maps only after its griddepcontrol.wait, i.e. after this grid
-// completed.
+// B tensor maps, one per group in Params::groups order: launches of up to kGroupsSmall groups carry
+// them in the kernel parameters (Params::map_b, encoded on the host), so the B producer starts
+// without waiting for the conversion kernel (v43 in docs/sm90_kernel_notes.md: -0.4 us per call).
+// Larger launches find them in the call's workspace (Params::b_maps), written by the conversion kernel
+// (released through the tensormap proxy) before this grid passes griddepcontrol.wait; the B producer
+// acquires each before its first TMA with it. (Patching a map per CTA here instead put ~1.2 us before
+// every CTA's first B load: v34.) No grid rewrites them while this one runs: a workspace belongs to
+// one call on one stream, and the next call's conversion writes its maps only after its
+// griddepcontrol.wait, i.e. after this grid completed.
 constexpr int kMapBytes = 128;
 
 __device__ __forceinline__ uint2 lds64(uint32_t addr) {
