@@ -146,8 +146,9 @@ int64_t chunk_bytes(int64_t rows, int64_t kmax, int groups, int sm_count, const 
          (plan.splits ? (int64_t)plan.ctas * sm90::kPartialBytes : 0);
 }
 
-// One launch of up to MAXG groups g0 .. g0+gc-1: the A conversion (and B maps, for MAXG > kGroupsSmall), then the GEMM. `a16` points at
-// this launch's part of the workspace and is advanced past it.
+// One launch of up to MAXG groups g0 .. g0+gc-1: the A conversion (and the B maps, for MAXG >
+// kGroupsSmall), then the GEMM. `a16` points at this launch's part of the workspace and is advanced
+// past it.
 template <int MAXG>
 int launch_chunk(const DeviceState& dev, int which, const int64_t* buf, int G, int g0, int gc, uint8_t*& a16,
                  cudaStream_t stream, Error& err) {

@@ -95,7 +95,7 @@ static_assert(kThreads == 384, "warps 0, 1 producers, warpgroups 1-2 consumers")
 
 // B tensor maps, one per group in Params::groups order: launches of up to kGroupsSmall groups carry
 // them in the kernel parameters (Params::map_b, encoded on the host), so the B producer starts
-// without waiting for the conversion kernel (v43 in docs/sm90_kernel_notes.md: -0.4 us per call).
+// without waiting for the conversion kernel (v43 in docs/sm90_kernel_notes.md: calls 1.4% faster).
 // Larger launches find them in the call's workspace (Params::b_maps), written by the conversion kernel
 // (released through the tensormap proxy) before this grid passes griddepcontrol.wait; the B producer
 // acquires each before its first TMA with it. (Patching a map per CTA here instead put ~1.2 us before
