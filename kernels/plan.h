@@ -17,18 +17,18 @@ namespace sm90 {
 
 // Tiles: `width` A rows (wgmma N, C^T = B A^T) x kBlockN B rows. The width is chosen per group
 // from kWidths (one compiled main loop each, one TMA box each); a group wider than the widest is cut
-// into `chunks` tiles of equal width along M. Below 128 rows a K step costs about the same at any
-// width (B's dequantisation bounds it), above it grows with the MMA. A fourth main loop in the kernel
-// made ptxas serialise the wgmma (C7512), a third (128/160/192) made every K step ~13% slower and
-// spilled registers (v21); 192-wide A stages leave room for 7, not 8, which costs nothing measurable
-// since the consumers count their ring positions (v22c). So two widths, 128 and 192 (measured 1.7%
-// faster than 128 and 160 over the four benchmarks, v24: docs/sm90_kernel_notes.md).
+// into `chunks` tiles of equal width along M. A third main loop in the kernel made every K step
+// 6-13% slower, also on shapes that use no tile of the third width (v21: 128/160/192; v47: 80 or 96
+// beside 128 and 192, where ptxas then re-reads the thread index inside the W = 128 loop); a fourth
+// made ptxas serialise the wgmma (C7512). So two widths, 128 and 192 (measured 1.7% faster than 128
+// and 160 over the four benchmarks, v24: docs/sm90_kernel_notes.md).
 constexpr int kWidths[] = {128, 192};
 constexpr int kNumWidths = sizeof(kWidths) / sizeof(kWidths[0]);
 constexpr int kMaxWidth = kWidths[kNumWidths - 1];  // the A stage is sized for it
 constexpr int kBlockN = 128;    // B rows (C columns) per tile: 2 consumer warpgroups x 64
 constexpr int kBlockK = 64;     // K per pipeline stage: one 512-byte scale block per 128 rows
-constexpr int kMaxStages = 6;   // TMA stages (fp16 A tile, packed B tile, B scale block)
+constexpr int kMaxStages = 6;   // TMA stages (fp16 A tile, packed B tile, B scale block); 7 fit beside
+                                // 192-wide A tiles, 6 measured 0.7% faster (v39a: benchmark 3 -3%)
 constexpr int kWgmmaNStep = 16;        // wgmma N granularity (the generated wgmma table)
 constexpr int kThreads = 384;          // producer warpgroup + 2 consumer warpgroups
 constexpr int kConvertThreads = 256;   // threads per CTA of the A conversion kernel
@@ -55,9 +55,10 @@ constexpr int64_t a16_launch_bytes(int64_t rows, int64_t kmax) { return round_up
 
 // Cost model (ns on the H200), fitted to per-CTA trace times of the benchmark shapes
 // (tools/fit_sm90.py, docs/sm90_kernel_notes.md, v29): a 64-wide K step of a tile `w` A rows wide
-// costs 374 ns at W = 128 (B's dequantisation bounds it) and 456 at W = 192 (near the MMA's rate,
-// 2.375 ns per A row); finishing a tile costs ~500 ns per 64-row epilogue pass (fit: 731 ns at
-// W = 128, 1643 at W = 192).
+// costs 374 ns at W = 128 and 456 at W = 192 (2.375 ns per A row); finishing a tile costs ~500 ns
+// per 64-row epilogue pass (fit: 731 ns at W = 128, 1643 at W = 192). The floor at narrower tiles
+// was fitted when B's dequantisation bounded the step (kStepNsDequant keeps that name); now the
+// wgmma bound it: without any loads or dequantisation the GEMM keeps 93% of its time (d46all).
 constexpr double kStepNsDequant = 370;
 constexpr double kStepNsPerRow = 2.375;
 constexpr double kPassNs = 500;
