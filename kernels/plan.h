@@ -58,7 +58,7 @@ constexpr int64_t a16_launch_bytes(int64_t rows, int64_t kmax) { return round_up
 // costs 374 ns at W = 128 and 456 at W = 192 (2.375 ns per A row); finishing a tile costs ~500 ns
 // per 64-row epilogue pass (fit: 731 ns at W = 128, 1643 at W = 192). The floor at narrower tiles
 // was fitted when B's dequantisation bounded the step (kStepNsDequant keeps that name); now the
-// wgmma bound it: without any loads or dequantisation the GEMM keeps 93% of its time (d46all).
+// wgmma bounds it: without any loads or dequantisation the GEMM keeps 93% of its time (d46all).
 constexpr double kStepNsDequant = 370;
 constexpr double kStepNsPerRow = 2.375;
 constexpr double kPassNs = 500;
