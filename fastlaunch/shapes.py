@@ -1,4 +1,5 @@
 """The task's shapes: (G, M per group, N per group, K per group)."""
+import random
 
 TEST_SHAPES = [
     (2, [96, 128], [128, 256], [256, 512]),
@@ -37,3 +38,15 @@ def nvfp4_bytes(shape) -> int:
     """Bytes every implementation must move: NVFP4 A and B, their E4M3 scales, the fp16 output."""
     _g, ms, ns, ks = shape
     return sum(m * k // 2 + n * k // 2 + (m + n) * k // 16 + 2 * m * n for m, n, k in zip(ms, ns, ks))
+
+
+def random_shapes(count: int, seed: int) -> list:
+    """`count` random shapes, the same for the same seed: G 1..8; per group M 1..512, N 1..2048 and K a
+    multiple of 64 up to 4096 (the sizes a grouped MoE layer sends, beyond the task's lists)."""
+    rnd = random.Random(seed)
+    shapes = []
+    for _ in range(count):
+        g = rnd.randint(1, 8)
+        shapes.append((g, [rnd.randint(1, 512) for _ in range(g)], [rnd.randint(1, 2048) for _ in range(g)],
+                       [64 * rnd.randint(1, 64) for _ in range(g)]))
+    return shapes

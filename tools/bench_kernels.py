@@ -9,12 +9,18 @@ rotated among fresh sets:
 and the floors from ceilings measured in the same run: fp16 tensor-core time (8192^3 matmul rate) and the
 NVFP4 bytes at the device-to-device copy bandwidth.
 
-python tools/bench_kernels.py [--shape G:M1,M2:N:K ...] [--json out.json] [--png chart.png]
+With --tests (the task's 10 test shapes) and --random COUNT (random shapes, fastlaunch.shapes.
+random_shapes; the seed is printed), it also lists the extra shapes on which fastlaunch is slower than
+cuBLAS on pre-dequantised operands.
+
+python tools/bench_kernels.py [--shape G:M1,M2:N:K ...] [--tests] [--random COUNT [--seed S]]
+                              [--only] [--json out.json] [--png chart.png]
 """
 from __future__ import annotations
 
 import argparse
 import json
+import random
 import statistics
 import sys
 
@@ -22,7 +28,7 @@ import torch
 
 import fastlaunch
 from fastlaunch import reference as R
-from fastlaunch.shapes import BENCH_SHAPES, describe, flops, nvfp4_bytes
+from fastlaunch.shapes import BENCH_SHAPES, TEST_SHAPES, describe, flops, nvfp4_bytes, random_shapes
 from fastlaunch.timing import device_us, l2_flush_buffer, load_pyplot
 
 
@@ -32,6 +38,36 @@ def parse_shape(text: str):
     ms = [int(x) for x in ms.split(",")]
     ms = ms * g if len(ms) == 1 else ms
     return g, ms, [int(n)] * g, [int(k)] * g
+
+
+def select_shapes(args) -> list:
+    """The shapes to time: the benchmark shapes (unless --only), then --shape, --tests and --random ones."""
+    shapes = [] if args.only else list(BENCH_SHAPES)
+    shapes += [parse_shape(s) for s in args.shape]
+    if args.tests:
+        shapes += list(TEST_SHAPES)
+    if args.random:
+        shapes += random_shapes(args.random, args.seed)
+    return shapes
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--shape", action="append", default=[], help="extra shape G:M1,M2,..:N:K (M list or one M)")
+    p.add_argument("--tests", action="store_true", help="also the task's 10 test shapes")
+    p.add_argument("--random", type=int, default=0, metavar="COUNT", help="also COUNT random shapes")
+    p.add_argument("--seed", type=int, default=None, help="seed of the random shapes (default: a fresh one)")
+    p.add_argument("--only", action="store_true", help="not the benchmark shapes, only the extra ones")
+    p.add_argument("--json")
+    p.add_argument("--png")
+    args = p.parse_args(argv)
+    if args.random < 0:
+        p.error(f"--random: expected a count >= 0, got {args.random}")
+    if args.seed is None:
+        args.seed = random.randrange(1 << 30)
+    if args.only and not (args.shape or args.tests or args.random):
+        p.error("--only needs --shape, --tests or --random")
+    return args
 
 
 def ceilings(flush):
@@ -109,12 +145,7 @@ def bench_shape(shape, flush, peak, bw, sets=3):
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--shape", action="append", default=[], help="extra shape G:M1,M2,..:N:K (M list or one M)")
-    p.add_argument("--only", action="store_true", help="time only the --shape shapes")
-    p.add_argument("--json")
-    p.add_argument("--png")
-    args = p.parse_args(argv)
+    args = parse_args(argv)
     if not torch.cuda.is_available():
         print("bench_kernels needs a CUDA GPU")
         return 2
@@ -122,7 +153,9 @@ def main(argv=None) -> int:
     peak, bw = ceilings(flush)
     name = torch.cuda.get_device_name()
     print(f"{name}: measured ceilings fp16 {peak / 1e12:.0f} TFLOP/s, copy {bw / 1e12:.2f} TB/s")
-    shapes = ([] if args.only else list(BENCH_SHAPES)) + [parse_shape(s) for s in args.shape]
+    if args.random:
+        print(f"random shapes: --random {args.random} --seed {args.seed}")
+    shapes = select_shapes(args)
     rows = [bench_shape(s, flush, peak, bw) for s in shapes]
 
     print()
@@ -149,12 +182,19 @@ def main(argv=None) -> int:
     print(f"\nfloor geomean {g_floor:.1f} us; fastlaunch {g_fl:.1f} us = {g_fl / g_floor:.2f}x floor; "
           f"best torch path {min(g_cub, g_grp if g_grp == g_grp else g_cub):.1f} us; "
           f"all outputs correct: {all(r['ok'] for r in rows)}")
+    extra = rows if args.only else rows[len(BENCH_SHAPES):]
+    if extra:
+        slower = [r for r in extra if r["fastlaunch_us"] > r["cublas_fp16_us"]]
+        print(f"extra shapes slower than cuBLAS fp16 on pre-dequantised operands: {len(slower)} of {len(extra)}"
+              + "".join(f"\n  {r['shape']}: {r['fastlaunch_us']:.1f} us against {r['cublas_fp16_us']:.1f}"
+                        for r in slower))
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"device": name, "peak_flops": peak, "copy_bw": bw, "rows": rows}, f, indent=1)
+            json.dump({"device": name, "peak_flops": peak, "copy_bw": bw, "seed": args.seed if args.random else None,
+                       "rows": rows}, f, indent=1)
     plt = load_pyplot() if args.png else None
     if plt:
-        fig, ax = plt.subplots(figsize=(10, 4.5))
+        fig, ax = plt.subplots(figsize=(max(10, 1.1 * len(rows)), 4.5))
         keys = [("fastlaunch_us", "fastlaunch"), ("cublas_fp16_us", "cuBLAS fp16 (pre-dequantised)"),
                 ("grouped_bf16_us", "grouped_mm bf16 (pre-dequantised)"), ("floor_us", "floor")]
         w = 0.2

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One call on a GPU machine: build, inspect SASS, then the named steps (default: all).
-#   tools/gpu_check.sh [diag] [tests] [main] [bench] [launch] [eval] [sweep]
+#   tools/gpu_check.sh [diag] [tests] [main] [bench] [extra] [launch] [eval] [sweep]
+# (extra: bench_kernels on the task's test shapes and 8 random shapes, against cuBLAS)
 # Logs and JSON go to $OUT (default ./out). Uses the machine's own python3 and torch.
 set -u
 OUT=${OUT:-out}
@@ -31,6 +32,7 @@ for s in $steps; do
     tests) timeout 900 $PY -m pytest -q -x tests -p no:cacheprovider 2>&1 | tail -25 | tee "$OUT/tests.log" || rc=1 ;;
     main) timeout 600 $PY -m fastlaunch --json "$OUT/main.json" 2>&1 | tee "$OUT/main.log" || rc=1 ;;
     bench) [ -f tools/bench_kernels.py ] && { timeout 900 $PY tools/bench_kernels.py --json "$OUT/bench_kernels.json" --png "$OUT/bench_kernels.png" 2>&1 | tee "$OUT/bench.log" || rc=1; } ;;
+    extra) timeout 900 $PY tools/bench_kernels.py --only --tests --random 8 --json "$OUT/bench_extra.json" 2>&1 | tee "$OUT/extra.log" || rc=1 ;;
     eval) timeout 900 $PY tools/eval.py --json "$OUT/eval.json" 2>&1 | tee "$OUT/eval.log" || rc=1 ;;
     sweep) timeout 900 $PY tools/sweep_sm90.py 2>&1 | tee "$OUT/sweep.log" || rc=1 ;;
     launch) [ -f tools/bench_launch.py ] && { timeout 600 $PY tools/bench_launch.py --json "$OUT/bench_launch.json" --png "$OUT/bench_launch.png" 2>&1 | tee "$OUT/launch.log" || rc=1; } ;;
