@@ -17,10 +17,10 @@ namespace sm90 {
 
 // Tiles: `width` A rows (wgmma N, C^T = B A^T) x kBlockN B rows. The width is chosen per group
 // from kWidths (one compiled main loop each, one TMA box each); a group wider than the widest is cut
-// into `chunks` tiles of equal width along M. A third main loop in the kernel made every K step
-// 6-13% slower, also on shapes that use no tile of the third width (v21: 128/160/192; v47: 80 or 96
-// beside 128 and 192, where ptxas then re-reads the thread index inside the W = 128 loop); a fourth
-// made ptxas serialise the wgmma (C7512). So two widths, 128 and 192 (measured 1.7% faster than 128
+// into `chunks` tiles of equal width along M. A third main loop in the kernel made every call 6-13%
+// slower, also on shapes that use no tile of the third width (v21: 128/160/192; v47, v48c: 80 or 96
+// beside 128 and 192); the K loops kept their speed, the cost sits in the code run once per unit,
+// where ptxas then spills (docs/sm90_kernel_notes.md); a fourth made ptxas serialise the wgmma (C7512). So two widths, 128 and 192 (measured 1.7% faster than 128
 // and 160 over the four benchmarks, v24: docs/sm90_kernel_notes.md).
 constexpr int kWidths[] = {128, 192};
 constexpr int kNumWidths = sizeof(kWidths) / sizeof(kWidths[0]);
