@@ -20,8 +20,9 @@ namespace sm90 {
 // into `chunks` tiles of equal width along M. A third main loop in the kernel made every call 6-13%
 // slower, also on shapes that use no tile of the third width (v21: 128/160/192; v47, v48c: 80 or 96
 // beside 128 and 192); the K loops kept their speed, the cost sits in the code run once per unit,
-// where ptxas then spills (docs/sm90_kernel_notes.md); a fourth made ptxas serialise the wgmma (C7512). So two widths, 128 and 192 (measured 1.7% faster than 128
-// and 160 over the four benchmarks, v24: docs/sm90_kernel_notes.md).
+// where ptxas then spills (docs/sm90_kernel_notes.md); a fourth made ptxas serialise the wgmma
+// (C7512). So two widths, 128 and 192 (measured 1.7% faster than 128 and 160 over the four
+// benchmarks, v24).
 constexpr int kWidths[] = {128, 192};
 constexpr int kNumWidths = sizeof(kWidths) / sizeof(kWidths[0]);
 constexpr int kMaxWidth = kWidths[kNumWidths - 1];  // the A stage is sized for it
