@@ -1,3 +1,4 @@
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -34,3 +35,12 @@ def cpp_probe(tmp_path_factory, name):
         return r.stdout.split("\n")[:len(queries)]
 
     return ask
+
+
+def load_tool(name):
+    """The module tools/<name>.py, loaded from its path (tools/ is not a package)."""
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools", name + ".py")
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

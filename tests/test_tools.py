@@ -1,21 +1,12 @@
 """CPU tests of the benchmark tools' shape selection (the timing itself needs a GPU)."""
-import importlib.util
-import os
 import random
 
 import pytest
 
 import fastlaunch
+from conftest import load_tool
 from fastlaunch import reference as R
 from fastlaunch.shapes import BENCH_SHAPES, TEST_SHAPES, random_shapes
-
-
-def load_bench_kernels():
-    spec = importlib.util.spec_from_file_location(
-        "bench_kernels", os.path.join(os.path.dirname(__file__), "..", "tools", "bench_kernels.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_random_shapes_are_valid_and_repeatable():
@@ -37,7 +28,7 @@ def test_random_shapes_pass_the_unpacker():
 
 
 def test_bench_kernels_shape_selection():
-    bk = load_bench_kernels()
+    bk = load_tool("bench_kernels")
     args = bk.parse_args(["--tests", "--random", "3", "--seed", "5", "--shape", "2:64,128:256:512"])
     shapes = bk.select_shapes(args)
     extra = [(2, [64, 128], [256, 256], [512, 512])]
@@ -50,7 +41,7 @@ def test_bench_kernels_shape_selection():
 
 @pytest.mark.parametrize("argv", [["--only"], ["--random", "-1"], ["--random", "x"]])
 def test_bench_kernels_rejects_bad_options(argv, capsys):
-    bk = load_bench_kernels()
+    bk = load_tool("bench_kernels")
     with pytest.raises(SystemExit) as e:
         bk.parse_args(argv)
     assert e.value.code == 2

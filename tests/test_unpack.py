@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import fastlaunch
+from conftest import load_tool
 from fastlaunch import reference as R
 
 
@@ -347,26 +348,14 @@ def test_plan_whole_tiles_smallest_busiest_share(sm_count):
 
 
 def test_sweep_tool_knows_the_compiled_widths():
-    import importlib.util
-    import os
-
-    spec = importlib.util.spec_from_file_location(
-        "sweep_sm90", os.path.join(os.path.dirname(__file__), "..", "tools", "sweep_sm90.py"))
-    sweep = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(sweep)
+    sweep = load_tool("sweep_sm90")
     assert sweep.WIDTHS == fastlaunch._C.tile_widths
 
 
 def test_fit_tool_counts_each_ctas_work():
     # tools/fit_sm90.py describes each CTA of a plan by its K steps and epilogues per width and its partial
     # sums written and read; summed over the CTAs these are the launch's steps, tiles and split cuts.
-    import importlib.util
-    import os
-
-    spec = importlib.util.spec_from_file_location(
-        "fit_sm90", os.path.join(os.path.dirname(__file__), "..", "tools", "fit_sm90.py"))
-    fit = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(fit)
+    fit = load_tool("fit_sm90")
     widths = list(fastlaunch._C.tile_widths)
     nw = len(widths)
     for sizes in PLAN_CASES[:5]:
