@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "launcher_impl.h"
+#include "recent.h"
 #include "sm90_convert_a.cuh"
 #include "sm90_group_gemm.cuh"
 
@@ -36,18 +37,15 @@ const sm90::LaunchPlan& launch_plan(const int64_t* m, const int64_t* n, const in
     int64_t key[3 * sm90::kGroupsPerLaunch];
     sm90::LaunchPlan plan;
   };
-  constexpr int kEntries = 4;
-  thread_local Entry cache[kEntries];
-  thread_local int next = 0;
+  thread_local Recent<Entry> cache;
   const size_t bytes = sizeof(int64_t) * groups;
-  for (const Entry& e : cache) {
-    if (e.groups == groups && e.sm_count == sm_count && e.forced_cap == forced_cap && e.forced_share == forced_share &&
-        std::memcmp(e.key, m, bytes) == 0 && std::memcmp(e.key + groups, n, bytes) == 0 &&
-        std::memcmp(e.key + 2 * groups, k, bytes) == 0)
-      return e.plan;
-  }
-  Entry& e = cache[next];
-  next = (next + 1) % kEntries;
+  const Entry* hit = cache.find([&](const Entry& e) {
+    return e.groups == groups && e.sm_count == sm_count && e.forced_cap == forced_cap &&
+           e.forced_share == forced_share && std::memcmp(e.key, m, bytes) == 0 &&
+           std::memcmp(e.key + groups, n, bytes) == 0 && std::memcmp(e.key + 2 * groups, k, bytes) == 0;
+  });
+  if (hit) return hit->plan;
+  Entry& e = cache.oldest();
   sm90::plan_launch(m, n, k, groups, sm_count, forced_cap, forced_share, e.plan);
   std::memcpy(e.key, m, bytes);
   std::memcpy(e.key + groups, n, bytes);
@@ -66,24 +64,20 @@ int a16_maps(const Driver& drv, CUtensorMap* out, void* base, int64_t pitch_byte
     int64_t pitch = 0, rows = 0;
     alignas(64) CUtensorMap maps[sm90::kNumWidths];
   };
-  constexpr int kEntries = 4;
-  thread_local Entry cache[kEntries];
-  thread_local int next = 0;
-  for (const Entry& e : cache) {
-    if (e.base == base && e.pitch == pitch_bytes && e.rows == rows) {
-      std::memcpy(out, e.maps, sizeof(e.maps));
-      return FL_OK;
-    }
+  thread_local Recent<Entry> cache;
+  const Entry* hit =
+      cache.find([&](const Entry& e) { return e.base == base && e.pitch == pitch_bytes && e.rows == rows; });
+  if (!hit) {
+    Entry& e = cache.oldest();
+    e.base = nullptr;  // invalid until encoded
+    for (int i = 0; i < sm90::kNumWidths; ++i)
+      if (int rc = encode_byte_map(drv, &e.maps[i], base, (uint64_t)pitch_bytes, (uint64_t)rows, sm90::kA16RowBytes,
+                                   sm90::kWidths[i], CU_TENSOR_MAP_SWIZZLE_128B, err))
+        return rc;
+    e.base = base, e.pitch = pitch_bytes, e.rows = rows;
+    hit = &e;
   }
-  Entry& e = cache[next];
-  e.base = nullptr;  // invalid until encoded
-  for (int i = 0; i < sm90::kNumWidths; ++i)
-    if (int rc = encode_byte_map(drv, &e.maps[i], base, (uint64_t)pitch_bytes, (uint64_t)rows, sm90::kA16RowBytes,
-                                 sm90::kWidths[i], CU_TENSOR_MAP_SWIZZLE_128B, err))
-      return rc;
-  e.base = base, e.pitch = pitch_bytes, e.rows = rows;
-  next = (next + 1) % kEntries;
-  std::memcpy(out, e.maps, sizeof(e.maps));
+  std::memcpy(out, hit->maps, sizeof(hit->maps));
   return FL_OK;
 }
 
@@ -97,31 +91,27 @@ int b_maps(const Driver& drv, CUtensorMap* out, const int64_t* buf, int G, int g
     int64_t key[3 * sm90::kGroupsSmall];  // b, n, k per group
     alignas(64) CUtensorMap maps[sm90::kGroupsSmall];
   };
-  constexpr int kEntries = 4;
-  thread_local Entry cache[kEntries];
-  thread_local int next = 0;
+  thread_local Recent<Entry> cache;
   int64_t key[3 * sm90::kGroupsSmall];
   for (int i = 0; i < groups; ++i) {
     const int g = g0 + order[i];
     key[3 * i] = buf[1 * G + g], key[3 * i + 1] = buf[6 * G + g], key[3 * i + 2] = buf[7 * G + g];
   }
-  for (const Entry& e : cache) {
-    if (e.groups == groups && std::memcmp(e.key, key, sizeof(int64_t) * 3 * groups) == 0) {
-      std::memcpy(out, e.maps, sizeof(CUtensorMap) * groups);
-      return FL_OK;
-    }
+  const Entry* hit = cache.find(
+      [&](const Entry& e) { return e.groups == groups && std::memcmp(e.key, key, sizeof(int64_t) * 3 * groups) == 0; });
+  if (!hit) {
+    Entry& e = cache.oldest();
+    e.groups = 0;  // invalid until encoded
+    for (int i = 0; i < groups; ++i)
+      if (int rc = encode_byte_map(drv, &e.maps[i], reinterpret_cast<void*>(key[3 * i]), (uint64_t)key[3 * i + 2] / 2,
+                                   (uint64_t)key[3 * i + 1], sm90::kBlockK / 2, sm90::kBlockN,
+                                   CU_TENSOR_MAP_SWIZZLE_NONE, err))
+        return rc;
+    std::memcpy(e.key, key, sizeof(int64_t) * 3 * groups);
+    e.groups = groups;
+    hit = &e;
   }
-  Entry& e = cache[next];
-  e.groups = 0;  // invalid until encoded
-  for (int i = 0; i < groups; ++i)
-    if (int rc = encode_byte_map(drv, &e.maps[i], reinterpret_cast<void*>(key[3 * i]), (uint64_t)key[3 * i + 2] / 2,
-                                 (uint64_t)key[3 * i + 1], sm90::kBlockK / 2, sm90::kBlockN, CU_TENSOR_MAP_SWIZZLE_NONE,
-                                 err))
-      return rc;
-  std::memcpy(e.key, key, sizeof(int64_t) * 3 * groups);
-  e.groups = groups;
-  next = (next + 1) % kEntries;
-  std::memcpy(out, e.maps, sizeof(CUtensorMap) * groups);
+  std::memcpy(out, hit->maps, sizeof(CUtensorMap) * groups);
   return FL_OK;
 }
 
@@ -148,14 +138,16 @@ int64_t chunk_bytes(int64_t rows, int64_t kmax, int groups, int sm_count, const 
 
 // One launch of up to MAXG groups g0 .. g0+gc-1: the A conversion (and the B maps, for MAXG >
 // kGroupsSmall), then the GEMM. `a16` points at this launch's part of the workspace and is advanced
-// past it.
+// past it. `known`: the launch's plan if the caller holds it (else it is looked up again).
 template <int MAXG>
 int launch_chunk(const DeviceState& dev, int which, const int64_t* buf, int G, int g0, int gc, uint8_t*& a16,
-                 cudaStream_t stream, Error& err) {
+                 const sm90::LaunchPlan* known, cudaStream_t stream, Error& err) {
   const Sm90State& st = dev.sm90;
   Params<MAXG> p;
   const sm90::LaunchPlan& plan =
-      launch_plan(buf + 5 * G + g0, buf + 6 * G + g0, buf + 7 * G + g0, gc, dev.sm_count, st.forced_cap, st.forced_share);
+      known ? *known
+            : launch_plan(buf + 5 * G + g0, buf + 6 * G + g0, buf + 7 * G + g0, gc, dev.sm_count, st.forced_cap,
+                          st.forced_share);
   int64_t rows = 0, kmax = 0;
   launch_extent(buf, G, g0, gc, &rows, &kmax);
   if (int rc = a16_maps(dev.drv, p.map_a16, a16, kmax * 2, rows, err)) return rc;
@@ -257,6 +249,9 @@ int sm90_launch(const DeviceState& dev, const int64_t* buf, int G, cudaStream_t 
                 Error& err) {
   // Check every limit before the first launch, so a bad group launches nothing.
   int64_t tiles = 0, units = 0, rows = 0, kmax = 0, workspace = 0;
+  // The plan of a call of one launch, found once: with more launches a later lookup may replace an
+  // earlier plan in the per-thread cache, so each launch looks its own up again.
+  const sm90::LaunchPlan* single = nullptr;
   for (int g = 0; g < G; ++g) {
     const int64_t m = buf[5 * G + g], n = buf[6 * G + g], k = buf[7 * G + g];
     if (int rc = check_group_sizes(m, n, k, g, err)) return rc;
@@ -282,6 +277,7 @@ int sm90_launch(const DeviceState& dev, const int64_t* buf, int G, cudaStream_t 
       const sm90::LaunchPlan& plan = launch_plan(buf + 5 * G + g0, buf + 6 * G + g0, buf + 7 * G + g0, g + 1 - g0,
                                                  dev.sm_count, dev.sm90.forced_cap, dev.sm90.forced_share);
       workspace += chunk_bytes(rows, kmax, g + 1 - g0, dev.sm_count, plan);
+      if (G <= sm90::kGroupsPerLaunch) single = &plan;
       if (workspace > kMaxWorkspaceBytes)
         return err.set(FL_ERR_VALUE, "group %d: the fp16 copy of A would exceed %lld bytes", g,
                        (long long)kMaxWorkspaceBytes);
@@ -293,8 +289,9 @@ int sm90_launch(const DeviceState& dev, const int64_t* buf, int G, cudaStream_t 
   int rc = FL_OK;
   for (int g0 = 0; g0 < G && rc == FL_OK; g0 += sm90::kGroupsPerLaunch) {
     const int gc = G - g0 < sm90::kGroupsPerLaunch ? G - g0 : sm90::kGroupsPerLaunch;
-    rc = gc <= sm90::kGroupsSmall ? launch_chunk<sm90::kGroupsSmall>(dev, 0, buf, G, g0, gc, a16, stream, err)
-                                  : launch_chunk<sm90::kGroupsPerLaunch>(dev, 1, buf, G, g0, gc, a16, stream, err);
+    rc = gc <= sm90::kGroupsSmall
+             ? launch_chunk<sm90::kGroupsSmall>(dev, 0, buf, G, g0, gc, a16, single, stream, err)
+             : launch_chunk<sm90::kGroupsPerLaunch>(dev, 1, buf, G, g0, gc, a16, single, stream, err);
   }
   ws.release(stream);  // stream-ordered: after the kernels just queued
   return rc;
