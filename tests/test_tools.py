@@ -1,5 +1,8 @@
 """CPU tests of the benchmark tools' shape selection (the timing itself needs a GPU)."""
+import os
 import random
+import shutil
+import subprocess
 
 import pytest
 
@@ -46,3 +49,38 @@ def test_bench_kernels_rejects_bad_options(argv, capsys):
         bk.parse_args(argv)
     assert e.value.code == 2
     assert "error" in capsys.readouterr().err
+
+
+def test_fixed_cost_table():
+    fc = load_tool("fixed_cost")
+    shapes = {label: {"fastlaunch": 10.0 + i, "cublas": 11.0, "cublas_one": 5.0} for i, (label, _s, _i) in
+              enumerate(fc.SHAPES)}
+    runs = {"auto": {"ok": True, "shapes": shapes, "empty": 1.25, "one_kernel": 3.0, "two_kernels": 5.0},
+            "only:gemm": {"ok": True, "shapes": {fc.SHAPES[0][0]: {"fastlaunch": 9.5}}}}
+    lines = fc.table(runs)
+    rows = [ln for ln in lines if ln.startswith("| test") or ln.startswith("| bench")]
+    assert len(rows) == len(fc.SHAPES)
+    first = [c.strip() for c in rows[0].split("|")[1:-1]]
+    assert first == [fc.SHAPES[0][0], "10.00", "nan", "9.50", "11.00", "5.00", "0.91"]
+    # 10, 11, 12, ... against 11: the shapes from the third on are slower (ratio over 1)
+    assert lines[-1] == ("correct (planner's choice): True; slower than cuBLAS: " +
+                         ", ".join(label for label, _s, _i in fc.SHAPES[2:]))
+    assert lines[-2] == "event harness alone 1.25 us; one trivial kernel 3.00; two 5.00"
+
+
+def test_fixed_cost_shapes_exist():
+    from fastlaunch import shapes as S
+    fc = load_tool("fixed_cost")
+    for _label, src, i in fc.SHAPES:
+        assert 0 <= i < len(getattr(S, src))
+
+
+def test_launch_latency_tool_compiles(tmp_path):
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    nvcc = shutil.which("nvcc") or os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin", "nvcc")
+    if not os.path.exists(nvcc):
+        pytest.skip("no nvcc to build tools/launch_latency.cu")
+    subprocess.run([nvcc, "-O2", "-std=c++17", "-arch=sm_90a", "-I", os.path.join(root, "kernels"),
+                    os.path.join(root, "tools", "launch_latency.cu"), "-o", str(tmp_path / "launch_latency")],
+                   check=True)
+    assert (tmp_path / "launch_latency").stat().st_size > 0

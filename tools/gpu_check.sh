@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One call on a GPU machine: build, inspect SASS, then the named steps (default: all).
-#   tools/gpu_check.sh [diag] [tests] [main] [bench] [extra] [launch] [eval] [sweep]
-# (extra: bench_kernels on the task's test shapes and 8 random shapes, against cuBLAS)
+#   tools/gpu_check.sh [diag] [tests] [main] [bench] [extra] [fixed] [launch] [eval] [sweep]
+# (extra: bench_kernels on the task's test shapes and 8 random shapes, against cuBLAS; fixed: where a
+# small call's time goes, tools/fixed_cost.py and tools/launch_latency.cu)
 # Logs and JSON go to $OUT (default ./out). Uses the machine's own python3 and torch.
 set -u
 OUT=${OUT:-out}
@@ -33,6 +34,9 @@ for s in $steps; do
     main) timeout 600 $PY -m fastlaunch --json "$OUT/main.json" 2>&1 | tee "$OUT/main.log" || rc=1 ;;
     bench) [ -f tools/bench_kernels.py ] && { timeout 900 $PY tools/bench_kernels.py --json "$OUT/bench_kernels.json" --png "$OUT/bench_kernels.png" 2>&1 | tee "$OUT/bench.log" || rc=1; } ;;
     extra) timeout 900 $PY tools/bench_kernels.py --only --tests --random 8 --json "$OUT/bench_extra.json" 2>&1 | tee "$OUT/extra.log" || rc=1 ;;
+    fixed) { timeout 300 $PY tools/fixed_cost.py --json "$OUT/fixed_cost.json" &&
+             nvcc -O2 -std=c++17 -arch=sm_90a -I kernels -o /tmp/fl_launch_latency tools/launch_latency.cu &&
+             timeout 120 /tmp/fl_launch_latency; } 2>&1 | tee "$OUT/fixed.log" || rc=1 ;;
     eval) timeout 900 $PY tools/eval.py --json "$OUT/eval.json" 2>&1 | tee "$OUT/eval.log" || rc=1 ;;
     sweep) timeout 900 $PY tools/sweep_sm90.py 2>&1 | tee "$OUT/sweep.log" || rc=1 ;;
     launch) [ -f tools/bench_launch.py ] && { timeout 600 $PY tools/bench_launch.py --json "$OUT/bench_launch.json" --png "$OUT/bench_launch.png" 2>&1 | tee "$OUT/launch.log" || rc=1; } ;;

@@ -1,0 +1,115 @@
+// What a kernel launch costs on the GPU's side as the parameter block grows, measured the way
+// bench_kernels measures a call: CUDA events around the launch, a 512 MB memset (the L2 flush) before
+// each repetition, median of 200. One launch, and two in a row with the second a programmatic
+// dependent launch (the Hopper call's shape: conversion, then GEMM), for parameter blocks from 64 bytes
+// to the size of the sm90 kernels' own (Params<16> and Params<256>, printed first), with and without
+// 200 KB of dynamic shared memory, on 3 and on 132 CTAs. The kernel reads one parameter byte.
+//
+//   nvcc -O2 -std=c++17 -arch=sm_90a -I kernels -o /tmp/launch_latency tools/launch_latency.cu
+//   /tmp/launch_latency
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "sm90_params.cuh"
+
+namespace {
+
+#define CHECK(x)                                                                     \
+  do {                                                                               \
+    cudaError_t e_ = (x);                                                            \
+    if (e_ != cudaSuccess) {                                                         \
+      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+      std::exit(1);                                                                  \
+    }                                                                                \
+  } while (0)
+
+template <int N>
+struct Block {
+  unsigned char bytes[N];
+};
+
+template <int N>
+__global__ void touch(const __grid_constant__ Block<N> p, int* out) {
+  if (threadIdx.x == 0) out[blockIdx.x] = p.bytes[N - 1];
+}
+
+void* g_flush;
+int* g_out;
+constexpr size_t kFlushBytes = size_t(512) << 20;
+
+template <class F>
+float median_us(F launch, int reps = 200) {
+  cudaEvent_t a, b;
+  CHECK(cudaEventCreate(&a));
+  CHECK(cudaEventCreate(&b));
+  std::vector<float> t;
+  for (int i = 0; i < reps; ++i) {
+    CHECK(cudaMemsetAsync(g_flush, 0, kFlushBytes));
+    CHECK(cudaEventRecord(a));
+    launch();
+    CHECK(cudaEventRecord(b));
+    CHECK(cudaEventSynchronize(b));
+    float ms;
+    CHECK(cudaEventElapsedTime(&ms, a, b));
+    t.push_back(ms * 1e3f);
+  }
+  CHECK(cudaEventDestroy(a));
+  CHECK(cudaEventDestroy(b));
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+template <int N>
+void row(int smem, int grid) {
+  const int threads = 384;
+  Block<N> p{};
+  p.bytes[N - 1] = 1;
+  CHECK(cudaFuncSetAttribute(touch<N>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  const float one = median_us([&] { touch<N><<<grid, threads, smem>>>(p, g_out); });
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = grid;
+  cfg.blockDim = threads;
+  cfg.dynamicSmemBytes = smem;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  const float two = median_us([&] {
+    touch<N><<<grid, threads, smem>>>(p, g_out);
+    CHECK(cudaLaunchKernelEx(&cfg, touch<N>, p, g_out));
+  });
+  CHECK(cudaGetLastError());
+  std::printf("| %d | %d | %d | %.2f | %.2f |\n", N, smem / 1024, grid, one, two);
+}
+
+}  // namespace
+
+int main() {
+  cudaDeviceProp prop;
+  CHECK(cudaGetDeviceProperties(&prop, 0));
+  CHECK(cudaMalloc(&g_flush, kFlushBytes));
+  CHECK(cudaMalloc(&g_out, 4096));
+  std::printf("%s; sm90 kernel parameters: Params<16> %zu bytes, Params<256> %zu bytes\n", prop.name,
+              sizeof(fl::sm90::Params<16>), sizeof(fl::sm90::Params<256>));
+  std::printf("events around nothing: %.2f us\n\n", median_us([] {}));
+  std::printf("| parameter bytes | dynamic shared KB | CTAs | one launch us | two launches (PDL) us |\n");
+  std::printf("|---|---|---|---|---|\n");
+  row<64>(0, 3);
+  row<1024>(0, 3);
+  row<2048>(0, 3);
+  row<sizeof(fl::sm90::Params<16>)>(0, 3);
+  row<8192>(0, 3);
+  row<16384>(0, 3);
+  row<sizeof(fl::sm90::Params<256>)>(0, 3);
+  row<64>(200 * 1024, 3);
+  row<sizeof(fl::sm90::Params<16>)>(200 * 1024, 3);
+  row<64>(200 * 1024, 132);
+  row<sizeof(fl::sm90::Params<16>)>(200 * 1024, 132);
+  row<sizeof(fl::sm90::Params<256>)>(200 * 1024, 132);
+  return 0;
+}
