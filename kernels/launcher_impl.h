@@ -143,8 +143,10 @@ struct Workspace {
 };
 
 struct Sm90State {
-  CUfunction fn[2] = {};          // the GEMM: [0: up to kGroupsSmall groups per launch, 1: up to kGroupsPerLaunch]
-  CUfunction convert_fn[2] = {};  // the A conversion, likewise
+  // The GEMM, by the groups a launch holds: [0] up to kGroupsSmall, [1] kGroupsMid, [2] kGroupsPerLaunch
+  // (the parameter block grows with them, and a launch's cost with it: tools/launch_latency.cu).
+  CUfunction fn[3] = {};
+  CUfunction convert_fn[3] = {};  // the A conversion, likewise
   int forced_cap = 0;  // FASTLAUNCH_SM90_WCAP (experiments): the widest tile the planner may use, 0: any
   int forced_share = 0;  // FASTLAUNCH_SM90_SHARE (experiments, tests): 1 whole tiles only, 2 split tiles only, 0: either
   int only = 0;        // FASTLAUNCH_SM90_ONLY (experiments, wrong results): 1 conversion, 2 GEMM

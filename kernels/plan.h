@@ -34,6 +34,7 @@ constexpr int kWgmmaNStep = 16;        // wgmma N granularity (the generated wgm
 constexpr int kThreads = 384;          // producer warpgroup + 2 consumer warpgroups
 constexpr int kConvertThreads = 256;   // threads per CTA of the A conversion kernel
 constexpr int kGroupsSmall = 16;       // kernel variant with a small parameter block
+constexpr int kGroupsMid = 64;         // ... and one with a middle one (a launch's cost grows with it)
 constexpr int kGroupsPerLaunch = 256;  // larger G is split into several launches
 constexpr bool widths_ok() {
   for (int i = 0; i < kNumWidths; ++i)

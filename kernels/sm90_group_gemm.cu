@@ -218,9 +218,11 @@ int sm90_init(DeviceState& dev, Error& err) {
   init_launch_config(&st.config, st.attr, sm90::kThreads);
   init_launch_config(&st.convert_config, st.attr, sm90::kConvertThreads);
   if (int rc = prepare<sm90::kGroupsSmall>(&st.fn[0], err)) return rc;
-  if (int rc = prepare<sm90::kGroupsPerLaunch>(&st.fn[1], err)) return rc;
+  if (int rc = prepare<sm90::kGroupsMid>(&st.fn[1], err)) return rc;
+  if (int rc = prepare<sm90::kGroupsPerLaunch>(&st.fn[2], err)) return rc;
   if (int rc = prepare_convert<sm90::kGroupsSmall>(&st.convert_fn[0], err)) return rc;
-  if (int rc = prepare_convert<sm90::kGroupsPerLaunch>(&st.convert_fn[1], err)) return rc;
+  if (int rc = prepare_convert<sm90::kGroupsMid>(&st.convert_fn[1], err)) return rc;
+  if (int rc = prepare_convert<sm90::kGroupsPerLaunch>(&st.convert_fn[2], err)) return rc;
   if (int rc = encode_byte_map_template(dev.drv, &st.tmpl_b, sm90::kBlockK / 2, sm90::kBlockN,
                                         CU_TENSOR_MAP_SWIZZLE_NONE, err))
     return rc;
@@ -289,9 +291,10 @@ int sm90_launch(const DeviceState& dev, const int64_t* buf, int G, cudaStream_t 
   int rc = FL_OK;
   for (int g0 = 0; g0 < G && rc == FL_OK; g0 += sm90::kGroupsPerLaunch) {
     const int gc = G - g0 < sm90::kGroupsPerLaunch ? G - g0 : sm90::kGroupsPerLaunch;
-    rc = gc <= sm90::kGroupsSmall
-             ? launch_chunk<sm90::kGroupsSmall>(dev, 0, buf, G, g0, gc, a16, single, stream, err)
-             : launch_chunk<sm90::kGroupsPerLaunch>(dev, 1, buf, G, g0, gc, a16, single, stream, err);
+    // The smallest parameter block that holds the launch's groups.
+    rc = gc <= sm90::kGroupsSmall ? launch_chunk<sm90::kGroupsSmall>(dev, 0, buf, G, g0, gc, a16, single, stream, err)
+         : gc <= sm90::kGroupsMid ? launch_chunk<sm90::kGroupsMid>(dev, 1, buf, G, g0, gc, a16, single, stream, err)
+                                  : launch_chunk<sm90::kGroupsPerLaunch>(dev, 2, buf, G, g0, gc, a16, single, stream, err);
   }
   ws.release(stream);  // stream-ordered: after the kernels just queued
   return rc;

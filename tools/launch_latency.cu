@@ -2,7 +2,7 @@
 // bench_kernels measures a call: CUDA events around the launch, a 512 MB memset (the L2 flush) before
 // each repetition, median of 200. One launch, and two in a row with the second a programmatic
 // dependent launch (the Hopper call's shape: conversion, then GEMM), for parameter blocks from 64 bytes
-// to the size of the sm90 kernels' own (Params<16> and Params<256>, printed first), with and without
+// to the sizes of the sm90 kernels' own (Params<16>, <64> and <256>, printed first), with and without
 // 200 KB of dynamic shared memory, on 3 and on 132 CTAs. The kernel reads one parameter byte.
 //
 //   nvcc -O2 -std=c++17 -arch=sm_90a -I kernels -o /tmp/launch_latency tools/launch_latency.cu
@@ -94,8 +94,8 @@ int main() {
   CHECK(cudaGetDeviceProperties(&prop, 0));
   CHECK(cudaMalloc(&g_flush, kFlushBytes));
   CHECK(cudaMalloc(&g_out, 4096));
-  std::printf("%s; sm90 kernel parameters: Params<16> %zu bytes, Params<256> %zu bytes\n", prop.name,
-              sizeof(fl::sm90::Params<16>), sizeof(fl::sm90::Params<256>));
+  std::printf("%s; sm90 kernel parameters: Params<16> %zu bytes, Params<64> %zu, Params<256> %zu\n", prop.name,
+              sizeof(fl::sm90::Params<16>), sizeof(fl::sm90::Params<64>), sizeof(fl::sm90::Params<256>));
   std::printf("events around nothing: %.2f us\n\n", median_us([] {}));
   std::printf("| parameter bytes | dynamic shared KB | CTAs | one launch us | two launches (PDL) us |\n");
   std::printf("|---|---|---|---|---|\n");
@@ -103,6 +103,7 @@ int main() {
   row<1024>(0, 3);
   row<2048>(0, 3);
   row<sizeof(fl::sm90::Params<16>)>(0, 3);
+  row<sizeof(fl::sm90::Params<64>)>(0, 3);
   row<8192>(0, 3);
   row<16384>(0, 3);
   row<sizeof(fl::sm90::Params<256>)>(0, 3);
