@@ -2,8 +2,9 @@
 FASTLAUNCH_SM90_TRACE) on one call per benchmark shape, L2 flushed before it, beside the CUDA-event time
 of the same call. Prints, per shape, the medians over CTAs of each phase (us) and the spread of CTA
 start and end times. Mode "gemm" launches the GEMM alone (FASTLAUNCH_SM90_ONLY; wrong results).
+--set tests takes the shape indices into the task's test shapes instead of the benchmark shapes.
 
-python tools/trace_sm90.py [--shapes 3,2,0] [--modes whole,gemm]
+python tools/trace_sm90.py [--shapes 3,2,0] [--modes whole,gemm] [--set bench|tests]
 """
 import argparse
 import json
@@ -26,12 +27,13 @@ trace = torch.zeros(1024 * 16 * 2, dtype=torch.int64, device="cuda")
 os.environ["FASTLAUNCH_SM90_TRACE"] = str(trace.data_ptr())
 import fastlaunch
 from fastlaunch import reference as R
-from fastlaunch.shapes import BENCH_SHAPES
+from fastlaunch import shapes as S
 from fastlaunch.timing import l2_flush_buffer
+SHAPES = S.TEST_SHAPES if sys.argv[2] == "tests" else S.BENCH_SHAPES
 flush = l2_flush_buffer()
 out = []
 for i in json.loads(sys.argv[1]):
-    g, ms, ns, ks = BENCH_SHAPES[i]
+    g, ms, ns, ks = SHAPES[i]
     d = R.generate_input(ms, ns, ks, g, 3, device="cuda")
     for _ in range(3):
         fastlaunch.fast_launch(d)
@@ -46,11 +48,11 @@ print(json.dumps(out))
 """
 
 
-def traced_runs(shapes, env, label):
-    """Runs CHILD in its own process with `env`: per benchmark shape index, 5 traced calls (event us and
-    every CTA's trace points). None, after printing why, if the child failed."""
-    r = subprocess.run([sys.executable, "-c", CHILD, json.dumps(shapes)], env=env, capture_output=True, text=True,
-                       timeout=600)
+def traced_runs(shapes, env, label, shape_set="bench"):
+    """Runs CHILD in its own process with `env`: per shape index (into the benchmark or the test shapes),
+    5 traced calls (event us and every CTA's trace points). None, after printing why, if the child failed."""
+    r = subprocess.run([sys.executable, "-c", CHILD, json.dumps(shapes), shape_set], env=env, capture_output=True,
+                       text=True, timeout=600)
     if r.returncode:
         print(f"{label}: failed\n{r.stderr[-2000:]}")
         return None
@@ -75,6 +77,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--shapes", default="3,2,0")
     ap.add_argument("--modes", default="whole,gemm")
+    ap.add_argument("--set", choices=("bench", "tests"), default="bench", dest="shape_set")
     a = ap.parse_args()
     shapes = [int(x) for x in a.shapes.split(",")]
     table = []
@@ -83,13 +86,14 @@ def main():
         env.pop("FASTLAUNCH_SM90_ONLY", None)
         if mode != "whole":
             env["FASTLAUNCH_SM90_ONLY"] = mode
-        for sh in traced_runs(shapes, env, mode) or []:
+        for sh in traced_runs(shapes, env, mode, a.shape_set) or []:
             sums = [summarise(x) for x in sh["runs"]]
             med = {k: statistics.median(s[k] for s in sums) for k in sums[0]}
             table.append((mode, sh["shape"], med))
     keys = ["event_us", "span_us", "entry_spread_us", "exit_spread_us"] + [p[0] for p in PHASES]
     print("medians over 5 calls (us); phases: median over CTAs; span: first CTA entry to last CTA exit")
-    print("| quantity | " + " | ".join(f"{m} b{s + 1}" for m, s, _ in table) + " |")
+    tag = "t" if a.shape_set == "tests" else "b"  # test shapes count from 0, benchmarks from 1
+    print("| quantity | " + " | ".join(f"{m} {tag}{s + (tag == 'b')}" for m, s, _ in table) + " |")
     print("|---|" + "---|" * len(table))
     for k in keys:
         print(f"| {k} | " + " | ".join(f"{t[k]:.2f}" for _, _, t in table) + " |")
