@@ -533,17 +533,20 @@ PyObject* launch_repeat(PyObject*, PyObject* args) {
   }
 }
 
-// plan(sizes, sm_count, share=0, cap=0) -> (groups, starts, est_us): the sm90 kernel's plan for sizes =
-// [(m, n, k), ...] on a GPU with sm_count multiprocessors (share: 1 whole tiles only, 2 split only;
-// cap: the widest tile, as FASTLAUNCH_SM90_WCAP). groups: per group (width, chunks, tiles_n, rank): `chunks`
+// plan(sizes, sm_count, share=0, cap=0, parts=0) -> (groups, starts, est_us): the sm90 kernel's plan for
+// sizes = [(m, n, k), ...] on a GPU with sm_count multiprocessors (share: 1 whole tiles only, 2 split only;
+// cap: the widest tile, as FASTLAUNCH_SM90_WCAP; parts: with share 2, CTAs per tile, as
+// FASTLAUNCH_SM90_SHARE=split:S). groups: per group (width, chunks, tiles_n, rank): `chunks`
 // tiles of `width` A rows along M, `tiles_n` of 128 B rows along N, `rank` the group's place in the
 // tile order (0 first). starts: ((tile, k), ...) one per CTA and a last (tiles, 0): CTA b runs the
 // K steps from starts[b] up to starts[b + 1]. est_us: the estimated time of the busiest CTA.
 PyObject* plan(PyObject*, PyObject* args) {
   PyObject* sizes;
-  int sm_count, share = 0, cap = 0;
-  if (!PyArg_ParseTuple(args, "Oi|ii:plan", &sizes, &sm_count, &share, &cap)) return nullptr;
+  int sm_count, share = 0, cap = 0, parts = 0;
+  if (!PyArg_ParseTuple(args, "Oi|iii:plan", &sizes, &sm_count, &share, &cap, &parts)) return nullptr;
   if (share < 0 || share > 2) return raise(PyExc_ValueError, "plan: share must be 0 (either), 1 (whole) or 2 (split)");
+  if (parts < 0 || parts > 64 || (parts && share != 2))
+    return raise(PyExc_ValueError, "plan: parts must be 0, or 1..64 with share 2 (split)");
   if (cap != 0 && fl::sm90::width_index(cap) < 0)
     return raise(PyExc_ValueError, "plan: cap %d is not a compiled tile width", cap);
   Py_ssize_t G = 0;
@@ -564,7 +567,7 @@ PyObject* plan(PyObject*, PyObject* args) {
     if (tiles > fl::kMaxTilesPerLaunch) return raise(PyExc_ValueError, "plan: group %zd: too many tiles", g);
   }
   fl::sm90::LaunchPlan p;
-  fl::sm90::plan_launch(m, n, k, (int)G, sm_count, cap, share, p);
+  fl::sm90::plan_launch(m, n, k, (int)G, sm_count, cap, share, parts, p);
   int rank[fl::sm90::kGroupsPerLaunch];
   for (Py_ssize_t i = 0; i < G; ++i) rank[p.order[i]] = (int)i;
   PyObject* groups = PyTuple_New(G);
@@ -606,9 +609,10 @@ PyMethodDef kMethods[] = {
      "launch_repeat(data, iters) -> float\n\nHost ns per launch of the launcher called from a C loop on a "
      "buffer unpacked once (the floor for fast_launch)."},
     {"plan", plan, METH_VARARGS,
-     "plan(sizes, sm_count, share=0, cap=0) -> (groups, starts, est_us)\n\nThe sm90 kernel's plan for sizes "
-     "[(m, n, k), ...] on a GPU with sm_count multiprocessors (share: 0 either, 1 whole tiles only, 2 split "
-     "tiles only; cap: 0 any, else the widest tile). groups: per group (width, chunks, tiles_n, rank): chunks tiles of "
+     "plan(sizes, sm_count, share=0, cap=0, parts=0) -> (groups, starts, est_us)\n\nThe sm90 kernel's plan for "
+     "sizes [(m, n, k), ...] on a GPU with sm_count multiprocessors (share: 0 either, 1 whole tiles only, 2 split "
+     "tiles only; cap: 0 any, else the widest tile; parts: 0 one CTA per SM, else with share 2 that many CTAs per "
+     "tile). groups: per group (width, chunks, tiles_n, rank): chunks tiles of "
      "width A rows along M, tiles_n of 128 B rows along N, rank the group's place in the tile order. starts: "
      "((tile, k), ...), CTA b runs the K steps from starts[b] up to starts[b + 1]. est_us: the estimated time "
      "of the busiest CTA."},

@@ -249,9 +249,10 @@ inline void share_out(LaunchPlan& p, int ctas, bool whole) {
 // on the tile width (each compiled width, widest first; only `forced_cap` if it is not 0), each group's
 // widest even tiles under it, groups ordered by tile cost, then the steps shared out over the CTAs
 // (split tiles) or cut at tile boundaries only (whole tiles); the lowest estimate wins, ties to the
-// wider cap and to whole tiles. `forced_share` (experiments, tests): 1 whole tiles only, 2 split only.
+// wider cap and to whole tiles. `forced_share` (experiments, tests): 1 whole tiles only, 2 split only;
+// `forced_parts` (experiments, with split only): min(parts x tiles, steps, SMs) CTAs instead of one per SM.
 inline void plan_launch(const int64_t* m, const int64_t* n, const int64_t* k, int groups, int sm_count,
-                        int forced_cap, int forced_share, LaunchPlan& out) {
+                        int forced_cap, int forced_share, int forced_parts, LaunchPlan& out) {
   LaunchPlan cand;
   double best = 0;
   bool have = false;
@@ -275,7 +276,8 @@ inline void plan_launch(const int64_t* m, const int64_t* n, const int64_t* k, in
     }
     for (int whole = 1; whole >= 0; --whole) {
       if (forced_share && forced_share != 2 - whole) continue;
-      const int64_t units = whole ? cand.tiles : cand.steps;
+      int64_t units = whole ? cand.tiles : cand.steps;
+      if (!whole && forced_parts > 0 && forced_parts * cand.tiles < units) units = forced_parts * cand.tiles;
       share_out(cand, (int)(units < most ? units : most), whole);
       if (!have || cand.est_ns < best * 0.999) out = cand, best = cand.est_ns, have = true;
     }

@@ -31,9 +31,9 @@ int prepare_convert(CUfunction* fn, Error& err) {
 // The plan of a launch (plan.h), kept per thread for the last few launch shapes: a serving loop
 // repeats a few shapes, and planning cuts the shares (plan.h: a few us to tens of us on a miss).
 const sm90::LaunchPlan& launch_plan(const int64_t* m, const int64_t* n, const int64_t* k, int groups, int sm_count,
-                                    int forced_cap, int forced_share) {
+                                    int forced_cap, int forced_share, int forced_parts) {
   struct Entry {
-    int groups = 0, sm_count = 0, forced_cap = 0, forced_share = 0;
+    int groups = 0, sm_count = 0, forced_cap = 0, forced_share = 0, forced_parts = 0;
     int64_t key[3 * sm90::kGroupsPerLaunch];
     sm90::LaunchPlan plan;
   };
@@ -41,16 +41,18 @@ const sm90::LaunchPlan& launch_plan(const int64_t* m, const int64_t* n, const in
   const size_t bytes = sizeof(int64_t) * groups;
   const Entry* hit = cache.find([&](const Entry& e) {
     return e.groups == groups && e.sm_count == sm_count && e.forced_cap == forced_cap &&
-           e.forced_share == forced_share && std::memcmp(e.key, m, bytes) == 0 &&
+           e.forced_share == forced_share && e.forced_parts == forced_parts &&
+           std::memcmp(e.key, m, bytes) == 0 &&
            std::memcmp(e.key + groups, n, bytes) == 0 && std::memcmp(e.key + 2 * groups, k, bytes) == 0;
   });
   if (hit) return hit->plan;
   Entry& e = cache.oldest();
-  sm90::plan_launch(m, n, k, groups, sm_count, forced_cap, forced_share, e.plan);
+  sm90::plan_launch(m, n, k, groups, sm_count, forced_cap, forced_share, forced_parts, e.plan);
   std::memcpy(e.key, m, bytes);
   std::memcpy(e.key + groups, n, bytes);
   std::memcpy(e.key + 2 * groups, k, bytes);
   e.groups = groups, e.sm_count = sm_count, e.forced_cap = forced_cap, e.forced_share = forced_share;
+  e.forced_parts = forced_parts;
   return e.plan;
 }
 
@@ -147,7 +149,7 @@ int launch_chunk(const DeviceState& dev, int which, const int64_t* buf, int G, i
   const sm90::LaunchPlan& plan =
       known ? *known
             : launch_plan(buf + 5 * G + g0, buf + 6 * G + g0, buf + 7 * G + g0, gc, dev.sm_count, st.forced_cap,
-                          st.forced_share);
+                          st.forced_share, st.forced_parts);
   int64_t rows = 0, kmax = 0;
   launch_extent(buf, G, g0, gc, &rows, &kmax);
   if (int rc = a16_maps(dev.drv, p.map_a16, a16, kmax * 2, rows, err)) return rc;
@@ -234,8 +236,15 @@ int sm90_init(DeviceState& dev, Error& err) {
     if (!st.forced_cap) return err.set(FL_ERR_VALUE, "FASTLAUNCH_SM90_WCAP=%s: not a compiled tile width", env);
   }
   if (const char* env = std::getenv("FASTLAUNCH_SM90_SHARE")) {
-    st.forced_share = std::strcmp(env, "whole") == 0 ? 1 : std::strcmp(env, "split") == 0 ? 2 : -1;
-    if (st.forced_share < 0) return err.set(FL_ERR_VALUE, "FASTLAUNCH_SM90_SHARE=%s: expected whole or split", env);
+    // whole, split (one CTA per SM) or split:S (S CTAs per tile, 1..64)
+    int parts = 0;
+    char tail = 0;
+    if (std::strcmp(env, "whole") == 0) st.forced_share = 1;
+    else if (std::strcmp(env, "split") == 0) st.forced_share = 2;
+    else if (std::sscanf(env, "split:%d%c", &parts, &tail) == 1 && parts >= 1 && parts <= 64)
+      st.forced_share = 2, st.forced_parts = parts;
+    else
+      return err.set(FL_ERR_VALUE, "FASTLAUNCH_SM90_SHARE=%s: expected whole, split or split:S (S in 1..64)", env);
   }
   if (const char* env = std::getenv("FASTLAUNCH_SM90_ONLY")) {
     st.only = std::strcmp(env, "convert") == 0 ? 1 : std::strcmp(env, "gemm") == 0 ? 2 : -1;
@@ -277,7 +286,8 @@ int sm90_launch(const DeviceState& dev, const int64_t* buf, int G, cudaStream_t 
       // The launch's plan (kept per thread: launch_chunk finds it again) says whether it splits tiles.
       const int g0 = g / sm90::kGroupsPerLaunch * sm90::kGroupsPerLaunch;
       const sm90::LaunchPlan& plan = launch_plan(buf + 5 * G + g0, buf + 6 * G + g0, buf + 7 * G + g0, g + 1 - g0,
-                                                 dev.sm_count, dev.sm90.forced_cap, dev.sm90.forced_share);
+                                                 dev.sm_count, dev.sm90.forced_cap, dev.sm90.forced_share,
+                                                 dev.sm90.forced_parts);
       workspace += chunk_bytes(rows, kmax, g + 1 - g0, dev.sm_count, plan);
       if (G <= sm90::kGroupsPerLaunch) single = &plan;
       if (workspace > kMaxWorkspaceBytes)

@@ -86,10 +86,11 @@ print("ok")
 """
 
 
-@pytest.mark.parametrize("cap, share", [("128", ""), ("192", ""), ("", "whole"), ("", "split"), ("128", "split")])
+@pytest.mark.parametrize("cap, share", [("128", ""), ("192", ""), ("", "whole"), ("", "split"), ("128", "split"),
+                                        ("", "split:2"), ("", "split:3")])
 def test_every_width_cap_and_share(cap, share):
     # The planner picks the widest tile and whether to split tiles between CTAs per launch from the costs;
-    # force each (a new process: they are read at set-up). With cap 192 the groups of 257, 180 and 100 rows
+    # force each (a new process: they are read at set-up; split:S cuts S CTAs per tile). With cap 192 the groups of 257, 180 and 100 rows
     # get tiles of 192 (2), 192 (1) and 128 rows.
     env = dict(os.environ)
     if cap:
@@ -239,3 +240,16 @@ def test_tensors_on_two_devices_are_refused():
         abc[1][2] = data[0][1][2].to("cuda:1")
         with pytest.raises(ValueError, match=r"^group 1: c is on cuda:1, expected cuda:0 like group 0's a$"):
             fastlaunch.fast_launch((abc, data[1], data[2], data[3]))
+
+
+@pytest.mark.parametrize("setting", ["WCAP=100", "SHARE=halves", "SHARE=split:0", "SHARE=split:2x", "ONLY=both"])
+def test_bad_experiment_setting_is_reported(setting):
+    # The experiment settings are read when the device is first used; a bad one is a ValueError naming it.
+    name, _, value = setting.partition("=")
+    env = dict(os.environ, **{"FASTLAUNCH_SM90_" + name: value})
+    child = ("import fastlaunch\nfrom fastlaunch import reference as R\n"
+             "d = R.generate_input([64], [128], [64], 1, 1, device='cuda')\n"
+             "try:\n    fastlaunch.fast_launch(d)\nexcept ValueError as e:\n    print('ValueError:', e)\n")
+    out = subprocess.run([sys.executable, "-c", child], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "ValueError:" in out.stdout and f"FASTLAUNCH_SM90_{name}={value}" in out.stdout, out.stdout

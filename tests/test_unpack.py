@@ -271,14 +271,15 @@ def test_plan_widths_chunks_and_order():
     assert plan([(320, 4096, 1536)], 1)[:2] == (((w, chunks, 32, 0),), ((0, 0), (32 * chunks, 0)))
 
 
-@pytest.mark.parametrize("share", [0, 1, 2])
+@pytest.mark.parametrize("share, parts", [(0, 0), (1, 0), (2, 0), (2, 1), (2, 2), (2, 3)])
 @pytest.mark.parametrize("sm_count", [1, 7, 132, 200])
-def test_plan_shares_cover_every_step_once(sm_count, share):
+def test_plan_shares_cover_every_step_once(sm_count, share, parts):
     # The CTAs' shares (stream-K) cut the step sequence (tiles in order, each tile's K steps) into
-    # non-empty consecutive ranges that cover it exactly, of about equal estimated time.
+    # non-empty consecutive ranges that cover it exactly, of about equal estimated time; split tiles
+    # with `parts` (FASTLAUNCH_SM90_SHARE=split:S) use that many CTAs per tile where steps and SMs allow.
     plan = fastlaunch._C.plan
     for sizes in PLAN_CASES:
-        groups, starts, est = plan(sizes, sm_count, share)
+        groups, starts, est = plan(sizes, sm_count, share, 0, parts)
         order = sorted(range(len(sizes)), key=lambda g: groups[g][3])
         tile_steps, tile_width = [], []
         for g in order:
@@ -288,6 +289,8 @@ def test_plan_shares_cover_every_step_once(sm_count, share):
         tiles = len(tile_steps)
         ctas = len(starts) - 1
         assert 1 <= ctas <= min(sm_count, fastlaunch._C.max_ctas, sum(tile_steps))
+        if parts:
+            assert ctas == min(sm_count, fastlaunch._C.max_ctas, sum(tile_steps), parts * tiles)
         assert starts[0] == (0, 0) and starts[-1] == (tiles, 0)
         first = [sum(tile_steps[:t]) for t in range(tiles + 1)]  # global index of each tile's first step
         pos = []
@@ -312,6 +315,9 @@ def test_plan_shares_cover_every_step_once(sm_count, share):
         plan([(1, 1, 64)], 132, 3)
     with pytest.raises(ValueError):
         plan([(1, 1, 64)], 132, 0, 100)  # not a compiled width
+    for share, parts in ((2, -1), (2, 65), (0, 2), (1, 2)):  # parts: 1..64, split tiles only
+        with pytest.raises(ValueError):
+            plan([(1, 1, 64)], 132, share, 0, parts)
     assert {w for w, *_ in plan([(m, 64, 64) for m in (100, 150, 300)], 132, 0, 128)[0]} == {128}
 
 

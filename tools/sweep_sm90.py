@@ -1,12 +1,15 @@
 """Times the sm90 kernel with each cap on the tile width forced (FASTLAUNCH_SM90_WCAP=W, a compiled width;
-the planner then cuts each group under it), with whole or split tiles forced (FASTLAUNCH_SM90_SHARE) and
-with the planner's choice, on the benchmark shapes, each in its own process, after a correctness check on a few
-test shapes; then the planner's choice with only the A conversion or only the GEMM launched
-(FASTLAUNCH_SM90_ONLY; those results are wrong). Prints one table (the data behind plan.h's cost model).
+the planner then cuts each group under it), with whole or split tiles forced (FASTLAUNCH_SM90_SHARE; split:S
+cuts the steps into S CTAs per tile instead of one per SM) and with the planner's choice, on the benchmark
+shapes or the task's test shapes, each mode in its own process, after a correctness check on a few test
+shapes and on each timed shape; then the planner's choice with only the A conversion or only the GEMM
+launched (FASTLAUNCH_SM90_ONLY; those results are wrong). Mode `cublas` times torch's fp16 GEMM per group on
+operands of the same sizes. Prints one table (the data behind plan.h's cost model).
 
-python tools/sweep_sm90.py [mode ...]   (modes: auto, cap:W, share:whole, share:split, only:convert,
-  only:gemm; default: all)
+python tools/sweep_sm90.py [--set bench|tests] [mode ...]   (modes: auto, cap:W, share:whole, share:split,
+  share:split:S, only:convert, only:gemm, cublas; default: all but split:S and cublas)
 """
+import argparse
 import json
 import os
 import statistics
@@ -18,20 +21,40 @@ MODES = {"auto": "planner", **{f"cap:{w}": f"widths <= {w}" for w in WIDTHS},
          "share:whole": "whole tiles only", "share:split": "split tiles only",
          "only:convert": "planner, A conversion only", "only:gemm": "planner, GEMM only"}
 
+
+def describe(mode):
+    """The table's description of `mode`."""
+    if mode.startswith("share:split:"):
+        return f"split tiles, {mode.rsplit(':', 1)[1]} CTAs per tile"
+    if mode == "cublas":
+        return "cuBLAS fp16 per group"
+    return MODES.get(mode, "?")
+
+
 CHILD = r"""
-import json, torch, fastlaunch
+import json, sys, torch, fastlaunch
 from fastlaunch import reference as R
-from fastlaunch.shapes import BENCH_SHAPES, TEST_SHAPES
+from fastlaunch import shapes as S
 from fastlaunch.timing import device_us, l2_flush_buffer
+mode, shapes = sys.argv[1], getattr(S, sys.argv[2])
 ok = True
-for shape in TEST_SHAPES[3:5] + [(2, [1, 300], [129, 77], [64, 448])]:
+for shape in S.TEST_SHAPES[3:5] + [(2, [1, 300], [129, 77], [64, 448])]:
     g, ms, ns, ks = shape
     d = R.generate_input(ms, ns, ks, g, 5, device="cuda")
     ref = R.ref_kernel(R.clone_outputs(d)); R.poison(d)
     ok &= R.check(fastlaunch.fast_launch(d), ref)[0]
 flush = l2_flush_buffer()
 times = []
-for i, (g, ms, ns, ks) in enumerate(BENCH_SHAPES):
+for i, (g, ms, ns, ks) in enumerate(shapes):
+    if mode == "cublas":
+        a = [torch.randn(m, k, device="cuda", dtype=torch.half) for m, k in zip(ms, ks)]
+        b = [torch.randn(n, k, device="cuda", dtype=torch.half) for n, k in zip(ns, ks)]
+        c = [torch.empty(m, n, device="cuda", dtype=torch.half) for m, n in zip(ms, ns)]
+        def every():
+            for x, y, z in zip(a, b, c):
+                torch.mm(x, y.t(), out=z)
+        times.append(device_us(every, flush))
+        continue
     sets = [R.generate_input(ms, ns, ks, g, 100 + j, device="cuda") for j in range(2)]
     ref = R.ref_kernel(R.clone_outputs(sets[0])); R.poison(sets[0])
     ok &= R.check(fastlaunch.fast_launch(sets[0]), ref)[0]
@@ -42,7 +65,8 @@ print(json.dumps({"ok": bool(ok), "us": times}))
 
 
 def mode_env(mode):
-    """The environment of a child process run in `mode` (auto, cap:W, share:whole|split, only:convert|gemm)."""
+    """The environment of a child process run in `mode` (auto, cap:W, share:whole|split|split:S,
+    only:convert|gemm; others, such as cublas, leave the settings unset)."""
     env = dict(os.environ)
     for k in ("FASTLAUNCH_SM90_WCAP", "FASTLAUNCH_SM90_ONLY", "FASTLAUNCH_SM90_SHARE"):
         env.pop(k, None)
@@ -53,22 +77,28 @@ def mode_env(mode):
     return env
 
 
-def main():
-    modes = sys.argv[1:] or list(MODES)
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--set", choices=("bench", "tests"), default="bench")
+    p.add_argument("modes", nargs="*")
+    args = p.parse_args(argv)
+    source, label = ("BENCH_SHAPES", "bench {}") if args.set == "bench" else ("TEST_SHAPES", "test {}")
     rows = []
-    for m in modes:
-        env = mode_env(m)
-        out = subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True, text=True, timeout=600)
+    for m in args.modes or list(MODES):
+        out = subprocess.run([sys.executable, "-c", CHILD, m, source], env=mode_env(m), capture_output=True, text=True,
+                             timeout=600)
         if out.returncode:
             print(f"mode {m}: failed\n{out.stderr[-2000:]}")
             continue
-        r = json.loads(out.stdout.strip().splitlines()[-1])
-        rows.append((m, r))
-    print("| mode | variant | correct | bench 1 | bench 2 | bench 3 | bench 4 | geomean us |")
-    print("|---|---|---|---|---|---|---|---|")
+        rows.append((m, json.loads(out.stdout.strip().splitlines()[-1])))
+    n = len(rows[0][1]["us"]) if rows else 0
+    first = 1 if args.set == "bench" else 0
+    print("| mode | variant | correct | " + " | ".join(label.format(i + first) for i in range(n)) + " | geomean us |")
+    print("|---|---|---|" + "---|" * (n + 1))
     for m, r in rows:
         us = r["us"]
-        print(f"| {m} | {MODES.get(m, '?')} | {r['ok']} | " + " | ".join(f"{u:.1f}" for u in us) +
+        correct = "-" if m == "cublas" else r["ok"]
+        print(f"| {m} | {describe(m)} | {correct} | " + " | ".join(f"{u:.1f}" for u in us) +
               f" | {statistics.geometric_mean(us):.1f} |")
 
 
