@@ -533,17 +533,18 @@ PyObject* launch_repeat(PyObject*, PyObject* args) {
   }
 }
 
-// plan(sizes, sm_count, share=0, cap=0, parts=0) -> (groups, starts, est_us): the sm90 kernel's plan for
-// sizes = [(m, n, k), ...] on a GPU with sm_count multiprocessors (share: 1 whole tiles only, 2 split only;
-// cap: the widest tile, as FASTLAUNCH_SM90_WCAP; parts: with share 2, CTAs per tile, as
-// FASTLAUNCH_SM90_SHARE=split:S). groups: per group (width, chunks, tiles_n, rank): `chunks`
+// plan(sizes, sm_count, share=0, cap=0, parts=0, half=0) -> (groups, starts, est_us, rows): the sm90
+// kernel's plan for sizes = [(m, n, k), ...] on a GPU with sm_count multiprocessors (share: 1 whole tiles
+// only, 2 split only; cap: the widest tile, as FASTLAUNCH_SM90_WCAP; parts: with share 2, CTAs per tile, as
+// FASTLAUNCH_SM90_SHARE=split:S; half: 1 half tiles where allowed, 2 never, as FASTLAUNCH_SM90_HALF=1/0). groups: per group (width, chunks, tiles_n, rank): `chunks`
 // tiles of `width` A rows along M, `tiles_n` of 128 B rows along N, `rank` the group's place in the
 // tile order (0 first). starts: ((tile, k), ...) one per CTA and a last (tiles, 0): CTA b runs the
 // K steps from starts[b] up to starts[b + 1]. est_us: the estimated time of the busiest CTA.
 PyObject* plan(PyObject*, PyObject* args) {
   PyObject* sizes;
-  int sm_count, share = 0, cap = 0, parts = 0;
-  if (!PyArg_ParseTuple(args, "Oi|iii:plan", &sizes, &sm_count, &share, &cap, &parts)) return nullptr;
+  int sm_count, share = 0, cap = 0, parts = 0, half = 0;
+  if (!PyArg_ParseTuple(args, "Oi|iiii:plan", &sizes, &sm_count, &share, &cap, &parts, &half)) return nullptr;
+  if (half < 0 || half > 2) return raise(PyExc_ValueError, "plan: half must be 0 (either), 1 (half tiles) or 2 (never)");
   if (share < 0 || share > 2) return raise(PyExc_ValueError, "plan: share must be 0 (either), 1 (whole) or 2 (split)");
   if (parts < 0 || parts > 64 || (parts && share != 2))
     return raise(PyExc_ValueError, "plan: parts must be 0, or 1..64 with share 2 (split)");
@@ -567,12 +568,12 @@ PyObject* plan(PyObject*, PyObject* args) {
     if (tiles > fl::kMaxTilesPerLaunch) return raise(PyExc_ValueError, "plan: group %zd: too many tiles", g);
   }
   fl::sm90::LaunchPlan p;
-  fl::sm90::plan_launch(m, n, k, (int)G, sm_count, cap, share, parts, p);
+  fl::sm90::plan_launch(m, n, k, (int)G, sm_count, cap, share, parts, half, p);
   int rank[fl::sm90::kGroupsPerLaunch];
   for (Py_ssize_t i = 0; i < G; ++i) rank[p.order[i]] = (int)i;
   PyObject* groups = PyTuple_New(G);
   PyObject* starts = PyTuple_New(p.ctas + 1);
-  PyObject* out = groups && starts ? PyTuple_New(3) : nullptr;
+  PyObject* out = groups && starts ? PyTuple_New(4) : nullptr;
   bool ok = out != nullptr;
   for (Py_ssize_t g = 0; ok && g < G; ++g) {
     const fl::sm90::GroupTiles& gt = p.group[g];
@@ -586,7 +587,9 @@ PyObject* plan(PyObject*, PyObject* args) {
     else PyTuple_SET_ITEM(starts, b, item);
   }
   PyObject* est = ok ? PyFloat_FromDouble(p.est_ns / 1000.0) : nullptr;
-  if (!est) {
+  PyObject* rows = est ? PyLong_FromLong(p.half ? fl::sm90::kHalfBlockN : fl::sm90::kBlockN) : nullptr;
+  if (!rows) {
+    Py_XDECREF(est);
     Py_XDECREF(groups);
     Py_XDECREF(starts);
     Py_XDECREF(out);
@@ -595,6 +598,7 @@ PyObject* plan(PyObject*, PyObject* args) {
   PyTuple_SET_ITEM(out, 0, groups);
   PyTuple_SET_ITEM(out, 1, starts);
   PyTuple_SET_ITEM(out, 2, est);
+  PyTuple_SET_ITEM(out, 3, rows);
   return out;
 }
 
@@ -609,13 +613,14 @@ PyMethodDef kMethods[] = {
      "launch_repeat(data, iters) -> float\n\nHost ns per launch of the launcher called from a C loop on a "
      "buffer unpacked once (the floor for fast_launch)."},
     {"plan", plan, METH_VARARGS,
-     "plan(sizes, sm_count, share=0, cap=0, parts=0) -> (groups, starts, est_us)\n\nThe sm90 kernel's plan for "
-     "sizes [(m, n, k), ...] on a GPU with sm_count multiprocessors (share: 0 either, 1 whole tiles only, 2 split "
-     "tiles only; cap: 0 any, else the widest tile; parts: 0 one CTA per SM, else with share 2 that many CTAs per "
-     "tile). groups: per group (width, chunks, tiles_n, rank): chunks tiles of "
-     "width A rows along M, tiles_n of 128 B rows along N, rank the group's place in the tile order. starts: "
-     "((tile, k), ...), CTA b runs the K steps from starts[b] up to starts[b + 1]. est_us: the estimated time "
-     "of the busiest CTA."},
+     "plan(sizes, sm_count, share=0, cap=0, parts=0, half=0) -> (groups, starts, est_us, rows)\n\nThe sm90 "
+     "kernel's plan for sizes [(m, n, k), ...] on a GPU with sm_count multiprocessors (share: 0 either, 1 whole "
+     "tiles only, 2 split tiles only; cap: 0 any, else the widest tile; parts: 0 one CTA per SM, else with share 2 "
+     "that many CTAs per tile; half: 0 either, 1 half tiles where allowed (up to 16 groups, not split), 2 never). "
+     "groups: per group (width, chunks, tiles_n, rank): chunks tiles of width A rows along M, tiles_n of `rows` "
+     "B rows along N, rank the group's place in the tile order. starts: ((tile, k), ...), CTA b runs the K steps "
+     "from starts[b] up to starts[b + 1]. est_us: the estimated time of the busiest CTA. rows: B rows per tile "
+     "(128, or 64 for half tiles)."},
     {nullptr, nullptr, 0, nullptr},
 };
 
@@ -646,9 +651,10 @@ PyMODINIT_FUNC PyInit__C(void) {
     return nullptr;
   }
   // The planner's cost model (plan.h), ns, so tests and tools check plans against the same numbers.
-  PyObject* cost = Py_BuildValue("{s:d,s:d,s:d,s:d,s:d}", "step_ns_dequant", fl::sm90::kStepNsDequant,
+  PyObject* cost = Py_BuildValue("{s:d,s:d,s:d,s:d,s:d,s:d}", "step_ns_dequant", fl::sm90::kStepNsDequant,
                                  "step_ns_per_row", fl::sm90::kStepNsPerRow, "pass_ns", fl::sm90::kPassNs,
-                                 "part_write_ns", fl::sm90::kPartWriteNs, "part_read_ns", fl::sm90::kPartReadNs);
+                                 "part_write_ns", fl::sm90::kPartWriteNs, "part_read_ns", fl::sm90::kPartReadNs,
+                                 "half_add_ns", fl::sm90::kHalfAddNs);
   if (!cost || PyModule_AddObject(m, "cost_model", cost) < 0) {  // steals cost on success
     Py_XDECREF(cost);
     Py_DECREF(m);

@@ -67,13 +67,21 @@ constexpr double kPassNs = 500;
 constexpr double step_ns(int w) { return kStepNsPerRow * w > kStepNsDequant ? kStepNsPerRow * w : kStepNsDequant; }
 constexpr double epilogue_ns(int w) { return kPassNs * (double)ceil_div(w, 64); }
 
-// One group's tiles: `chunks` tiles of `width` A rows along M, tiles_n(n) along N, each estimated
+// One group's tiles: `chunks` tiles of `width` A rows along M, tiles_n along N, each estimated
 // at `tile_ns`.
 struct GroupTiles {
   int width;
   int64_t chunks, tiles_n, kst;  // kst: K steps per tile
   double step_ns, tile_ns;
 };
+
+// Half tiles (launches of up to kGroupsSmall groups with few tiles; a kernel of their own): kHalfBlockN
+// B rows per tile instead of kBlockN, both consumer warpgroups on the same 64 B rows, each taking every
+// other K step, their sums added through shared memory before the epilogue. Twice the CTAs for a
+// launch whose tiles leave SMs idle, each tile's K loop in half the time; whole tiles only (no split).
+// Estimated: a tile's steps taken two at a time, plus kHalfAddNs for the sums' exchange.
+constexpr int kHalfBlockN = 64;
+constexpr double kHalfAddNs = 300;
 
 // The index of compiled width `w` in kWidths, -1 if it is none.
 constexpr int width_index(int w) {
@@ -89,11 +97,15 @@ constexpr int fit_width(int64_t rows) {
   return kMaxWidth;
 }
 
-// The widest tiles of at most `cap` rows (a compiled width) that cut M evenly.
-inline GroupTiles group_tiles(int64_t m, int64_t n, int64_t k, int cap) {
+// The widest tiles of at most `cap` rows (a compiled width) that cut M evenly; `half`: half tiles.
+inline GroupTiles group_tiles(int64_t m, int64_t n, int64_t k, int cap, bool half = false) {
   const int64_t c = ceil_div(m, cap);
   const int w = fit_width(ceil_div(m, c));
-  return {w, c, tiles_n(n), k / kBlockK, step_ns(w), (double)(k / kBlockK) * step_ns(w) + epilogue_ns(w)};
+  const int64_t kst = k / kBlockK;
+  if (half)
+    return {w, c, ceil_div(n, kHalfBlockN), kst, step_ns(w),
+            (double)ceil_div(kst, 2) * step_ns(w) + epilogue_ns(w) + kHalfAddNs};
+  return {w, c, tiles_n(n), kst, step_ns(w), (double)kst * step_ns(w) + epilogue_ns(w)};
 }
 
 // The most tiles a group can be planned into (all tiles of the narrowest width): the limits are
@@ -118,6 +130,7 @@ struct LaunchPlan {
   int64_t steps = 0;       // K steps of all tiles
   int ctas = 0;            // the grid
   int splits = 0;          // cuts inside a tile (shares that end inside one: each writes partial sums)
+  bool half = false;       // half tiles (kHalfBlockN B rows; whole tiles only)
   double est_ns = 0;       // estimated time of the busiest CTA
   int order[kGroupsPerLaunch];        // launch order -> group index (launch-local)
   GroupTiles group[kGroupsPerLaunch];  // by group index
@@ -249,37 +262,50 @@ inline void share_out(LaunchPlan& p, int ctas, bool whole) {
 // on the tile width (each compiled width, widest first; only `forced_cap` if it is not 0), each group's
 // widest even tiles under it, groups ordered by tile cost, then the steps shared out over the CTAs
 // (split tiles) or cut at tile boundaries only (whole tiles); the lowest estimate wins, ties to the
-// wider cap and to whole tiles. `forced_share` (experiments, tests): 1 whole tiles only, 2 split only;
-// `forced_parts` (experiments, with split only): min(parts x tiles, steps, SMs) CTAs instead of one per SM.
+// wider cap and to whole tiles. Launches of up to kGroupsSmall groups may also take half tiles (whole
+// only), if their estimate is lower still. `forced_share` (experiments, tests): 1 whole tiles only, 2 split
+// only; `forced_parts` (experiments, with split only): min(parts x tiles, steps, SMs) CTAs instead of one
+// per SM; `forced_half` (experiments, tests): 1 half tiles only (if the launch may take them), 2 never.
 inline void plan_launch(const int64_t* m, const int64_t* n, const int64_t* k, int groups, int sm_count,
-                        int forced_cap, int forced_share, int forced_parts, LaunchPlan& out) {
+                        int forced_cap, int forced_share, int forced_parts, int forced_half, LaunchPlan& out) {
   LaunchPlan cand;
   double best = 0;
   bool have = false;
   const int64_t most = sm_count < kMaxCtas ? sm_count : kMaxCtas;
-  for (int i = kNumWidths - 1; i >= 0; --i) {
-    const int cap = kWidths[i];
-    if (forced_cap && cap != forced_cap) continue;
-    cand.groups = groups;
-    cand.tiles = cand.steps = 0;
-    for (int g = 0; g < groups; ++g) {
-      cand.group[g] = group_tiles(m[g], n[g], k[g], cap);
-      cand.tiles += cand.group[g].chunks * cand.group[g].tiles_n;
-      cand.steps += cand.group[g].chunks * cand.group[g].tiles_n * (k[g] / kBlockK);
-      // insertion sort by tile cost, costliest first; equal costs keep group order
-      int at = g;
-      while (at > 0 && cand.group[cand.order[at - 1]].tile_ns < cand.group[g].tile_ns) {
-        cand.order[at] = cand.order[at - 1];
-        --at;
+  bool may_half = groups <= kGroupsSmall && forced_share != 2 && forced_half != 2;
+  int64_t half_tiles = 0;  // the most half tiles (narrowest width): within the launch's tile limit
+  for (int g = 0; may_half && g < groups; ++g) {
+    half_tiles += ceil_div(m[g], kWidths[0]) * ceil_div(n[g], kHalfBlockN);
+    if (half_tiles > kMaxTilesPerLaunch) may_half = false;
+  }
+  const int first_kind = may_half && forced_half == 1 ? 1 : 0, last_kind = may_half ? 1 : 0;  // 1: half tiles
+  for (int kind = first_kind; kind <= last_kind; ++kind) {
+    const bool half = kind == 1;
+    for (int i = kNumWidths - 1; i >= 0; --i) {
+      const int cap = kWidths[i];
+      if (forced_cap && cap != forced_cap) continue;
+      cand.groups = groups;
+      cand.half = half;
+      cand.tiles = cand.steps = 0;
+      for (int g = 0; g < groups; ++g) {
+        cand.group[g] = group_tiles(m[g], n[g], k[g], cap, half);
+        cand.tiles += cand.group[g].chunks * cand.group[g].tiles_n;
+        cand.steps += cand.group[g].chunks * cand.group[g].tiles_n * (k[g] / kBlockK);
+        // insertion sort by tile cost, costliest first; equal costs keep group order
+        int at = g;
+        while (at > 0 && cand.group[cand.order[at - 1]].tile_ns < cand.group[g].tile_ns) {
+          cand.order[at] = cand.order[at - 1];
+          --at;
+        }
+        cand.order[at] = g;
       }
-      cand.order[at] = g;
-    }
-    for (int whole = 1; whole >= 0; --whole) {
-      if (forced_share && forced_share != 2 - whole) continue;
-      int64_t units = whole ? cand.tiles : cand.steps;
-      if (!whole && forced_parts > 0 && forced_parts * cand.tiles < units) units = forced_parts * cand.tiles;
-      share_out(cand, (int)(units < most ? units : most), whole);
-      if (!have || cand.est_ns < best * 0.999) out = cand, best = cand.est_ns, have = true;
+      for (int whole = 1; whole >= 0; --whole) {
+        if ((forced_share && forced_share != 2 - whole) || (half && !whole)) continue;
+        int64_t units = whole ? cand.tiles : cand.steps;
+        if (!whole && forced_parts > 0 && forced_parts * cand.tiles < units) units = forced_parts * cand.tiles;
+        share_out(cand, (int)(units < most ? units : most), whole);
+        if (!have || cand.est_ns < best * 0.999) out = cand, best = cand.est_ns, have = true;
+      }
     }
   }
 }

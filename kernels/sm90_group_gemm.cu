@@ -18,9 +18,9 @@ using sm90::Params;
 constexpr int64_t kMaxWorkspaceBytes = int64_t{1} << 48;  // far beyond any GPU; keeps the sums in int64
 constexpr int64_t kMaxUnitsPerLaunch = (int64_t{1} << 31) - 1;
 
-template <int MAXG>
+template <int MAXG, bool HALF = false>
 int prepare(CUfunction* fn, Error& err) {
-  return kernel_handle(reinterpret_cast<const void*>(&sm90::nvfp4_group_gemm<MAXG>), sm90::kSmemBytes, fn, err);
+  return kernel_handle(reinterpret_cast<const void*>(&sm90::nvfp4_group_gemm<MAXG, HALF>), sm90::kSmemBytes, fn, err);
 }
 
 template <int MAXG>
@@ -31,9 +31,9 @@ int prepare_convert(CUfunction* fn, Error& err) {
 // The plan of a launch (plan.h), kept per thread for the last few launch shapes: a serving loop
 // repeats a few shapes, and planning cuts the shares (plan.h: a few us to tens of us on a miss).
 const sm90::LaunchPlan& launch_plan(const int64_t* m, const int64_t* n, const int64_t* k, int groups, int sm_count,
-                                    int forced_cap, int forced_share, int forced_parts) {
+                                    int forced_cap, int forced_share, int forced_parts, int forced_half) {
   struct Entry {
-    int groups = 0, sm_count = 0, forced_cap = 0, forced_share = 0, forced_parts = 0;
+    int groups = 0, sm_count = 0, forced_cap = 0, forced_share = 0, forced_parts = 0, forced_half = 0;
     int64_t key[3 * sm90::kGroupsPerLaunch];
     sm90::LaunchPlan plan;
   };
@@ -41,18 +41,18 @@ const sm90::LaunchPlan& launch_plan(const int64_t* m, const int64_t* n, const in
   const size_t bytes = sizeof(int64_t) * groups;
   const Entry* hit = cache.find([&](const Entry& e) {
     return e.groups == groups && e.sm_count == sm_count && e.forced_cap == forced_cap &&
-           e.forced_share == forced_share && e.forced_parts == forced_parts &&
+           e.forced_share == forced_share && e.forced_parts == forced_parts && e.forced_half == forced_half &&
            std::memcmp(e.key, m, bytes) == 0 &&
            std::memcmp(e.key + groups, n, bytes) == 0 && std::memcmp(e.key + 2 * groups, k, bytes) == 0;
   });
   if (hit) return hit->plan;
   Entry& e = cache.oldest();
-  sm90::plan_launch(m, n, k, groups, sm_count, forced_cap, forced_share, forced_parts, e.plan);
+  sm90::plan_launch(m, n, k, groups, sm_count, forced_cap, forced_share, forced_parts, forced_half, e.plan);
   std::memcpy(e.key, m, bytes);
   std::memcpy(e.key + groups, n, bytes);
   std::memcpy(e.key + 2 * groups, k, bytes);
   e.groups = groups, e.sm_count = sm_count, e.forced_cap = forced_cap, e.forced_share = forced_share;
-  e.forced_parts = forced_parts;
+  e.forced_parts = forced_parts, e.forced_half = forced_half;
   return e.plan;
 }
 
@@ -149,7 +149,7 @@ int launch_chunk(const DeviceState& dev, int which, const int64_t* buf, int G, i
   const sm90::LaunchPlan& plan =
       known ? *known
             : launch_plan(buf + 5 * G + g0, buf + 6 * G + g0, buf + 7 * G + g0, gc, dev.sm_count, st.forced_cap,
-                          st.forced_share, st.forced_parts);
+                          st.forced_share, st.forced_parts, st.forced_half);
   int64_t rows = 0, kmax = 0;
   launch_extent(buf, G, g0, gc, &rows, &kmax);
   if (int rc = a16_maps(dev.drv, p.map_a16, a16, kmax * 2, rows, err)) return rc;
@@ -209,7 +209,11 @@ int launch_chunk(const DeviceState& dev, int which, const int64_t* buf, int G, i
   cfg.gridDimX = (unsigned)plan.ctas;
   cfg.sharedMemBytes = sm90::kSmemBytes;
   cfg.hStream = reinterpret_cast<CUstream>(stream);
-  if (st.only != 1) FL_DRV_TRY(err, dev.drv, dev.drv.launch_kernel_ex(&cfg, st.fn[which], args, nullptr));
+  CUfunction fn = st.fn[which];
+  if constexpr (MAXG == sm90::kGroupsSmall) {
+    if (plan.half) fn = st.half_fn;  // the planner takes half tiles for up to kGroupsSmall groups only
+  }
+  if (st.only != 1) FL_DRV_TRY(err, dev.drv, dev.drv.launch_kernel_ex(&cfg, fn, args, nullptr));
   return FL_OK;
 }
 
@@ -222,6 +226,7 @@ int sm90_init(DeviceState& dev, Error& err) {
   if (int rc = prepare<sm90::kGroupsSmall>(&st.fn[0], err)) return rc;
   if (int rc = prepare<sm90::kGroupsMid>(&st.fn[1], err)) return rc;
   if (int rc = prepare<sm90::kGroupsPerLaunch>(&st.fn[2], err)) return rc;
+  if (int rc = prepare<sm90::kGroupsSmall, true>(&st.half_fn, err)) return rc;
   if (int rc = prepare_convert<sm90::kGroupsSmall>(&st.convert_fn[0], err)) return rc;
   if (int rc = prepare_convert<sm90::kGroupsMid>(&st.convert_fn[1], err)) return rc;
   if (int rc = prepare_convert<sm90::kGroupsPerLaunch>(&st.convert_fn[2], err)) return rc;
@@ -229,7 +234,7 @@ int sm90_init(DeviceState& dev, Error& err) {
                                         CU_TENSOR_MAP_SWIZZLE_NONE, err))
     return rc;
   // Experiments (tools/sweep_sm90.py) and tests: the widest tile the planner may use; whole or split
-  // tiles only; one of the two kernels only.
+  // tiles only; half tiles always (where allowed) or never; one of the two kernels only.
   if (const char* env = std::getenv("FASTLAUNCH_SM90_WCAP")) {
     const int cap = std::atoi(env);
     if (sm90::width_index(cap) >= 0) st.forced_cap = cap;
@@ -245,6 +250,10 @@ int sm90_init(DeviceState& dev, Error& err) {
       st.forced_share = 2, st.forced_parts = parts;
     else
       return err.set(FL_ERR_VALUE, "FASTLAUNCH_SM90_SHARE=%s: expected whole, split or split:S (S in 1..64)", env);
+  }
+  if (const char* env = std::getenv("FASTLAUNCH_SM90_HALF")) {
+    st.forced_half = std::strcmp(env, "1") == 0 ? 1 : std::strcmp(env, "0") == 0 ? 2 : -1;
+    if (st.forced_half < 0) return err.set(FL_ERR_VALUE, "FASTLAUNCH_SM90_HALF=%s: expected 0 or 1", env);
   }
   if (const char* env = std::getenv("FASTLAUNCH_SM90_ONLY")) {
     st.only = std::strcmp(env, "convert") == 0 ? 1 : std::strcmp(env, "gemm") == 0 ? 2 : -1;
@@ -287,7 +296,7 @@ int sm90_launch(const DeviceState& dev, const int64_t* buf, int G, cudaStream_t 
       const int g0 = g / sm90::kGroupsPerLaunch * sm90::kGroupsPerLaunch;
       const sm90::LaunchPlan& plan = launch_plan(buf + 5 * G + g0, buf + 6 * G + g0, buf + 7 * G + g0, g + 1 - g0,
                                                  dev.sm_count, dev.sm90.forced_cap, dev.sm90.forced_share,
-                                                 dev.sm90.forced_parts);
+                                                 dev.sm90.forced_parts, dev.sm90.forced_half);
       workspace += chunk_bytes(rows, kmax, g + 1 - g0, dev.sm_count, plan);
       if (G <= sm90::kGroupsPerLaunch) single = &plan;
       if (workspace > kMaxWorkspaceBytes)

@@ -258,24 +258,97 @@ __device__ __forceinline__ void consumer_unit(const Params<MAXG>& p, const Smem&
   trace(tr, kTrFirstEpilogue);
 }
 
+// Half tiles (plan.h kHalfBlockN): both consumer warpgroups work on the tile's 64 B rows (the upper or
+// lower half of the 128-row B stage), warpgroup cw on the K steps at ring positions of parity cw:
+// kStages is even, so a stage always serves the same warpgroup and its empty barrier counts that
+// warpgroup's four warps. Then warpgroup 1 hands its sums to warpgroup 0 through the epilogue buffers
+// (64 A rows = 16 KB of fp32 at a time; thread t's float4 i at (128 i + t) x 16 bytes), which adds
+// them and stores C. Named barriers 3 (the buffers are free: warpgroup 0 has read the previous part
+// and stored its previous tile) and 4 (the part is written) over both warpgroups.
+constexpr uint32_t kBarHalfFree = 3, kBarHalfFull = 4;
+static_assert(kEpiBytes == 16 * 1024, "one 64-row part of a warpgroup's fp32 sums fills both epilogue buffers");
+
+template <int W, int MAXG>
+__device__ __forceinline__ void consumer_unit_half(const Params<MAXG>& p, const Smem& sm, float (&all)[kMaxWidth / 2],
+                                                   const Unit& w, ConsumerPos& pos, int rq, int c, int cw, int wq,
+                                                   int lane, uint64_t* tr) {
+  float(&acc)[W / 2] = *reinterpret_cast<float(*)[W / 2]>(&all[0]);
+  const Group& gr = p.groups[w.tile.g];
+  const int r0 = 64 * ((w.tile.n0 / kHalfBlockN) % 2) + rq;  // the tile's rows in the 128-row B stage
+  uint32_t fa[4][4], fb[4][4];
+  const int steps = w.k1 - w.k0;  // whole tiles: all of them
+  const int kc0 = (pos.r.s & 1) != cw;  // this warpgroup's first step: 0 or 1
+  if (kc0) pos.r.next();
+  const int own = (steps - kc0 + 1) / 2;  // its steps: kc0, kc0 + 2, ...
+  // consumer_step's step index i: the first zeroes the sums, later ones retire the previous; after
+  // each step but the unit's last, the other warpgroup's step is skipped
+  for (int i = 0; i < own; i += 2) {
+    consumer_step<W>(sm, acc, fa, pos, i, r0, c, lane);
+    if (kc0 + 2 * i + 1 < steps) pos.r.next();
+    if (i + 1 < own) {
+      consumer_step<W>(sm, acc, fb, pos, i + 1, r0, c, lane);
+      if (kc0 + 2 * i + 3 < steps) pos.r.next();
+    }
+  }
+  ptx::wgmma_wait<0>();
+  if (own > 0) {
+    __syncwarp();
+    if (lane == 0) ptx::mbar_arrive(sm.empty(pos.prev));
+  }
+#pragma unroll
+  for (int i = 0; i < W / 2; ++i) acc[i] = own > 0 ? acc[i] : 0.f;  // none: the other took the only step
+  trace(tr, kTrFirstMainloop);
+  const int rows = min(W, gr.m - w.tile.m0);  // uniform over both warpgroups
+  const uint32_t xbuf = sm.base + kOffEpi + (uint32_t)(wq * 32 + lane) * 16;
+#pragma unroll
+  for (int j = 0; j < W / 64; ++j) {
+    if (j == 0 || rows > 64 * j) {
+      ptx::named_barrier(kBarHalfFree, 256);
+      if (cw == 1) {
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+          const float* a = &acc[32 * j + 4 * i];
+          ptx::sts128(xbuf + i * 128 * 16, a[0], a[1], a[2], a[3]);
+        }
+      }
+      ptx::named_barrier(kBarHalfFull, 256);
+      if (cw == 0) {
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+          const uint4 v = ptx::lds128(xbuf + i * 128 * 16);
+          float* a = &acc[32 * j + 4 * i];
+          a[0] += __uint_as_float(v.x), a[1] += __uint_as_float(v.y), a[2] += __uint_as_float(v.z),
+              a[3] += __uint_as_float(v.w);
+        }
+      }
+    }
+  }
+  if (cw == 0) store_tile<W>(sm.base + kOffEpi, acc, gr, w.tile.m0, w.tile.n0, 0, wq, lane);
+  trace(tr, kTrFirstEpilogue);
+}
+
 // The main loop of the tile's width (plan.h kWidths: more main loops in one kernel made ptxas
-// serialise the wgmma, C7512).
-template <int I = 0, int MAXG>
+// serialise the wgmma, C7512). HALF: half tiles (r0 is then the row inside the warpgroup's 64).
+template <bool HALF, int I = 0, int MAXG>
 __device__ __forceinline__ void consumer_dispatch(const Params<MAXG>& p, const Smem& sm, float (&all)[kMaxWidth / 2],
                                                   const Unit& w, ConsumerPos& pos, int r0, int c, int cw,
                                                   int wq, int lane, int32_t*& pending, uint64_t* tr) {
   constexpr int W = kWidths[I];
   if constexpr (I + 1 < kNumWidths) {
     if (p.groups[w.tile.g].width > W) {
-      consumer_dispatch<I + 1>(p, sm, all, w, pos, r0, c, cw, wq, lane, pending, tr);
+      consumer_dispatch<HALF, I + 1>(p, sm, all, w, pos, r0, c, cw, wq, lane, pending, tr);
       return;
     }
   }
-  consumer_unit<W>(p, sm, all, w, pos, r0, c, cw, wq, lane, pending, tr);
+  if constexpr (HALF) consumer_unit_half<W>(p, sm, all, w, pos, r0, c, cw, wq, lane, tr);
+  else consumer_unit<W>(p, sm, all, w, pos, r0, c, cw, wq, lane, pending, tr);
 }
 
-template <int MAXG>
+// HALF: half tiles (plan.h kHalfBlockN, whole tiles only; consumer_unit_half).
+template <int MAXG, bool HALF = false>
 __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_constant__ Params<MAXG> p) {
+  static_assert(!HALF || kStages % 2 == 0, "half tiles: each stage serves one consumer warpgroup");
+  constexpr int kBN = HALF ? kHalfBlockN : kBlockN;  // B rows per tile
   extern __shared__ __align__(1024) uint8_t smem[];
   // Read from lane 0, so ptxas knows them warp-uniform and may keep what derives from them (ring
   // positions, descriptors) in uniform registers.
@@ -290,7 +363,7 @@ __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_con
     if (p.trace) p.trace[((uint64_t)blockIdx.x * kTraceEvents + kTrSm) * 2] = ptx::smid();
     for (int s = 0; s < kStages; ++s) {
       ptx::mbar_init(sm.full(s), 2);  // the A and the B producer, each with its bytes
-      ptx::mbar_init(sm.empty(s), kConsumerWarps);  // its wgmma are done
+      ptx::mbar_init(sm.empty(s), HALF ? kConsumerWarps / 2 : kConsumerWarps);  // its wgmma are done
     }
     ptx::fence_mbar_init();
   }
@@ -312,7 +385,7 @@ __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_con
       RingPos<kStages> rb;
       bool first = true;
       for (int u = 0; u < share.units(); ++u) {
-        const Unit w = share.unit(p, u);
+        const Unit w = share.unit<kBN>(p, u);
         const Group& gr = p.groups[w.tile.g];
         const void* map_b =
             p.b_param_maps ? (const void*)&p.map_b[w.tile.g] : (const void*)(p.b_maps + (size_t)w.tile.g * kMapBytes);
@@ -329,7 +402,9 @@ __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_con
           if (lane == 0) {
             const uint32_t st = sm.b_stage(rb.s), full = sm.full(rb.s);
             ptx::mbar_arrive_expect_tx(full, kBStageBytes);
-            ptx::tma_load_2d(st, map_b, kc * (kBlockK / 2), w.tile.n0, full, ptx::kEvictFirst);
+            // half tiles: the 128-row block holding the tile's 64 rows (rows past N are zero-filled)
+            const int b_row = HALF ? w.tile.n0 / kBlockN * kBlockN : w.tile.n0;
+            ptx::tma_load_2d(st, map_b, kc * (kBlockK / 2), b_row, full, ptx::kEvictFirst);
             ptx::bulk_load(st + kBRawBytes, sfb + (int64_t)kc * kSfBlockBytes, kSfBlockBytes, full, ptx::kEvictLast);
           }
           __syncwarp();
@@ -343,7 +418,7 @@ __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_con
       RingPos<kStages> ra;
       bool first = true;
       for (int u = 0; u < share.units(); ++u) {
-        const Unit w = share.unit(p, u);
+        const Unit w = share.unit<kBN>(p, u);
         const Group& gr = p.groups[w.tile.g];
         const int a_row = gr.a16_row + w.tile.m0;
         const CUtensorMap* map = &p.map_a16[gr.width_idx];
@@ -369,15 +444,15 @@ __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_con
     const int cw = wg - 1;          // 0 or 1: B rows [64 cw, 64 cw + 64) of the tile
     const int wq = warp % 4;        // warp inside the warpgroup: 16 rows each
     const int c = lane % 4;         // K block of the stage this thread dequantises
-    const int r0 = 64 * cw + 16 * wq + lane / 4;  // tile-local B rows r0 and r0 + 8
+    const int r0 = (HALF ? 0 : 64 * cw) + 16 * wq + lane / 4;  // tile-local B rows r0 and r0 + 8
     Share share(p, blockIdx.x);
     ConsumerPos pos;  // the place in the ring
     uint64_t* tr = threadIdx.x == 128 ? p.trace : nullptr;
     int32_t* pending = nullptr;  // the flag of partial sums written, not yet raised
     for (int u = 0; u < share.units(); ++u) {
-      const Unit w = share.unit(p, u);
+      const Unit w = share.unit<kBN>(p, u);
       float acc[kMaxWidth / 2];  // per unit: nothing carries over, so no register lives across widths
-      consumer_dispatch(p, sm, acc, w, pos, r0, c, cw, wq, lane, pending, tr);
+      consumer_dispatch<HALF>(p, sm, acc, w, pos, r0, c, cw, wq, lane, pending, tr);
       tr = nullptr;  // trace the first unit only
     }
     raise_flag(pending, lane);

@@ -16,9 +16,10 @@ struct Tile {
   int kstages;
 };
 
-// Tile t. Inside a group the M chunks of one 128-row B block are adjacent, so CTAs running at the
-// same time share B tiles in L2. `g` is a hint (the group of a nearby tile).
-template <int MAXG>
+// Tile t (BN B rows: kBlockN, or kHalfBlockN for half tiles). Inside a group the M chunks of one
+// B block are adjacent, so CTAs running at the same time share B tiles in L2. `g` is a hint (the group
+// of a nearby tile).
+template <int BN, int MAXG>
 __device__ __forceinline__ Tile decode_tile(const Params<MAXG>& p, int t, int g) {
   while (g > 0 && t < p.groups[g - 1].tile_end) --g;
   while (t >= p.groups[g].tile_end) ++g;
@@ -27,7 +28,7 @@ __device__ __forceinline__ Tile decode_tile(const Params<MAXG>& p, int t, int g)
   Tile tile;
   tile.g = g;
   tile.m0 = (local % gr.chunks) * gr.width;
-  tile.n0 = (local / gr.chunks) * kBlockN;
+  tile.n0 = (local / gr.chunks) * BN;
   tile.kstages = gr.k / kBlockK;
   return tile;
 }
@@ -49,11 +50,11 @@ struct Share {
       : first_t(p.start_tile[b]), first_k(p.start_k[b]),
         last_t(p.start_k[b + 1] > 0 ? p.start_tile[b + 1] : p.start_tile[b + 1] - 1), end_k(p.start_k[b + 1]) {}
   __device__ int units() const { return last_t - first_t + 1; }
-  template <int MAXG>
+  template <int BN = kBlockN, int MAXG>
   __device__ Unit unit(const Params<MAXG>& p, int u) {
     Unit w;
     w.t = last_t - u;
-    w.tile = decode_tile(p, w.t, g);
+    w.tile = decode_tile<BN>(p, w.t, g);
     g = w.tile.g;
     w.k1 = u == 0 && end_k > 0 ? end_k : w.tile.kstages;
     w.k0 = w.t == first_t ? first_k : 0;

@@ -74,7 +74,8 @@ seed = int(sys.argv[1])
 cases = [(3, [257, 1, 100], [131, 384, 1001], [64, 448, 1024]), (2, [180, 64], [256, 512], [256, 128]),
          (2, [300, 40], [8192, 4096], [256, 128]),  # more tiles than SMs
          (1, [64], [128], [7168]),  # one tile; split: one step per CTA, the last adds 111 CTAs' sums
-         (2, [100, 200], [256, 130], [2048, 4096])]  # a few tiles, each split over several CTAs
+         (2, [100, 200], [256, 130], [2048, 4096]),  # a few tiles, each split over several CTAs
+         (3, [5, 130, 64], [64, 200, 130], [64, 64, 192])]  # half tiles: units of 1 and 3 steps, N % 64 != 0
 for g, ms, ns, ks in cases:
     d = R.generate_input(ms, ns, ks, g, seed, device="cuda")
     ref = R.ref_kernel(R.clone_outputs(d))
@@ -86,17 +87,21 @@ print("ok")
 """
 
 
-@pytest.mark.parametrize("cap, share", [("128", ""), ("192", ""), ("", "whole"), ("", "split"), ("128", "split"),
-                                        ("", "split:2"), ("", "split:3")])
-def test_every_width_cap_and_share(cap, share):
-    # The planner picks the widest tile and whether to split tiles between CTAs per launch from the costs;
-    # force each (a new process: they are read at set-up; split:S cuts S CTAs per tile). With cap 192 the groups of 257, 180 and 100 rows
+@pytest.mark.parametrize("cap, share, half", [("128", "", ""), ("192", "", ""), ("", "whole", ""), ("", "split", ""),
+                                              ("128", "split", ""), ("", "split:2", ""), ("", "split:3", ""),
+                                              ("", "", "1"), ("", "", "0"), ("128", "whole", "1")])
+def test_every_width_cap_and_share(cap, share, half):
+    # The planner picks the widest tile, whether to split tiles between CTAs and whether to take half
+    # tiles (64 B rows) per launch from the costs; force each (a new process: they are read at set-up;
+    # split:S cuts S CTAs per tile; half 1: half tiles for every launch of up to 16 groups). With cap 192 the groups of 257, 180 and 100 rows
     # get tiles of 192 (2), 192 (1) and 128 rows.
     env = dict(os.environ)
     if cap:
         env["FASTLAUNCH_SM90_WCAP"] = cap
     if share:
         env["FASTLAUNCH_SM90_SHARE"] = share
+    if half:
+        env["FASTLAUNCH_SM90_HALF"] = half
     out = subprocess.run([sys.executable, "-c", EVERY_SHAPE_CHILD, str(fresh_seed())], env=env, capture_output=True,
                          text=True, timeout=300)
     assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-3000:]
@@ -242,7 +247,8 @@ def test_tensors_on_two_devices_are_refused():
             fastlaunch.fast_launch((abc, data[1], data[2], data[3]))
 
 
-@pytest.mark.parametrize("setting", ["WCAP=100", "SHARE=halves", "SHARE=split:0", "SHARE=split:2x", "ONLY=both"])
+@pytest.mark.parametrize("setting", ["WCAP=100", "SHARE=halves", "SHARE=split:0", "SHARE=split:2x", "HALF=yes",
+                                     "ONLY=both"])
 def test_bad_experiment_setting_is_reported(setting):
     # The experiment settings are read when the device is first used; a bad one is a ValueError naming it.
     name, _, value = setting.partition("=")

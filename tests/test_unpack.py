@@ -245,12 +245,19 @@ def epilogue_cost(w):
     return COST["pass_ns"] * -(-w // 64)  # ... and per tile finished
 
 
+def tile_cost(steps, w, rows=128):
+    # a half tile (64 B rows): its steps two at a time, and the exchange of the warpgroups' sums
+    if rows == 64:
+        return -(-steps // 2) * step_cost(w) + epilogue_cost(w) + COST["half_add_ns"]
+    return steps * step_cost(w) + epilogue_cost(w)
+
+
 def test_plan_widths_chunks_and_order():
     plan = fastlaunch._C.plan
     widths = fastlaunch._C.tile_widths  # compiled (plan.h kWidths)
     assert widths == tuple(sorted(widths)) and widths[-1] == fastlaunch._C.max_width
     for sizes in PLAN_CASES:
-        out, _starts, _est = plan(sizes, 132)
+        out, _starts, _est, _rows = plan(sizes, 132)
         assert sorted(r for *_, r in out) == list(range(len(sizes)))  # a permutation
         cap = max(w for w, *_ in out)
         cost = {}
@@ -264,7 +271,7 @@ def test_plan_widths_chunks_and_order():
     assert plan([(1, 1, 64)], 132)[:2] == (((128, 1, 1, 0),), ((0, 0), (1, 0)))
     # benchmark 4: one round of 128 whole tiles (no tile split: splitting them over the 4 other SMs
     # would save less than the partial sums cost)
-    groups, starts, _ = plan([(128, 4096, 1536), (384, 4096, 1536)], 132)
+    groups, starts, _, _ = plan([(128, 4096, 1536), (384, 4096, 1536)], 132)
     assert groups == ((128, 1, 32, 0), (128, 3, 32, 1)) and starts == tuple((t, 0) for t in range(129))
     # one SM: the cheapest cut wins (320 rows: two tiles of 192 or three of 128)
     w, chunks = (192, 2) if 2 * step_cost(192) < 3 * step_cost(128) else (128, 3)
@@ -279,13 +286,15 @@ def test_plan_shares_cover_every_step_once(sm_count, share, parts):
     # with `parts` (FASTLAUNCH_SM90_SHARE=split:S) use that many CTAs per tile where steps and SMs allow.
     plan = fastlaunch._C.plan
     for sizes in PLAN_CASES:
-        groups, starts, est = plan(sizes, sm_count, share, 0, parts)
+        groups, starts, est, rows = plan(sizes, sm_count, share, 0, parts)
         order = sorted(range(len(sizes)), key=lambda g: groups[g][3])
         tile_steps, tile_width = [], []
         for g in order:
             w, chunks, tn, _ = groups[g]
+            assert tn == -(-sizes[g][1] // rows)  # tiles of `rows` B rows along N
             tile_steps += [sizes[g][2] // 64] * (chunks * tn)
             tile_width += [w] * (chunks * tn)
+        assert rows == 128 or (rows == 64 and len(sizes) <= 16 and share != 2 and all(k == 0 for _, k in starts))
         tiles = len(tile_steps)
         ctas = len(starts) - 1
         assert 1 <= ctas <= min(sm_count, fastlaunch._C.max_ctas, sum(tile_steps))
@@ -304,7 +313,7 @@ def test_plan_shares_cover_every_step_once(sm_count, share, parts):
             assert k == 0 or share != 1
             assert k == 0 or (k >= 2 and tile_steps[t] - k >= 2) or sum(tile_steps) < 8 * ctas
         # the busiest share is within one tile (and its partial sums) of the average
-        tile_ns = [s * step_cost(w) + epilogue_cost(w) for s, w in zip(tile_steps, tile_width)]
+        tile_ns = [tile_cost(s, w, rows) for s, w in zip(tile_steps, tile_width)]
         assert est * 1000 >= sum(tile_ns) / ctas - 1
         assert est * 1000 <= sum(tile_ns) / ctas + max(tile_ns) + COST["part_write_ns"] + COST["part_read_ns"]
 
@@ -329,12 +338,12 @@ def test_plan_whole_tiles_smallest_busiest_share(sm_count):
     cases = [[(64, 512, 256), (200, 384, 128), (150, 256, 512)], [(m, 128 * (1 + m % 4), 64 * (1 + m % 3)) for m in
                                                                   range(8, 400, 53)]]
     for sizes in cases:
-        groups, starts, est = plan(sizes, sm_count, 1)
+        groups, starts, est, rows = plan(sizes, sm_count, 1)
         order = sorted(range(len(sizes)), key=lambda g: groups[g][3])
         cost = []
         for g in order:
             w, chunks, tn, _ = groups[g]
-            cost += [(sizes[g][2] // 64) * step_cost(w) + epilogue_cost(w)] * (chunks * tn)
+            cost += [tile_cost(sizes[g][2] // 64, w, rows)] * (chunks * tn)
         n = len(cost)
         prefix = [0.0]
         for c in cost:
@@ -366,7 +375,7 @@ def test_fit_tool_counts_each_ctas_work():
     nw = len(widths)
     for sizes in PLAN_CASES[:5]:
         for share in (1, 2):
-            groups, starts, _ = fastlaunch._C.plan(sizes, 132, share)
+            groups, starts, _, _ = fastlaunch._C.plan(sizes, 132, share)
             rows = fit.features(sizes, 132, share, 0, widths)
             assert len(rows) == len(starts) - 1
             total = [sum(r[j] for r in rows) for j in range(len(rows[0]))]

@@ -22,7 +22,7 @@ for t in "${trees[@]}"; do
   if [ "${AB_TESTS:-1}" = 1 ] || [[ " ${AB_TESTS:-} " == *" $name "* ]]; then
     echo "tests $name: $(cd "$t" && PYTHONPATH="$t" timeout 300 python3 -m pytest -q -x tests/test_gpu.py -p no:cacheprovider 2>&1 | tail -1)"
   fi
-  while IFS= read -r line; do rows+=("| $name $line"); done < <(cd "$t" && PYTHONPATH="$t" timeout 300 python3 tools/sweep_sm90.py $modes 2>&1 | grep -E '^\| (auto|cap:|share:|only:)')
+  while IFS= read -r line; do rows+=("| $name $line"); done < <(cd "$t" && PYTHONPATH="$t" timeout 300 python3 tools/sweep_sm90.py $modes 2>&1 | grep -E '^\| (auto|cap:|share:|half:|only:|cublas)')
 done
 echo "| tree | mode | variant | correct | bench 1 | bench 2 | bench 3 | bench 4 | geomean us |"
 echo "|---|---|---|---|---|---|---|---|---|"

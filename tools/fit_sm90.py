@@ -34,7 +34,7 @@ def features(sizes, sm_count, share, cap, widths):
     """Per CTA of the plan: [1, steps per width..., epilogues per width..., partial writes, partial reads]."""
     import fastlaunch
 
-    groups, starts, _ = fastlaunch._C.plan(sizes, sm_count, share, cap)
+    groups, starts, _, _ = fastlaunch._C.plan(sizes, sm_count, share, cap)
     order = sorted(range(len(sizes)), key=lambda g: groups[g][3])
     tile_w, tile_k = [], []
     for g in order:

@@ -1,13 +1,14 @@
 """Times the sm90 kernel with each cap on the tile width forced (FASTLAUNCH_SM90_WCAP=W, a compiled width;
 the planner then cuts each group under it), with whole or split tiles forced (FASTLAUNCH_SM90_SHARE; split:S
-cuts the steps into S CTAs per tile instead of one per SM) and with the planner's choice, on the benchmark
+cuts the steps into S CTAs per tile instead of one per SM), with half tiles (64 B rows) never or always where
+allowed (FASTLAUNCH_SM90_HALF=0/1) and with the planner's choice, on the benchmark
 shapes or the task's test shapes, each mode in its own process, after a correctness check on a few test
 shapes and on each timed shape; then the planner's choice with only the A conversion or only the GEMM
 launched (FASTLAUNCH_SM90_ONLY; those results are wrong). Mode `cublas` times torch's fp16 GEMM per group on
 operands of the same sizes. Prints one table (the data behind plan.h's cost model).
 
 python tools/sweep_sm90.py [--set bench|tests] [mode ...]   (modes: auto, cap:W, share:whole, share:split,
-  share:split:S, only:convert, only:gemm, cublas; default: all but split:S and cublas)
+  share:split:S, half:0, half:1, only:convert, only:gemm, cublas; default: all but split:S and cublas)
 """
 import argparse
 import json
@@ -19,6 +20,7 @@ import sys
 WIDTHS = (128, 192)  # plan.h kWidths (fastlaunch._C.tile_widths); a cap must be one of them
 MODES = {"auto": "planner", **{f"cap:{w}": f"widths <= {w}" for w in WIDTHS},
          "share:whole": "whole tiles only", "share:split": "split tiles only",
+         "half:0": "no half tiles", "half:1": "half tiles where allowed",
          "only:convert": "planner, A conversion only", "only:gemm": "planner, GEMM only"}
 
 
@@ -65,13 +67,14 @@ print(json.dumps({"ok": bool(ok), "us": times}))
 
 
 def mode_env(mode):
-    """The environment of a child process run in `mode` (auto, cap:W, share:whole|split|split:S,
+    """The environment of a child process run in `mode` (auto, cap:W, share:whole|split|split:S, half:0|1,
     only:convert|gemm; others, such as cublas, leave the settings unset)."""
     env = dict(os.environ)
-    for k in ("FASTLAUNCH_SM90_WCAP", "FASTLAUNCH_SM90_ONLY", "FASTLAUNCH_SM90_SHARE"):
+    for k in ("FASTLAUNCH_SM90_WCAP", "FASTLAUNCH_SM90_ONLY", "FASTLAUNCH_SM90_SHARE", "FASTLAUNCH_SM90_HALF"):
         env.pop(k, None)
     kind, _, value = mode.partition(":")
-    var = {"share": "FASTLAUNCH_SM90_SHARE", "only": "FASTLAUNCH_SM90_ONLY", "cap": "FASTLAUNCH_SM90_WCAP"}.get(kind)
+    var = {"share": "FASTLAUNCH_SM90_SHARE", "only": "FASTLAUNCH_SM90_ONLY", "cap": "FASTLAUNCH_SM90_WCAP",
+           "half": "FASTLAUNCH_SM90_HALF"}.get(kind)
     if var:
         env[var] = value
     return env
