@@ -50,6 +50,23 @@ def device_us(fn, flush: torch.Tensor, reps: int = 30) -> float:
     return events_us(fn, flush.zero_, reps)
 
 
+def fp16_gemms(ms, ns, ks, device="cuda"):
+    """torch's fp16 GEMM (cuBLAS) on random operands of each group's sizes, C = A B^T per group, the
+    anchor the small-call tools time beside fastlaunch: (run every group, run group `g`, (A, B, C))."""
+    a = [torch.randn(m, k, device=device, dtype=torch.half) for m, k in zip(ms, ks)]
+    b = [torch.randn(n, k, device=device, dtype=torch.half) for n, k in zip(ns, ks)]
+    c = [torch.empty(m, n, device=device, dtype=torch.half) for m, n in zip(ms, ns)]
+
+    def one(g):
+        torch.mm(a[g], b[g].t(), out=c[g])
+
+    def every():
+        for g in range(len(a)):
+            one(g)
+
+    return every, one, (a, b, c)
+
+
 def load_pyplot():
     """matplotlib.pyplot with a file-only backend, or None (with a message) when matplotlib is missing."""
     try:

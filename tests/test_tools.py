@@ -84,3 +84,29 @@ def test_launch_latency_tool_compiles(tmp_path):
                     os.path.join(root, "tools", "launch_latency.cu"), "-o", str(tmp_path / "launch_latency")],
                    check=True)
     assert (tmp_path / "launch_latency").stat().st_size > 0
+
+
+def test_fp16_gemms_computes_every_group():
+    # the small-call tools' cuBLAS anchor: C = A B^T per group, each group on its own call
+    import torch
+    from fastlaunch.timing import fp16_gemms
+    every, one, (a, b, c) = fp16_gemms([3, 5], [4, 2], [8, 16], device="cpu")
+    for x in c:
+        x.fill_(float("nan"))
+    one(1)
+    assert torch.isnan(c[0]).all() and not torch.isnan(c[1]).any()
+    every()
+    for x, y, z in zip(a, b, c):
+        assert z.shape == (x.shape[0], y.shape[0])
+        assert torch.allclose(z.float(), x.float() @ y.float().T, rtol=1e-2, atol=1e-2)
+
+
+def test_sweep_modes_set_their_variables():
+    sweep = load_tool("sweep_sm90")
+    env = sweep.mode_env("share:split:3")
+    assert env["FASTLAUNCH_SM90_SHARE"] == "split:3" and "FASTLAUNCH_SM90_HALF" not in env
+    assert sweep.mode_env("half:1")["FASTLAUNCH_SM90_HALF"] == "1"
+    assert sweep.mode_env("cap:128")["FASTLAUNCH_SM90_WCAP"] == "128"
+    assert not any(k.startswith("FASTLAUNCH_SM90_") for k in sweep.mode_env("cublas"))
+    assert sweep.describe("share:split:3") == "split tiles, 3 CTAs per tile"
+    assert sweep.describe("half:0") == "no half tiles" and sweep.describe("cublas") == "cuBLAS fp16 per group"

@@ -25,7 +25,7 @@ CHILD = r"""
 import json, sys, torch, fastlaunch
 from fastlaunch import reference as R
 from fastlaunch import shapes as S
-from fastlaunch.timing import device_us, l2_flush_buffer
+from fastlaunch.timing import device_us, fp16_gemms, l2_flush_buffer
 mode, reps, picks = sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3])
 flush = l2_flush_buffer()
 out = {"ok": True, "shapes": {}}
@@ -39,14 +39,9 @@ for label, src, i in picks:
     it = iter(range(1 << 40))
     row = {"fastlaunch": device_us(lambda: fastlaunch.fast_launch(sets[next(it) % 3]), flush, reps)}
     if mode == "auto":
-        a = [torch.randn(m, k, device="cuda", dtype=torch.half) for m, k in zip(ms, ks)]
-        b = [torch.randn(n, k, device="cuda", dtype=torch.half) for n, k in zip(ns, ks)]
-        c = [torch.empty(m, n, device="cuda", dtype=torch.half) for m, n in zip(ms, ns)]
-        def every():
-            for x, y, z in zip(a, b, c):
-                torch.mm(x, y.t(), out=z)
+        every, one, _ = fp16_gemms(ms, ns, ks)
         row["cublas"] = device_us(every, flush, reps)
-        row["cublas_one"] = device_us(lambda: torch.mm(a[0], b[0].t(), out=c[0]), flush, reps)
+        row["cublas_one"] = device_us(lambda: one(0), flush, reps)
     out["shapes"][label] = row
 if mode == "auto":
     z = torch.empty(16, device="cuda")

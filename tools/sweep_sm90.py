@@ -37,7 +37,7 @@ CHILD = r"""
 import json, sys, torch, fastlaunch
 from fastlaunch import reference as R
 from fastlaunch import shapes as S
-from fastlaunch.timing import device_us, l2_flush_buffer
+from fastlaunch.timing import device_us, fp16_gemms, l2_flush_buffer
 mode, shapes = sys.argv[1], getattr(S, sys.argv[2])
 ok = True
 for shape in S.TEST_SHAPES[3:5] + [(2, [1, 300], [129, 77], [64, 448])]:
@@ -49,13 +49,7 @@ flush = l2_flush_buffer()
 times = []
 for i, (g, ms, ns, ks) in enumerate(shapes):
     if mode == "cublas":
-        a = [torch.randn(m, k, device="cuda", dtype=torch.half) for m, k in zip(ms, ks)]
-        b = [torch.randn(n, k, device="cuda", dtype=torch.half) for n, k in zip(ns, ks)]
-        c = [torch.empty(m, n, device="cuda", dtype=torch.half) for m, n in zip(ms, ns)]
-        def every():
-            for x, y, z in zip(a, b, c):
-                torch.mm(x, y.t(), out=z)
-        times.append(device_us(every, flush))
+        times.append(device_us(fp16_gemms(ms, ns, ks)[0], flush))
         continue
     sets = [R.generate_input(ms, ns, ks, g, 100 + j, device="cuda") for j in range(2)]
     ref = R.ref_kernel(R.clone_outputs(sets[0])); R.poison(sets[0])
