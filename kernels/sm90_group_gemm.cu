@@ -83,13 +83,14 @@ int a16_maps(const Driver& drv, CUtensorMap* out, void* base, int64_t pitch_byte
   return FL_OK;
 }
 
-// The B tensor maps (box 128 rows x 32 bytes) of one launch's groups, in the plan's order, encoded on
-// the host. Kept per thread for the last few launches, keyed by every group's B address and sizes: a
-// serving loop calls with the same weights again and again, and a hit costs one comparison.
+// The B tensor maps (box `box_rows` rows x 32 bytes: 128, or 64 for half tiles) of one launch's groups,
+// in the plan's order, encoded on the host. Kept per thread for the last few launches, keyed by every
+// group's B address and sizes: a serving loop calls with the same weights again and again, and a hit
+// costs one comparison.
 int b_maps(const Driver& drv, CUtensorMap* out, const int64_t* buf, int G, int g0, const int* order, int groups,
-           Error& err) {
+           int box_rows, Error& err) {
   struct Entry {
-    int groups = 0;
+    int groups = 0, box_rows = 0;
     int64_t key[3 * sm90::kGroupsSmall];  // b, n, k per group
     alignas(64) CUtensorMap maps[sm90::kGroupsSmall];
   };
@@ -100,17 +101,20 @@ int b_maps(const Driver& drv, CUtensorMap* out, const int64_t* buf, int G, int g
     key[3 * i] = buf[1 * G + g], key[3 * i + 1] = buf[6 * G + g], key[3 * i + 2] = buf[7 * G + g];
   }
   const Entry* hit = cache.find(
-      [&](const Entry& e) { return e.groups == groups && std::memcmp(e.key, key, sizeof(int64_t) * 3 * groups) == 0; });
+      [&](const Entry& e) {
+        return e.groups == groups && e.box_rows == box_rows &&
+               std::memcmp(e.key, key, sizeof(int64_t) * 3 * groups) == 0;
+      });
   if (!hit) {
     Entry& e = cache.oldest();
     e.groups = 0;  // invalid until encoded
     for (int i = 0; i < groups; ++i)
       if (int rc = encode_byte_map(drv, &e.maps[i], reinterpret_cast<void*>(key[3 * i]), (uint64_t)key[3 * i + 2] / 2,
-                                   (uint64_t)key[3 * i + 1], sm90::kBlockK / 2, sm90::kBlockN,
+                                   (uint64_t)key[3 * i + 1], sm90::kBlockK / 2, box_rows,
                                    CU_TENSOR_MAP_SWIZZLE_NONE, err))
         return rc;
     std::memcpy(e.key, key, sizeof(int64_t) * 3 * groups);
-    e.groups = groups;
+    e.groups = groups, e.box_rows = box_rows;
     hit = &e;
   }
   std::memcpy(out, hit->maps, sizeof(CUtensorMap) * groups);
@@ -176,7 +180,8 @@ int launch_chunk(const DeviceState& dev, int which, const int64_t* buf, int G, i
     gr.unit_end = (int32_t)units;
   }
   if constexpr (MAXG <= sm90::kGroupsSmall) {
-    if (int rc = b_maps(dev.drv, p.map_b, buf, G, g0, plan.order, gc, err)) return rc;
+    const int box_rows = plan.half ? sm90::kHalfBlockN : sm90::kBlockN;
+    if (int rc = b_maps(dev.drv, p.map_b, buf, G, g0, plan.order, gc, box_rows, err)) return rc;
   }
   p.b_param_maps = MAXG <= sm90::kGroupsSmall;
   uint8_t* const tail = a16 + sm90::a16_launch_bytes(rows, kmax);

@@ -128,14 +128,16 @@ __device__ __forceinline__ void dequant_step(uint32_t (&f)[4][4], const E2m1Byte
 }
 
 // B rows r0 and r0+8, K block c of a stage -> the four steps' wgmma A fragments (see the K
-// permutation at the top of this file).
-__device__ __forceinline__ void dequant_b(uint32_t (&f)[4][4], uint32_t stage, int r0, int c) {
+// permutation at the top of this file). Half tiles (HALF): the stage holds the tile's 64 rows only,
+// and `sr0` is row r0's row in the 128-row scale block; else r0 is.
+template <bool HALF>
+__device__ __forceinline__ void dequant_b(uint32_t (&f)[4][4], uint32_t stage, int r0, int c, int sr0) {
   const int r1 = r0 + 8;
   const uint2 b0 = lds64(stage + r0 * 32 + 8 * c);
   const uint2 b1 = lds64(stage + r1 * 32 + 8 * c);
   const uint32_t sf = stage + kBRawBytes + c;
-  const uint32_t s0 = ptx::e4m3_to_f16x2_bcast(lds8(sf + sf_row_offset(r0)));
-  const uint32_t s1 = ptx::e4m3_to_f16x2_bcast(lds8(sf + sf_row_offset(r1)));
+  const uint32_t s0 = ptx::e4m3_to_f16x2_bcast(lds8(sf + sf_row_offset(HALF ? sr0 : r0)));
+  const uint32_t s1 = ptx::e4m3_to_f16x2_bcast(lds8(sf + sf_row_offset(HALF ? sr0 + 8 : r1)));
   const E2m1Bytes e[4] = {e2m1_bytes(b0.x), e2m1_bytes(b1.x), e2m1_bytes(b0.y), e2m1_bytes(b1.y)};
   dequant_step<0>(f, e, s0, s1);
   dequant_step<1>(f, e, s0, s1);
@@ -207,11 +209,12 @@ struct ConsumerPos {
 // (an arrive between the dequantisation and the wgmma issue).
 // Callers alternate two fragment sets, so the registers of the previous step's wgmma are not
 // overwritten while they may still run. r0: the thread's first B row in the tile.
-template <int W>
+// Half tiles (HALF): `sr0`, row r0's row in the 128-row scale block.
+template <int W, bool HALF = false>
 __device__ __forceinline__ void consumer_step(const Smem& sm, float (&acc)[W / 2], uint32_t (&f)[4][4],
-                                              ConsumerPos& pos, int kc, int r0, int c, int lane) {
+                                              ConsumerPos& pos, int kc, int r0, int c, int lane, int sr0 = 0) {
   ptx::mbar_wait(sm.full(pos.r.s), pos.r.ph);
-  dequant_b(f, sm.b_stage(pos.r.s), r0, c);
+  dequant_b<HALF>(f, sm.b_stage(pos.r.s), r0, c, sr0);
   mma_step<W>(acc, f, sm.a_desc_lo(pos.r.s), kc == 0);
   if (kc > 0) {
     ptx::wgmma_wait<1>();
@@ -258,8 +261,8 @@ __device__ __forceinline__ void consumer_unit(const Params<MAXG>& p, const Smem&
   trace(tr, kTrFirstEpilogue);
 }
 
-// Half tiles (plan.h kHalfBlockN): both consumer warpgroups work on the tile's 64 B rows (the upper or
-// lower half of the 128-row B stage), warpgroup cw on the K steps at ring positions of parity cw:
+// Half tiles (plan.h kHalfBlockN): both consumer warpgroups work on the tile's 64 B rows (a 64-row B
+// box; their scales are the upper or lower half of the 128-row scale block), warpgroup cw on the K steps at ring positions of parity cw:
 // kStages is even, so a stage always serves the same warpgroup and its empty barrier counts that
 // warpgroup's four warps. Then the warpgroups add their sums through the epilogue buffers, one
 // epilogue pass (64 A rows = 16 KB of fp32; thread t's float4 i at (128 i + t) x 16 bytes) at a time:
@@ -286,7 +289,8 @@ __device__ __forceinline__ void consumer_unit_half(const Params<MAXG>& p, const 
                                                    int lane, uint64_t* tr) {
   float(&acc)[W / 2] = *reinterpret_cast<float(*)[W / 2]>(&all[0]);
   const Group& gr = p.groups[w.tile.g];
-  const int r0 = 64 * ((w.tile.n0 / kHalfBlockN) % 2) + rq;  // the tile's rows in the 128-row B stage
+  const int sr0 = 64 * ((w.tile.n0 / kHalfBlockN) % 2) + rq;  // the row in the 128-row scale block
+  const int r0 = rq;  // the stage holds the tile's 64 rows (a 64-row B box)
   uint32_t fa[4][4], fb[4][4];
   const int steps = w.k1 - w.k0;  // whole tiles: all of them
   const int kc0 = (pos.r.s & 1) != cw;  // this warpgroup's first step: 0 or 1
@@ -295,10 +299,10 @@ __device__ __forceinline__ void consumer_unit_half(const Params<MAXG>& p, const 
   // consumer_step's step index i: the first zeroes the sums, later ones retire the previous; after
   // each step but the unit's last, the other warpgroup's step is skipped
   for (int i = 0; i < own; i += 2) {
-    consumer_step<W>(sm, acc, fa, pos, i, r0, c, lane);
+    consumer_step<W, true>(sm, acc, fa, pos, i, r0, c, lane, sr0);
     if (kc0 + 2 * i + 1 < steps) pos.r.next();
     if (i + 1 < own) {
-      consumer_step<W>(sm, acc, fb, pos, i + 1, r0, c, lane);
+      consumer_step<W, true>(sm, acc, fb, pos, i + 1, r0, c, lane, sr0);
       if (kc0 + 2 * i + 3 < steps) pos.r.next();
     }
   }
@@ -417,10 +421,9 @@ __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_con
           ptx::mbar_wait(sm.empty(rb.s), rb.ph ^ 1);
           if (lane == 0) {
             const uint32_t st = sm.b_stage(rb.s), full = sm.full(rb.s);
-            ptx::mbar_arrive_expect_tx(full, kBStageBytes);
-            // half tiles: the 128-row block holding the tile's 64 rows (rows past N are zero-filled)
-            const int b_row = HALF ? w.tile.n0 / kBlockN * kBlockN : w.tile.n0;
-            ptx::tma_load_2d(st, map_b, kc * (kBlockK / 2), b_row, full, ptx::kEvictFirst);
+            // half tiles: a 64-row box (the maps are encoded so), and the whole 128-row scale block
+            ptx::mbar_arrive_expect_tx(full, HALF ? kBRawBytes / 2 + kSfBlockBytes : kBStageBytes);
+            ptx::tma_load_2d(st, map_b, kc * (kBlockK / 2), w.tile.n0, full, ptx::kEvictFirst);
             ptx::bulk_load(st + kBRawBytes, sfb + (int64_t)kc * kSfBlockBytes, kSfBlockBytes, full, ptx::kEvictLast);
           }
           __syncwarp();
