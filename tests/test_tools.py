@@ -110,3 +110,12 @@ def test_sweep_modes_set_their_variables():
     assert not any(k.startswith("FASTLAUNCH_SM90_") for k in sweep.mode_env("cublas"))
     assert sweep.describe("share:split:3") == "split tiles, 3 CTAs per tile"
     assert sweep.describe("half:0") == "no half tiles" and sweep.describe("cublas") == "cuBLAS fp16 per group"
+
+
+def test_trace_modes_map_to_the_sweep_settings():
+    trace = load_tool("trace_sm90")
+    assert trace.trace_env("gemm")["FASTLAUNCH_SM90_ONLY"] == "gemm"
+    assert trace.trace_env("half:0")["FASTLAUNCH_SM90_HALF"] == "0"
+    assert not any(k in trace.trace_env("whole") for k in ("FASTLAUNCH_SM90_ONLY", "FASTLAUNCH_SM90_HALF"))
+    a = trace.shapes_modes_parser("doc", "1,2", "whole").parse_args(["--modes", "gemm,half:1"])
+    assert a.shapes == "1,2" and a.modes == "gemm,half:1"

@@ -369,13 +369,15 @@ def test_sweep_tool_knows_the_compiled_widths():
 
 def test_fit_tool_counts_each_ctas_work():
     # tools/fit_sm90.py describes each CTA of a plan by its K steps and epilogues per width and its partial
-    # sums written and read; summed over the CTAs these are the launch's steps, tiles and split cuts.
+    # sums written and read; summed over the CTAs these are the launch's steps, tiles and split cuts. Its
+    # model is the one of 128-row tiles: plans without half tiles.
     fit = load_tool("fit_sm90")
     widths = list(fastlaunch._C.tile_widths)
     nw = len(widths)
     for sizes in PLAN_CASES[:5]:
         for share in (1, 2):
-            groups, starts, _, _ = fastlaunch._C.plan(sizes, 132, share)
+            groups, starts, _, rows_n = fastlaunch._C.plan(sizes, 132, share, 0, 0, 2)
+            assert rows_n == 128
             rows = fit.features(sizes, 132, share, 0, widths)
             assert len(rows) == len(starts) - 1
             total = [sum(r[j] for r in rows) for j in range(len(rows[0]))]

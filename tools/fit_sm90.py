@@ -10,7 +10,6 @@ times and of the fit's residuals.
 
 python tools/fit_sm90.py [--shapes 0,1,2,3] [--modes auto,share:split,share:whole,cap:128]
 """
-import argparse
 import os
 import statistics
 import sys
@@ -21,7 +20,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from sweep_sm90 import mode_env  # noqa: E402
-from trace_sm90 import EVENTS, traced_runs  # noqa: E402
+from trace_sm90 import EVENTS, shapes_modes_parser, traced_runs  # noqa: E402
 
 
 def cta_us(runs):
@@ -31,10 +30,12 @@ def cta_us(runs):
     return [statistics.median(x) for x in zip(*per_run)]
 
 def features(sizes, sm_count, share, cap, widths):
-    """Per CTA of the plan: [1, steps per width..., epilogues per width..., partial writes, partial reads]."""
+    """Per CTA of the plan: [1, steps per width..., epilogues per width..., partial writes, partial reads].
+    The model is the one of 128-row tiles: plans without half tiles (the traced runs set
+    FASTLAUNCH_SM90_HALF=0 to match)."""
     import fastlaunch
 
-    groups, starts, _, _ = fastlaunch._C.plan(sizes, sm_count, share, cap)
+    groups, starts, _, _ = fastlaunch._C.plan(sizes, sm_count, share, cap, 0, 2)
     order = sorted(range(len(sizes)), key=lambda g: groups[g][3])
     tile_w, tile_k = [], []
     for g in order:
@@ -65,10 +66,7 @@ def features(sizes, sm_count, share, cap, widths):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--shapes", default="0,1,2,3")
-    ap.add_argument("--modes", default="auto,share:split,share:whole,cap:128")
-    a = ap.parse_args()
+    a = shapes_modes_parser(__doc__, "0,1,2,3", "auto,share:split,share:whole,cap:128").parse_args()
     import fastlaunch
     from fastlaunch.shapes import BENCH_SHAPES
 
@@ -79,7 +77,8 @@ def main():
     for mode in a.modes.split(","):
         share = {"share:whole": 1, "share:split": 2}.get(mode, 0)
         cap = int(mode[4:]) if mode.startswith("cap:") else 0
-        for sh in traced_runs(shapes, mode_env(mode), mode) or []:
+        env = dict(mode_env(mode), FASTLAUNCH_SM90_HALF="0")  # the model's tiles (features)
+        for sh in traced_runs(shapes, env, mode) or []:
             g, ms, ns, ks = BENCH_SHAPES[sh["shape"]]
             f = features(list(zip(ms, ns, ks)), sm_count, share, cap, widths)
             us = cta_us(sh["runs"])

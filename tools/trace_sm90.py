@@ -1,8 +1,9 @@
 """Where a call's time goes inside the sm90 GEMM kernel: per-CTA trace points (globaltimer and clock64,
 FASTLAUNCH_SM90_TRACE) on one call per benchmark shape, L2 flushed before it, beside the CUDA-event time
 of the same call. Prints, per shape, the medians over CTAs of each phase (us) and the spread of CTA
-start and end times. Mode "gemm" launches the GEMM alone (FASTLAUNCH_SM90_ONLY; wrong results).
---set tests takes the shape indices into the task's test shapes instead of the benchmark shapes.
+start and end times. Mode "whole" is the planner's choice, "gemm" launches the GEMM alone
+(FASTLAUNCH_SM90_ONLY; wrong results); any mode of tools/sweep_sm90.py (half:0, share:split, ...) works
+too. --set tests takes the shape indices into the task's test shapes instead of the benchmark shapes.
 
 python tools/trace_sm90.py [--shapes 3,2,0] [--modes whole,gemm] [--set bench|tests]
 """
@@ -12,6 +13,9 @@ import os
 import statistics
 import subprocess
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from sweep_sm90 import mode_env  # noqa: E402
 
 EVENTS = ["entry", "init", "gridwait", "maps", "first_tma", "first_full", "first_mainloop", "first_epilogue",
           "consumer_done", "exit"]
@@ -73,20 +77,28 @@ def summarise(run, ncta_max=1024):
     return res
 
 
+def shapes_modes_parser(doc, shapes, modes):
+    """The options the trace-based tools share: shape indices and modes, comma-separated."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--shapes", default=shapes, help="shape indices, comma-separated")
+    ap.add_argument("--modes", default=modes, help="modes, comma-separated")
+    return ap
+
+
+def trace_env(mode):
+    """The child's environment for a mode: whole (the planner's choice), gemm or convert (one kernel only),
+    or a tools/sweep_sm90.py mode."""
+    return mode_env({"whole": "auto", "gemm": "only:gemm", "convert": "only:convert"}.get(mode, mode))
+
+
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--shapes", default="3,2,0")
-    ap.add_argument("--modes", default="whole,gemm")
+    ap = shapes_modes_parser(__doc__, "3,2,0", "whole,gemm")
     ap.add_argument("--set", choices=("bench", "tests"), default="bench", dest="shape_set")
     a = ap.parse_args()
     shapes = [int(x) for x in a.shapes.split(",")]
     table = []
     for mode in a.modes.split(","):
-        env = dict(os.environ)
-        env.pop("FASTLAUNCH_SM90_ONLY", None)
-        if mode != "whole":
-            env["FASTLAUNCH_SM90_ONLY"] = mode
-        for sh in traced_runs(shapes, env, mode, a.shape_set) or []:
+        for sh in traced_runs(shapes, trace_env(mode), mode, a.shape_set) or []:
             sums = [summarise(x) for x in sh["runs"]]
             med = {k: statistics.median(s[k] for s in sums) for k in sums[0]}
             table.append((mode, sh["shape"], med))
