@@ -44,3 +44,35 @@ def load_tool(name):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def _find_cuobjdump():
+    """cuobjdump from the nvidia-cuda-cuobjdump wheel (nvidia/cu13/bin), else from PATH. Returns the path and
+    the directory to put first on PATH (nvdisasm sits next to cuobjdump in the wheels)."""
+    spec = importlib.util.find_spec("nvidia")
+    for root in (list(spec.submodule_search_locations) if spec and spec.submodule_search_locations else []):
+        for sub in sorted(os.listdir(root)):
+            cand = os.path.join(root, sub, "bin", "cuobjdump")
+            if os.access(cand, os.X_OK):
+                return cand, os.path.dirname(cand)
+    found = shutil.which("cuobjdump")
+    return (found, os.path.dirname(found)) if found else (None, None)
+
+
+@pytest.fixture(scope="module")
+def sass():
+    """The built extension's SASS per architecture ({"sm_100a": text, "sm_90a": text}), by cuobjdump."""
+    import fastlaunch._C as _C
+
+    tool, bindir = _find_cuobjdump()
+    if tool is None:
+        pytest.skip("cuobjdump not found: pip install -r requirements.txt (nvidia-cuda-cuobjdump) or put it on PATH")
+    env = dict(os.environ, PATH=bindir + os.pathsep + os.environ.get("PATH", ""))
+
+    def dump(arch):
+        r = subprocess.run([tool, "--dump-sass", "--gpu-architecture", arch, _C.__file__], env=env,
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, f"cuobjdump failed for {arch}: {r.stderr[-2000:]}"
+        return r.stdout
+
+    return {"sm_100a": dump("sm_100a"), "sm_90a": dump("sm_90a")}

@@ -6,48 +6,12 @@ UTCOMMA.4X is tcgen05.mma .kind::mxf4nvf4 .block16 (4 scale factors per 64 K), U
 tcgen05.ld, UTCBAR tcgen05.commit, UTMALDG a TMA tile load. The sm_90a code must keep its HGMMA.
 """
 import collections
-import importlib.util
-import os
 import re
-import shutil
-import subprocess
 
-import pytest
-
-import fastlaunch._C as _C
 
 KERNEL = "nvfp4_group_gemm"
 # Instruction -> the least count over the sm_100a kernels (4 variants: 16/256 groups x one-tile/persistent).
 SM100_EXPECTED = {"UTCOMMA": 4, "UTCCP": 8, "LDTM": 4, "UTCBAR": 8, "UTMALDG": 8, "UBLKCP": 8}
-
-
-def _find_cuobjdump():
-    """cuobjdump from the nvidia-cuda-cuobjdump wheel (nvidia/cu13/bin), else from PATH. Returns the path and
-    the directory to put first on PATH (nvdisasm sits next to cuobjdump in the wheels)."""
-    spec = importlib.util.find_spec("nvidia")
-    for root in (list(spec.submodule_search_locations) if spec and spec.submodule_search_locations else []):
-        for sub in sorted(os.listdir(root)):
-            cand = os.path.join(root, sub, "bin", "cuobjdump")
-            if os.access(cand, os.X_OK):
-                return cand, os.path.dirname(cand)
-    found = shutil.which("cuobjdump")
-    return (found, os.path.dirname(found)) if found else (None, None)
-
-
-@pytest.fixture(scope="module")
-def sass():
-    tool, bindir = _find_cuobjdump()
-    if tool is None:
-        pytest.skip("cuobjdump not found: pip install -r requirements.txt (nvidia-cuda-cuobjdump) or put it on PATH")
-    env = dict(os.environ, PATH=bindir + os.pathsep + os.environ.get("PATH", ""))
-
-    def dump(arch):
-        r = subprocess.run([tool, "--dump-sass", "--gpu-architecture", arch, _C.__file__], env=env,
-                           capture_output=True, text=True, timeout=300)
-        assert r.returncode == 0, f"cuobjdump failed for {arch}: {r.stderr[-2000:]}"
-        return r.stdout
-
-    return {"sm_100a": dump("sm_100a"), "sm_90a": dump("sm_90a")}
 
 
 def _opcodes(text):

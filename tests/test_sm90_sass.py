@@ -1,0 +1,36 @@
+"""The built extension's sm_90a GEMM kernels, from their SASS (cuobjdump; no GPU needed): every variant is
+there (16, 64 and 256 groups; half tiles for up to 16), each with a wgmma main loop per compiled tile
+width, TMA loads and no local memory (a register spill in a main loop costs several percent: notes v50c)."""
+import re
+
+import fastlaunch._C as _C
+
+GEMM = "nvfp4_group_gemm"
+VARIANTS = {"ILi16ELb0E": "16 groups", "ILi64ELb0E": "64 groups", "ILi256ELb0E": "256 groups",
+            "ILi16ELb1E": "16 groups, half tiles"}
+
+
+def _functions(text):
+    """{mangled name: its SASS} for every function in a cuobjdump listing."""
+    parts = re.split(r"\n\s*Function : (\S+)\n", text)
+    return dict(zip(parts[1::2], parts[2::2]))
+
+
+def _gemms(sass):
+    funcs = _functions(sass["sm_90a"])
+    return {tag: body for name, body in funcs.items() if GEMM in name for tag in VARIANTS if tag in name}
+
+
+def test_every_sm90_gemm_variant_is_built(sass):
+    assert set(_gemms(sass)) == set(VARIANTS), sorted(_functions(sass["sm_90a"]))
+
+
+def test_sm90_gemms_have_a_wgmma_loop_per_width_and_no_local_memory(sass):
+    widths = _C.tile_widths
+    for tag, body in _gemms(sass).items():
+        shapes = set(re.findall(r"\bHGMMA\.64x(\d+)x16\.F32\b", body))
+        assert shapes == {str(w) for w in widths}, (VARIANTS[tag], shapes)
+        # four k16 wgmma per 64-wide K step, two fragment sets (the loop body is unrolled twice)
+        assert len(re.findall(r"\bHGMMA\b", body)) == 8 * len(widths), VARIANTS[tag]
+        assert not re.search(r"\b(LDL|STL)\b", body), f"{VARIANTS[tag]}: local memory (a spill)"
+        assert re.search(r"\bUTMALDG\b", body), f"{VARIANTS[tag]}: no TMA load"
