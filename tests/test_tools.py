@@ -119,3 +119,23 @@ def test_trace_modes_map_to_the_sweep_settings():
     assert not any(k in trace.trace_env("whole") for k in ("FASTLAUNCH_SM90_ONLY", "FASTLAUNCH_SM90_HALF"))
     a = trace.shapes_modes_parser("doc", "1,2", "whole").parse_args(["--modes", "gemm,half:1"])
     assert a.shapes == "1,2" and a.modes == "gemm,half:1"
+
+
+def test_trace_summary_skips_events_a_cta_did_not_record():
+    # per CTA [globaltimer ns, clock64] per event; the half-tile kernel records no first_full
+    trace = load_tool("trace_sm90")
+    ev = trace.EVENTS
+
+    def cta(t0, full):
+        c = [[0, 0] for _ in range(16)]
+        for i, name in enumerate(ev):
+            c[i] = [t0 + 1000 * (i + 1), 2000 * (i + 1)]
+        if not full:
+            c[ev.index("first_full")] = [0, 0]
+        return c
+
+    res = trace.summarise({"us": 9.0, "trace": [cta(0, True), cta(500, False), [[0, 0]] * 16]})
+    assert res["ctas"] == 2 and res["event_us"] == 9.0
+    assert res["first stage lands"] == 1.0 and res["barrier init"] == 1.0  # from the CTA that has it / both
+    res = trace.summarise({"us": 9.0, "trace": [cta(0, False)]})
+    assert res["first stage lands"] != res["first stage lands"]  # NaN: no CTA recorded it

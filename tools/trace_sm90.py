@@ -71,8 +71,10 @@ def summarise(run, ncta_max=1024):
     res["entry_spread_us"] = (max(c[0][0] for c in ctas) - t0) / 1e3
     res["exit_spread_us"] = (max(c[9][0] for c in ctas) - min(c[9][0] for c in ctas)) / 1e3
     for name, a, b in PHASES:
+        # over the CTAs that recorded both events (the half-tile kernel records no first_full)
         ia, ib = EVENTS.index(a), EVENTS.index(b)
-        res[name] = statistics.median((c[ib][0] - c[ia][0]) / 1e3 for c in ctas)
+        both = [(c[ib][0] - c[ia][0]) / 1e3 for c in ctas if c[ia][0] and c[ib][0]]
+        res[name] = statistics.median(both) if both else float("nan")
     res["cycles_per_us"] = statistics.median((c[9][1] - c[0][1]) / max(1, (c[9][0] - c[0][0]) / 1e3) for c in ctas)
     return res
 
