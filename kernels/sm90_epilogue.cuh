@@ -65,28 +65,30 @@ __device__ __forceinline__ void store_pass(uint32_t buf, const float (&acc)[W / 
   }
 }
 
-// Passes H, H + 1, ... of a tile W wide whose first `rows` A rows are valid.
-template <int W, int H, class Group>
+// Passes H, H + 1, ... of a tile W wide whose first `rows` A rows are valid; SHARED (half tiles, whose
+// two warpgroups hold the same 64 B rows): only warpgroup cw's passes, H % 2 == cw.
+template <int W, int H, bool SHARED, class Group>
 __device__ __forceinline__ void store_passes(uint32_t buf, const float (&acc)[W / 2], const Group& gr, int64_t m0,
                                              int rows, int64_t n0, bool vec, int cw, int wq, int lane) {
   if constexpr (H * (int)kEpiRows < W) {
     if (H == 0 || rows > H * (int)kEpiRows) {  // uniform over the warpgroup (named barriers)
-      store_pass<W, H>(buf, acc, gr, m0, rows, n0, vec, cw, wq, lane);
-      store_passes<W, H + 1>(buf, acc, gr, m0, rows, n0, vec, cw, wq, lane);
+      if (!SHARED || H % 2 == cw) store_pass<W, H>(buf, acc, gr, m0, rows, n0, vec, cw, wq, lane);
+      store_passes<W, H + 1, SHARED>(buf, acc, gr, m0, rows, n0, vec, cw, wq, lane);
     }
   }
 }
 
 // One consumer warpgroup (cw, warp wq) of a tile W A rows wide from C row m0 and 64 B rows from C
-// column n0 + 64 cw of group `gr`; `buf` is the warpgroup's buffer (kEpiWgBytes). Every thread of
-// the warpgroup calls it (named barriers).
-template <int W, class Group>
+// column n0 + 64 cw of group `gr` (SHARED, a half tile: its passes H % 2 == cw of the 64 B rows from
+// column n0); `buf` is the warpgroup's buffer (kEpiWgBytes). Every thread of the warpgroup calls it
+// (named barriers).
+template <int W, bool SHARED = false, class Group>
 __device__ __forceinline__ void store_tile(uint32_t buf, const float (&acc)[W / 2], const Group& gr, int m0, int n0,
                                            int cw, int wq, int lane) {
   static_assert(W % 16 == 0, "passes of whole stmatrix.x4 pairs");
   const bool vec = (gr.n % 8) == 0 && (reinterpret_cast<uintptr_t>(gr.c) % 16) == 0;
   const int rows = min(W, gr.m - m0);  // valid A rows of the tile (uniform: no early exit before barriers)
-  store_passes<W, 0>(buf, acc, gr, m0, rows, (int64_t)n0 + 64 * cw, vec, cw, wq, lane);
+  store_passes<W, 0, SHARED>(buf, acc, gr, m0, rows, (int64_t)n0 + (SHARED ? 0 : 64 * cw), vec, cw, wq, lane);
 }
 
 }  // namespace fl::sm90

@@ -262,26 +262,15 @@ __device__ __forceinline__ void consumer_unit(const Params<MAXG>& p, const Smem&
 }
 
 // Half tiles (plan.h kHalfBlockN): both consumer warpgroups work on the tile's 64 B rows (a 64-row B
-// box; their scales are the upper or lower half of the 128-row scale block), warpgroup cw on the K steps at ring positions of parity cw:
-// kStages is even, so a stage always serves the same warpgroup and its empty barrier counts that
-// warpgroup's four warps. Then the warpgroups add their sums through the epilogue buffers, one
+// box; their scales are the upper or lower half of the 128-row scale block), warpgroup cw on the K
+// steps at ring positions of parity cw: kStages is even, so a stage always serves the same warpgroup
+// and its empty barrier counts that warpgroup's four warps. Then the warpgroups add their sums through the epilogue buffers, one
 // epilogue pass (64 A rows = 16 KB of fp32; thread t's float4 i at (128 i + t) x 16 bytes) at a time:
-// pass H belongs to warpgroup H % 2, which adds the other's part and stores that pass of C. Named
+// pass H belongs to warpgroup H % 2, which adds the other's part and stores that pass of C (store_tile). Named
 // barriers 3 (the buffers are free: both warpgroups have read their previous part and stored their
 // previous tile's passes) and 4 (the part is written) over both warpgroups.
 constexpr uint32_t kBarHalfFree = 3, kBarHalfFull = 4;
 static_assert(kEpiBytes == 16 * 1024, "one 64-row part of a warpgroup's fp32 sums fills both epilogue buffers");
-
-// The passes H, H + 1, ... of a half tile that belong to warpgroup cw (H % 2 == cw).
-template <int W, int H, class G>
-__device__ __forceinline__ void store_own_passes(uint32_t buf, const float (&acc)[W / 2], const G& gr, int64_t m0,
-                                                 int rows, int64_t n0, bool vec, int cw, int wq, int lane) {
-  if constexpr (H * (int)kEpiRows < W) {
-    if (H % 2 == cw && (H == 0 || rows > H * (int)kEpiRows))  // uniform over the warpgroup (named barriers)
-      store_pass<W, H>(buf, acc, gr, m0, rows, n0, vec, cw, wq, lane);
-    store_own_passes<W, H + 1>(buf, acc, gr, m0, rows, n0, vec, cw, wq, lane);
-  }
-}
 
 template <int W, int MAXG>
 __device__ __forceinline__ void consumer_unit_half(const Params<MAXG>& p, const Smem& sm, float (&all)[kMaxWidth / 2],
@@ -341,9 +330,7 @@ __device__ __forceinline__ void consumer_unit_half(const Params<MAXG>& p, const 
   }
   // the buffers are both warpgroups' again once the last part is read
   ptx::named_barrier(kBarHalfFree, 256);
-  const bool vec = (gr.n % 8) == 0 && (reinterpret_cast<uintptr_t>(gr.c) % 16) == 0;
-  store_own_passes<W, 0>(sm.base + kOffEpi + cw * kEpiWgBytes, acc, gr, w.tile.m0, rows, w.tile.n0, vec, cw, wq,
-                         lane);
+  store_tile<W, true>(sm.base + kOffEpi + cw * kEpiWgBytes, acc, gr, w.tile.m0, w.tile.n0, cw, wq, lane);
   trace(tr, kTrFirstEpilogue);
 }
 
