@@ -568,7 +568,9 @@ PyObject* plan(PyObject*, PyObject* args) {
     if (tiles > fl::kMaxTilesPerLaunch) return raise(PyExc_ValueError, "plan: group %zd: too many tiles", g);
   }
   fl::sm90::LaunchPlan p;
-  fl::sm90::plan_launch(m, n, k, (int)G, sm_count, cap, share, parts, half, p);
+  fl::sm90::PlanForce force;
+  force.cap = cap, force.share = share, force.parts = parts, force.half = half;
+  fl::sm90::plan_launch(m, n, k, (int)G, sm_count, force, p);
   int rank[fl::sm90::kGroupsPerLaunch];
   for (Py_ssize_t i = 0; i < G; ++i) rank[p.order[i]] = (int)i;
   PyObject* groups = PyTuple_New(G);

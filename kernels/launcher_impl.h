@@ -148,10 +148,7 @@ struct Sm90State {
   CUfunction fn[3] = {};
   CUfunction convert_fn[3] = {};  // the A conversion, likewise
   CUfunction half_fn = {};        // the GEMM on half tiles (plan.h kHalfBlockN), up to kGroupsSmall groups
-  int forced_cap = 0;  // FASTLAUNCH_SM90_WCAP (experiments): the widest tile the planner may use, 0: any
-  int forced_share = 0;  // FASTLAUNCH_SM90_SHARE (experiments, tests): 1 whole tiles only, 2 split tiles only, 0: either
-  int forced_parts = 0;  // ... split:S: S CTAs per tile (plan_launch's forced_parts), 0: one per SM
-  int forced_half = 0;   // FASTLAUNCH_SM90_HALF (experiments, tests): 1 half tiles where allowed, 2 never, 0: planner
+  sm90::PlanForce force;  // FASTLAUNCH_SM90_WCAP / _SHARE / _HALF (experiments, tests), read at set-up
   int only = 0;        // FASTLAUNCH_SM90_ONLY (experiments, wrong results): 1 conversion, 2 GEMM
   uint64_t* trace = nullptr;  // FASTLAUNCH_SM90_TRACE (experiments): device buffer for the GEMM's trace points
   CUlaunchAttribute attr[1];  // programmatic stream serialisation

@@ -123,6 +123,18 @@ constexpr double kPartWriteNs = 2400;   // a CTA's store of one tile's partial s
 constexpr double kPartReadNs = 2400;    // ... and their read by the CTA that finishes the tile (fit: 2247)
 constexpr int64_t kMinPartSteps = 2;    // no part of a split tile is shorter than this (cuts snap to the tile's ends)
 
+// What experiments and tests force on the planner (FASTLAUNCH_SM90_WCAP, _SHARE, _HALF); all 0: its
+// own choice.
+struct PlanForce {
+  int cap = 0;    // the widest tile (a compiled width)
+  int share = 0;  // 1 whole tiles only, 2 split tiles only
+  int parts = 0;  // with split tiles only: min(parts x tiles, steps, SMs) CTAs instead of one per SM
+  int half = 0;   // 1 half tiles only (where a launch may take them), 2 never
+  bool operator==(const PlanForce& o) const {
+    return cap == o.cap && share == o.share && parts == o.parts && half == o.half;
+  }
+};
+
 // A launch's plan: every group's tiles (groups by tile cost, costliest first), and each CTA's share.
 struct LaunchPlan {
   int groups = 0;
@@ -259,31 +271,29 @@ inline void share_out(LaunchPlan& p, int ctas, bool whole) {
 }
 
 // The plan for a launch of `groups` groups (sizes m, n, k each) on `sm_count` SMs: for every cap
-// on the tile width (each compiled width, widest first; only `forced_cap` if it is not 0), each group's
+// on the tile width (each compiled width, widest first; only `force.cap` if it is not 0), each group's
 // widest even tiles under it, groups ordered by tile cost, then the steps shared out over the CTAs
 // (split tiles) or cut at tile boundaries only (whole tiles); the lowest estimate wins, ties to the
 // wider cap and to whole tiles. Launches of up to kGroupsSmall groups may also take half tiles (whole
-// only), if their estimate is lower still. `forced_share` (experiments, tests): 1 whole tiles only, 2 split
-// only; `forced_parts` (experiments, with split only): min(parts x tiles, steps, SMs) CTAs instead of one
-// per SM; `forced_half` (experiments, tests): 1 half tiles only (if the launch may take them), 2 never.
+// only), if their estimate is lower still. `force`: the experiments' and tests' settings (PlanForce).
 inline void plan_launch(const int64_t* m, const int64_t* n, const int64_t* k, int groups, int sm_count,
-                        int forced_cap, int forced_share, int forced_parts, int forced_half, LaunchPlan& out) {
+                        const PlanForce& force, LaunchPlan& out) {
   LaunchPlan cand;
   double best = 0;
   bool have = false;
   const int64_t most = sm_count < kMaxCtas ? sm_count : kMaxCtas;
-  bool may_half = groups <= kGroupsSmall && forced_share != 2 && forced_half != 2;
+  bool may_half = groups <= kGroupsSmall && force.share != 2 && force.half != 2;
   int64_t half_tiles = 0;  // the most half tiles (narrowest width): within the launch's tile limit
   for (int g = 0; may_half && g < groups; ++g) {
     half_tiles += ceil_div(m[g], kWidths[0]) * ceil_div(n[g], kHalfBlockN);
     if (half_tiles > kMaxTilesPerLaunch) may_half = false;
   }
-  const int first_kind = may_half && forced_half == 1 ? 1 : 0, last_kind = may_half ? 1 : 0;  // 1: half tiles
+  const int first_kind = may_half && force.half == 1 ? 1 : 0, last_kind = may_half ? 1 : 0;  // 1: half tiles
   for (int kind = first_kind; kind <= last_kind; ++kind) {
     const bool half = kind == 1;
     for (int i = kNumWidths - 1; i >= 0; --i) {
       const int cap = kWidths[i];
-      if (forced_cap && cap != forced_cap) continue;
+      if (force.cap && cap != force.cap) continue;
       cand.groups = groups;
       cand.half = half;
       cand.tiles = cand.steps = 0;
@@ -300,9 +310,9 @@ inline void plan_launch(const int64_t* m, const int64_t* n, const int64_t* k, in
         cand.order[at] = g;
       }
       for (int whole = 1; whole >= 0; --whole) {
-        if ((forced_share && forced_share != 2 - whole) || (half && !whole)) continue;
+        if ((force.share && force.share != 2 - whole) || (half && !whole)) continue;
         int64_t units = whole ? cand.tiles : cand.steps;
-        if (!whole && forced_parts > 0 && forced_parts * cand.tiles < units) units = forced_parts * cand.tiles;
+        if (!whole && force.parts > 0 && force.parts * cand.tiles < units) units = force.parts * cand.tiles;
         share_out(cand, (int)(units < most ? units : most), whole);
         if (!have || cand.est_ns < best * 0.999) out = cand, best = cand.est_ns, have = true;
       }

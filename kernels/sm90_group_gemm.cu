@@ -31,28 +31,26 @@ int prepare_convert(CUfunction* fn, Error& err) {
 // The plan of a launch (plan.h), kept per thread for the last few launch shapes: a serving loop
 // repeats a few shapes, and planning cuts the shares (plan.h: a few us to tens of us on a miss).
 const sm90::LaunchPlan& launch_plan(const int64_t* m, const int64_t* n, const int64_t* k, int groups, int sm_count,
-                                    int forced_cap, int forced_share, int forced_parts, int forced_half) {
+                                    const sm90::PlanForce& force) {
   struct Entry {
-    int groups = 0, sm_count = 0, forced_cap = 0, forced_share = 0, forced_parts = 0, forced_half = 0;
+    int groups = 0, sm_count = 0;
+    sm90::PlanForce force;
     int64_t key[3 * sm90::kGroupsPerLaunch];
     sm90::LaunchPlan plan;
   };
   thread_local Recent<Entry> cache;
   const size_t bytes = sizeof(int64_t) * groups;
   const Entry* hit = cache.find([&](const Entry& e) {
-    return e.groups == groups && e.sm_count == sm_count && e.forced_cap == forced_cap &&
-           e.forced_share == forced_share && e.forced_parts == forced_parts && e.forced_half == forced_half &&
-           std::memcmp(e.key, m, bytes) == 0 &&
+    return e.groups == groups && e.sm_count == sm_count && e.force == force && std::memcmp(e.key, m, bytes) == 0 &&
            std::memcmp(e.key + groups, n, bytes) == 0 && std::memcmp(e.key + 2 * groups, k, bytes) == 0;
   });
   if (hit) return hit->plan;
   Entry& e = cache.oldest();
-  sm90::plan_launch(m, n, k, groups, sm_count, forced_cap, forced_share, forced_parts, forced_half, e.plan);
+  sm90::plan_launch(m, n, k, groups, sm_count, force, e.plan);
   std::memcpy(e.key, m, bytes);
   std::memcpy(e.key + groups, n, bytes);
   std::memcpy(e.key + 2 * groups, k, bytes);
-  e.groups = groups, e.sm_count = sm_count, e.forced_cap = forced_cap, e.forced_share = forced_share;
-  e.forced_parts = forced_parts, e.forced_half = forced_half;
+  e.groups = groups, e.sm_count = sm_count, e.force = force;
   return e.plan;
 }
 
@@ -146,14 +144,14 @@ int64_t chunk_bytes(int64_t rows, int64_t kmax, int groups, int sm_count, const 
 // kGroupsSmall), then the GEMM. `a16` points at this launch's part of the workspace and is advanced
 // past it. `known`: the launch's plan if the caller holds it (else it is looked up again).
 template <int MAXG>
-int launch_chunk(const DeviceState& dev, int which, const int64_t* buf, int G, int g0, int gc, uint8_t*& a16,
+int launch_chunk(const DeviceState& dev, const int64_t* buf, int G, int g0, int gc, uint8_t*& a16,
                  const sm90::LaunchPlan* known, cudaStream_t stream, Error& err) {
   const Sm90State& st = dev.sm90;
+  constexpr int which = MAXG == sm90::kGroupsSmall ? 0 : MAXG == sm90::kGroupsMid ? 1 : 2;  // Sm90State::fn
   Params<MAXG> p;
   const sm90::LaunchPlan& plan =
       known ? *known
-            : launch_plan(buf + 5 * G + g0, buf + 6 * G + g0, buf + 7 * G + g0, gc, dev.sm_count, st.forced_cap,
-                          st.forced_share, st.forced_parts, st.forced_half);
+            : launch_plan(buf + 5 * G + g0, buf + 6 * G + g0, buf + 7 * G + g0, gc, dev.sm_count, st.force);
   int64_t rows = 0, kmax = 0;
   launch_extent(buf, G, g0, gc, &rows, &kmax);
   if (int rc = a16_maps(dev.drv, p.map_a16, a16, kmax * 2, rows, err)) return rc;
@@ -242,23 +240,23 @@ int sm90_init(DeviceState& dev, Error& err) {
   // tiles only; half tiles always (where allowed) or never; one of the two kernels only.
   if (const char* env = std::getenv("FASTLAUNCH_SM90_WCAP")) {
     const int cap = std::atoi(env);
-    if (sm90::width_index(cap) >= 0) st.forced_cap = cap;
-    if (!st.forced_cap) return err.set(FL_ERR_VALUE, "FASTLAUNCH_SM90_WCAP=%s: not a compiled tile width", env);
+    if (sm90::width_index(cap) >= 0) st.force.cap = cap;
+    if (!st.force.cap) return err.set(FL_ERR_VALUE, "FASTLAUNCH_SM90_WCAP=%s: not a compiled tile width", env);
   }
   if (const char* env = std::getenv("FASTLAUNCH_SM90_SHARE")) {
     // whole, split (one CTA per SM) or split:S (S CTAs per tile, 1..64)
     int parts = 0;
     char tail = 0;
-    if (std::strcmp(env, "whole") == 0) st.forced_share = 1;
-    else if (std::strcmp(env, "split") == 0) st.forced_share = 2;
+    if (std::strcmp(env, "whole") == 0) st.force.share = 1;
+    else if (std::strcmp(env, "split") == 0) st.force.share = 2;
     else if (std::sscanf(env, "split:%d%c", &parts, &tail) == 1 && parts >= 1 && parts <= 64)
-      st.forced_share = 2, st.forced_parts = parts;
+      st.force.share = 2, st.force.parts = parts;
     else
       return err.set(FL_ERR_VALUE, "FASTLAUNCH_SM90_SHARE=%s: expected whole, split or split:S (S in 1..64)", env);
   }
   if (const char* env = std::getenv("FASTLAUNCH_SM90_HALF")) {
-    st.forced_half = std::strcmp(env, "1") == 0 ? 1 : std::strcmp(env, "0") == 0 ? 2 : -1;
-    if (st.forced_half < 0) return err.set(FL_ERR_VALUE, "FASTLAUNCH_SM90_HALF=%s: expected 0 or 1", env);
+    st.force.half = std::strcmp(env, "1") == 0 ? 1 : std::strcmp(env, "0") == 0 ? 2 : -1;
+    if (st.force.half < 0) return err.set(FL_ERR_VALUE, "FASTLAUNCH_SM90_HALF=%s: expected 0 or 1", env);
   }
   if (const char* env = std::getenv("FASTLAUNCH_SM90_ONLY")) {
     st.only = std::strcmp(env, "convert") == 0 ? 1 : std::strcmp(env, "gemm") == 0 ? 2 : -1;
@@ -300,8 +298,7 @@ int sm90_launch(const DeviceState& dev, const int64_t* buf, int G, cudaStream_t 
       // The launch's plan (kept per thread: launch_chunk finds it again) says whether it splits tiles.
       const int g0 = g / sm90::kGroupsPerLaunch * sm90::kGroupsPerLaunch;
       const sm90::LaunchPlan& plan = launch_plan(buf + 5 * G + g0, buf + 6 * G + g0, buf + 7 * G + g0, g + 1 - g0,
-                                                 dev.sm_count, dev.sm90.forced_cap, dev.sm90.forced_share,
-                                                 dev.sm90.forced_parts, dev.sm90.forced_half);
+                                                 dev.sm_count, dev.sm90.force);
       workspace += chunk_bytes(rows, kmax, g + 1 - g0, dev.sm_count, plan);
       if (G <= sm90::kGroupsPerLaunch) single = &plan;
       if (workspace > kMaxWorkspaceBytes)
@@ -316,9 +313,9 @@ int sm90_launch(const DeviceState& dev, const int64_t* buf, int G, cudaStream_t 
   for (int g0 = 0; g0 < G && rc == FL_OK; g0 += sm90::kGroupsPerLaunch) {
     const int gc = G - g0 < sm90::kGroupsPerLaunch ? G - g0 : sm90::kGroupsPerLaunch;
     // The smallest parameter block that holds the launch's groups.
-    rc = gc <= sm90::kGroupsSmall ? launch_chunk<sm90::kGroupsSmall>(dev, 0, buf, G, g0, gc, a16, single, stream, err)
-         : gc <= sm90::kGroupsMid ? launch_chunk<sm90::kGroupsMid>(dev, 1, buf, G, g0, gc, a16, single, stream, err)
-                                  : launch_chunk<sm90::kGroupsPerLaunch>(dev, 2, buf, G, g0, gc, a16, single, stream, err);
+    if (gc <= sm90::kGroupsSmall) rc = launch_chunk<sm90::kGroupsSmall>(dev, buf, G, g0, gc, a16, single, stream, err);
+    else if (gc <= sm90::kGroupsMid) rc = launch_chunk<sm90::kGroupsMid>(dev, buf, G, g0, gc, a16, single, stream, err);
+    else rc = launch_chunk<sm90::kGroupsPerLaunch>(dev, buf, G, g0, gc, a16, single, stream, err);
   }
   ws.release(stream);  // stream-ordered: after the kernels just queued
   return rc;
