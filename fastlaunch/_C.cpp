@@ -536,15 +536,17 @@ PyObject* launch_repeat(PyObject*, PyObject* args) {
 // plan(sizes, sm_count, share=0, cap=0, parts=0, half=0) -> (groups, starts, est_us, rows): the sm90
 // kernel's plan for sizes = [(m, n, k), ...] on a GPU with sm_count multiprocessors (share: 1 whole tiles
 // only, 2 split only; cap: the widest tile, as FASTLAUNCH_SM90_WCAP; parts: with share 2, CTAs per tile, as
-// FASTLAUNCH_SM90_SHARE=split:S; half: 1 half tiles where allowed, 2 never, as FASTLAUNCH_SM90_HALF=1/0). groups: per group (width, chunks, tiles_n, rank): `chunks`
-// tiles of `width` A rows along M, `tiles_n` of 128 B rows along N, `rank` the group's place in the
-// tile order (0 first). starts: ((tile, k), ...) one per CTA and a last (tiles, 0): CTA b runs the
-// K steps from starts[b] up to starts[b + 1]. est_us: the estimated time of the busiest CTA.
+// FASTLAUNCH_SM90_SHARE=split:S; half: 1 half tiles where allowed, 2 never, as FASTLAUNCH_SM90_HALF=1/0).
+// groups: per group (width, chunks, tiles_n, rank): `chunks` tiles of `width` A rows along M, `tiles_n`
+// of `rows` B rows along N, `rank` the group's place in the tile order (0 first). starts: ((tile, k),
+// ...) one per CTA and a last (tiles, 0): CTA b runs the K steps from starts[b] up to starts[b + 1].
+// est_us: the estimated time of the busiest CTA. rows: 128, or 64 for half tiles.
 PyObject* plan(PyObject*, PyObject* args) {
   PyObject* sizes;
   int sm_count, share = 0, cap = 0, parts = 0, half = 0;
   if (!PyArg_ParseTuple(args, "Oi|iiii:plan", &sizes, &sm_count, &share, &cap, &parts, &half)) return nullptr;
-  if (half < 0 || half > 2) return raise(PyExc_ValueError, "plan: half must be 0 (either), 1 (half tiles) or 2 (never)");
+  if (half < 0 || half > 2)
+    return raise(PyExc_ValueError, "plan: half must be 0 (either), 1 (half tiles) or 2 (never)");
   if (share < 0 || share > 2) return raise(PyExc_ValueError, "plan: share must be 0 (either), 1 (whole) or 2 (split)");
   if (parts < 0 || parts > 64 || (parts && share != 2))
     return raise(PyExc_ValueError, "plan: parts must be 0, or 1..64 with share 2 (split)");
@@ -568,9 +570,7 @@ PyObject* plan(PyObject*, PyObject* args) {
     if (tiles > fl::kMaxTilesPerLaunch) return raise(PyExc_ValueError, "plan: group %zd: too many tiles", g);
   }
   fl::sm90::LaunchPlan p;
-  fl::sm90::PlanForce force;
-  force.cap = cap, force.share = share, force.parts = parts, force.half = half;
-  fl::sm90::plan_launch(m, n, k, (int)G, sm_count, force, p);
+  fl::sm90::plan_launch(m, n, k, (int)G, sm_count, fl::sm90::PlanForce{cap, share, parts, half}, p);
   int rank[fl::sm90::kGroupsPerLaunch];
   for (Py_ssize_t i = 0; i < G; ++i) rank[p.order[i]] = (int)i;
   PyObject* groups = PyTuple_New(G);
