@@ -72,6 +72,7 @@ constexpr double epilogue_ns(int w) { return kPassNs * (double)ceil_div(w, 64); 
 struct GroupTiles {
   int width;
   int64_t chunks, tiles_n, kst;  // kst: K steps per tile
+  int64_t m;                     // the group's A rows (the last chunk's tiles may have fewer than width)
   double step_ns, tile_ns;
 };
 
@@ -103,9 +104,9 @@ inline GroupTiles group_tiles(int64_t m, int64_t n, int64_t k, int cap, bool hal
   const int w = fit_width(ceil_div(m, c));
   const int64_t kst = k / kBlockK;
   if (half)
-    return {w, c, ceil_div(n, kHalfBlockN), kst, step_ns(w),
+    return {w, c, ceil_div(n, kHalfBlockN), kst, m, step_ns(w),
             (double)ceil_div(kst, 2) * step_ns(w) + epilogue_ns(w) + kHalfAddNs};
-  return {w, c, tiles_n(n), kst, step_ns(w), (double)kst * step_ns(w) + epilogue_ns(w)};
+  return {w, c, tiles_n(n), kst, m, step_ns(w), (double)kst * step_ns(w) + epilogue_ns(w)};
 }
 
 // The most tiles a group can be planned into (all tiles of the narrowest width): the limits are
@@ -119,8 +120,29 @@ constexpr int64_t max_tiles(int64_t m, int64_t n) { return ceil_div(m, kWidths[0
 // all of lower index) before it stores C. A CTA takes its steps from the last tile backwards, so it
 // writes the partial sums of its last tile first and reads the others' at its end.
 constexpr int kMaxCtas = 144;           // CTAs per launch: at most one per SM, and at most this many
-constexpr double kPartWriteNs = 2400;   // a CTA's store of one tile's partial sums (fit, v29: 2739)
-constexpr double kPartReadNs = 2400;    // ... and their read by the CTA that finishes the tile (fit: 2247)
+// A split tile's partial sums move in two halves of W / 2 A rows, a half with no valid row not at all
+// (sm90_share.cuh). What a hand-over costs depends on how busy the GPU is:
+// - one CTA per SM (every SM's K loop and hand-over at once): kPartWriteNs for a CTA's store of one
+//   tile's partial sums, kPartReadNs for their read by the CTA that finishes the tile, for each CTA that
+//   wrote one (fit v29 over the benchmarks' tiles of 128-192 rows: 2739 and 2247 ns); kept whole for
+//   any rows: with the cheaper costs below, random shapes took split tiles over half tiles and
+//   measured up to 35% slower (v57 in docs/sm90_kernel_notes.md);
+// - fewer CTAs (`parts` per tile, plan_launch): kFewWriteNs + kFewWriteRowNs per moved row, and
+//   kFewReadNs + kFewReadRowNs per row and CTA read (v57, tools/sweep_sm90.py --set hand: one group
+//   split over 8-64 CTAs at W = 128: 0.5-1.8 us per store, 0.4-0.9 us per read, by rows).
+constexpr double kPartWriteNs = 2400;
+constexpr double kPartReadNs = 2400;
+constexpr double kFewWriteNs = 300;
+constexpr double kFewWriteRowNs = 11;
+constexpr double kFewReadNs = 300;
+constexpr double kFewReadRowNs = 9;
+constexpr int64_t part_rows(int64_t rows, int w) { return rows <= w / 2 ? w / 2 : w; }
+constexpr double part_write_ns(bool few, int64_t rows, int w) {
+  return few ? kFewWriteNs + kFewWriteRowNs * (double)part_rows(rows, w) : kPartWriteNs;
+}
+constexpr double part_read_ns(bool few, int64_t rows, int w) {
+  return few ? kFewReadNs + kFewReadRowNs * (double)part_rows(rows, w) : kPartReadNs;
+}
 constexpr int64_t kMinPartSteps = 2;    // no part of a split tile is shorter than this (cuts snap to the tile's ends)
 
 // What experiments and tests force on the planner (FASTLAUNCH_SM90_WCAP, _SHARE, _HALF); all 0: its
@@ -178,6 +200,20 @@ inline double cost_at(const LaunchPlan& p, int64_t t, int64_t k) {
   return w.cost0 + (double)(t - w.tile0) * w.g().tile_ns + (double)k * w.g().step_ns;
 }
 
+// Tile t's valid A rows and its width (the kernel's decode_tile: a group's tiles run along M fastest).
+struct TileRows {
+  int64_t rows;
+  int width;
+};
+inline TileRows tile_rows(const LaunchPlan& p, int64_t t) {
+  StepWalk w(p);
+  while (t >= w.tile0 + w.tiles() && w.next()) {
+  }
+  const GroupTiles& g = w.g();
+  const int64_t m0 = ((t - w.tile0) % g.chunks) * g.width;
+  return {g.m - m0 < g.width ? g.m - m0 : g.width, g.width};
+}
+
 // Whole tiles: consecutive tiles into CTAs, each filled up to `limit` ns; returns the CTAs used
 // (more than `ctas`: does not fit) and, if `write`, sets start_tile (start_k 0) of each.
 inline int fill_whole(LaunchPlan& p, int ctas, double limit, bool write) {
@@ -204,8 +240,9 @@ inline int fill_whole(LaunchPlan& p, int ctas, double limit, bool write) {
 
 // Cuts the plan's steps into at most `ctas` shares (split tiles) of about equal estimated time, or
 // (`whole`) into consecutive whole tiles with the smallest busiest share; fills ctas,
-// start_tile/start_k, splits and est_ns (with the partial sums' costs). ctas <= steps.
-inline void share_out(LaunchPlan& p, int ctas, bool whole) {
+// start_tile/start_k, splits and est_ns (with the partial sums' costs: `few`, fewer CTAs than SMs).
+// ctas <= steps.
+inline void share_out(LaunchPlan& p, int ctas, bool whole, bool few = false) {
   double total = 0, longest = 0;
   for (int i = 0; i < p.groups; ++i) {
     total += (double)(p.group[i].chunks * p.group[i].tiles_n) * p.group[i].tile_ns;
@@ -263,9 +300,15 @@ inline void share_out(LaunchPlan& p, int ctas, bool whole) {
     const double end = cost_at(p, p.start_tile[b + 1], p.start_k[b + 1]);
     double t = end - begin;
     begin = end;
-    if (p.start_k[b + 1] > 0) t += kPartWriteNs, ++p.splits;
-    if (p.start_k[b] > 0 && p.start_tile[b + 1] > p.start_tile[b])
-      for (int c = b - 1; c >= 0 && p.start_tile[c + 1] == p.start_tile[b] && p.start_k[c + 1] > 0; --c) t += kPartReadNs;
+    if (p.start_k[b + 1] > 0) {
+      const TileRows r = tile_rows(p, p.start_tile[b + 1]);
+      t += part_write_ns(few, r.rows, r.width), ++p.splits;
+    }
+    if (p.start_k[b] > 0 && p.start_tile[b + 1] > p.start_tile[b]) {
+      const TileRows r = tile_rows(p, p.start_tile[b]);
+      const double read = part_read_ns(few, r.rows, r.width);
+      for (int c = b - 1; c >= 0 && p.start_tile[c + 1] == p.start_tile[b] && p.start_k[c + 1] > 0; --c) t += read;
+    }
     if (t > p.est_ns) p.est_ns = t;
   }
 }
@@ -274,7 +317,8 @@ inline void share_out(LaunchPlan& p, int ctas, bool whole) {
 // on the tile width (each compiled width, widest first; only `force.cap` if it is not 0), each group's
 // widest even tiles under it, groups ordered by tile cost, then the steps shared out over the CTAs
 // (split tiles) or cut at tile boundaries only (whole tiles); the lowest estimate wins, ties to the
-// wider cap and to whole tiles. Launches of up to kGroupsSmall groups may also take half tiles (whole
+// wider cap and to whole tiles; split tiles over one CTA per SM, or `parts` CTAs per tile where that makes
+// fewer. Launches of up to kGroupsSmall groups may also take half tiles (whole
 // only), if their estimate is lower still. `force`: the experiments' and tests' settings (PlanForce).
 inline void plan_launch(const int64_t* m, const int64_t* n, const int64_t* k, int groups, int sm_count,
                         const PlanForce& force, LaunchPlan& out) {
@@ -313,8 +357,15 @@ inline void plan_launch(const int64_t* m, const int64_t* n, const int64_t* k, in
         if ((force.share && force.share != 2 - whole) || (half && !whole)) continue;
         int64_t units = whole ? cand.tiles : cand.steps;
         if (!whole && force.parts > 0 && force.parts * cand.tiles < units) units = force.parts * cand.tiles;
-        share_out(cand, (int)(units < most ? units : most), whole);
+        share_out(cand, (int)(units < most ? units : most), whole, units < most);
         if (!have || cand.est_ns < best * 0.999) out = cand, best = cand.est_ns, have = true;
+        // Split tiles also over fewer CTAs than SMs, `parts` per tile: a launch of few tiles with a long
+        // K, where a tile's finishing CTA would otherwise read many partial sums one after the other.
+        for (int64_t parts = 2; !whole && !force.parts && parts * cand.tiles < most && parts * cand.tiles < cand.steps;
+             ++parts) {
+          share_out(cand, (int)(parts * cand.tiles), false, true);  // few: parts x tiles < SMs
+          if (cand.est_ns < best * 0.999) out = cand, best = cand.est_ns;
+        }
       }
     }
   }

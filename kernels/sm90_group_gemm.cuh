@@ -250,13 +250,14 @@ __device__ __forceinline__ void consumer_unit(const Params<MAXG>& p, const Smem&
   if (lane == 0) ptx::mbar_arrive(sm.empty(pos.prev));
   raise_flag(pending, lane);
   const int cwarp = 4 * cw + wq;
+  const int rows = min(W, gr.m - w.tile.m0);  // the tile's valid A rows
   if (!w.ends_tile()) {
-    write_partial<W>(acc, p.partials + (size_t)blockIdx.x * (kPartialBytes / 4), cwarp, lane);
+    write_partial<W>(acc, p.partials + (size_t)blockIdx.x * (kPartialBytes / 4), rows, cwarp, lane);
     pending = p.flags + blockIdx.x * kConsumerWarps + cwarp;
     trace(tr, kTrFirstEpilogue);
     return;
   }
-  if (w.k0 > 0) add_partials<W>(p, acc, blockIdx.x, w.t, cwarp, lane);
+  if (w.k0 > 0) add_partials<W>(p, acc, blockIdx.x, w.t, rows, cwarp, lane);
   store_tile<W>(sm.base + kOffEpi + cw * kEpiWgBytes, acc, gr, w.tile.m0, w.tile.n0, cw, wq, lane);
   trace(tr, kTrFirstEpilogue);
 }

@@ -70,18 +70,31 @@ constexpr uint32_t kConsumerWarps = 8;
 // warp is 512 contiguous bytes and reader and writer threads hold the same fragments.
 constexpr uint32_t kPartialBytes = kConsumerWarps * 32 * (kMaxWidth / 2) * 4;
 
+// Partial sums move in two halves of kPiece float4 per thread (W / 16 A rows each): a half with no valid
+// row is neither written nor read (finer, per-float4 conditions made ptxas rematerialise values inside
+// the K loops).
+template <int W>
+constexpr int kPiece = W / 16;
+
 template <int W>
 __device__ __forceinline__ float* partial_of(float* slot, int cwarp, int lane) {
   return slot + (cwarp * (W / 8) * 32 + lane) * 4;
 }
 
-// A consumer warp's sums of a tile it does not finish, for the CTA that does. Its flag is raised
-// later (raise_flag): the stores drain while the warp goes on.
+// A consumer warp's sums of a tile it does not finish, for the CTA that does: float4 j holds A rows
+// 8j .. 8j + 7 of the tile (wgmma's accumulator layout: N = A rows), so a half (kPiece) past the tile's
+// `rows` valid rows is not written: narrow groups' tiles move half. Its flag is raised later
+// (raise_flag): the stores drain while the warp goes on.
 template <int W>
-__device__ __forceinline__ void write_partial(const float (&acc)[W / 2], float* slot, int cwarp, int lane) {
+__device__ __forceinline__ void write_partial(const float (&acc)[W / 2], float* slot, int rows, int cwarp, int lane) {
   float* dst = partial_of<W>(slot, cwarp, lane);
 #pragma unroll
-  for (int j = 0; j < W / 8; ++j) ptx::st_cg_v4(dst + j * 128, acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]);
+  for (int j0 = 0; j0 < W / 8; j0 += kPiece<W>)
+    if (8 * j0 < rows) {
+#pragma unroll
+      for (int j = j0; j < j0 + kPiece<W>; ++j)
+        ptx::st_cg_v4(dst + j * 128, acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]);
+    }
 }
 
 // Raises a consumer warp's flag once its partial sums are written (a release: lane 0's store waits
@@ -94,27 +107,36 @@ __device__ __forceinline__ void raise_flag(int32_t*& pending, int lane) {
   }
 }
 
-// Adds to a consumer warp's sums of tile t (CTA b holds its last step) those of the CTAs of lower
-// index that hold its other steps, waiting for each one's flag.
+// Adds to a consumer warp's sums of tile t (CTA b holds its last step; `rows` valid A rows) those of
+// the CTAs of lower index that hold its other steps: b - 1 down to b - n. The warp's lanes wait for
+// their flags at once (lane i for CTA b - 1 - i), then it reads the halves they wrote (write_partial).
 template <int W, int MAXG>
-__device__ __forceinline__ void add_partials(const Params<MAXG>& p, float (&acc)[W / 2], int b, int t, int cwarp,
-                                             int lane) {
-  for (int c = b - 1; c >= 0 && p.start_tile[c + 1] == t && p.start_k[c + 1] > 0; --c) {
-    const int32_t* flag = p.flags + c * kConsumerWarps + cwarp;
-    while (ptx::ld_acquire_gpu(flag) == 0) {
-    }
+__device__ __forceinline__ void add_partials(const Params<MAXG>& p, float (&acc)[W / 2], int b, int t, int rows,
+                                             int cwarp, int lane) {
+  int n = 0;  // CTA b - 1 - n ends inside tile t: its start's successor does
+  while (n < b && p.start_tile[b - n] == t && p.start_k[b - n] > 0) ++n;
+  for (int i0 = 0; i0 < n; i0 += 32) {
+    const int i = i0 + lane;
+    const int32_t* flag = p.flags + (b - 1 - i) * kConsumerWarps + cwarp;
+    bool ready = i >= n;
+    while (!__all_sync(0xffffffffu, ready))
+      if (!ready) ready = ptx::ld_acquire_gpu(flag) != 0;
+  }
+  __syncwarp();  // orders each lane's acquire before every lane's loads below
+  static_assert(W % 16 == 0, "whole halves");
+  for (int c = b - 1; c >= b - n; --c) {
     const float* src = partial_of<W>(p.partials + (size_t)c * (kPartialBytes / 4), cwarp, lane);
-    constexpr int kBatch = W / 16;  // float4 loads in flight before their adds: two batches
-    static_assert(W % 16 == 0, "whole batches");
 #pragma unroll
-    for (int j0 = 0; j0 < W / 8; j0 += kBatch) {
-      float4 v[kBatch];
+    for (int j0 = 0; j0 < W / 8; j0 += kPiece<W>) {
+      if (8 * j0 < rows) {  // the halves write_partial wrote: a half's loads in flight, then its adds
+        float4 v[kPiece<W>];
 #pragma unroll
-      for (int j = 0; j < kBatch; ++j) v[j] = ptx::ld_cg_v4(src + (j0 + j) * 128);
+        for (int j = 0; j < kPiece<W>; ++j) v[j] = ptx::ld_cg_v4(src + (j0 + j) * 128);
 #pragma unroll
-      for (int j = 0; j < kBatch; ++j) {
-        const int e = 4 * (j0 + j);
-        acc[e] += v[j].x, acc[e + 1] += v[j].y, acc[e + 2] += v[j].z, acc[e + 3] += v[j].w;
+        for (int j = 0; j < kPiece<W>; ++j) {
+          const int e = 4 * (j0 + j);
+          acc[e] += v[j].x, acc[e + 1] += v[j].y, acc[e + 2] += v[j].z, acc[e + 3] += v[j].w;
+        }
       }
     }
   }

@@ -315,7 +315,28 @@ def test_plan_shares_cover_every_step_once(sm_count, share, parts):
         # the busiest share is within one tile (and its partial sums) of the average
         tile_ns = [tile_cost(s, w, rows) for s, w in zip(tile_steps, tile_width)]
         assert est * 1000 >= sum(tile_ns) / ctas - 1
-        assert est * 1000 <= sum(tile_ns) / ctas + max(tile_ns) + COST["part_write_ns"] + COST["part_read_ns"]
+        widest = max(fastlaunch._C.tile_widths)  # partial sums cost by valid rows: at most the widest tile's
+        few = COST["few_write_ns"] + COST["few_read_ns"] + widest * (COST["few_write_row_ns"] + COST["few_read_row_ns"])
+        hand_over = max(COST["part_write_ns"] + COST["part_read_ns"], few)
+        assert est * 1000 <= sum(tile_ns) / ctas + max(tile_ns) + hand_over
+
+
+def test_plan_partial_sums_cost_by_valid_rows():
+    # A split tile hands over its sums in two halves of W / 2 A rows, only those holding valid rows
+    # (sm90_share.cuh), so, over fewer CTAs than SMs, the planner's estimate of the same split is the same
+    # for every M up to W / 2, and higher past it by at most the per-row costs of half a tile.
+    plan = fastlaunch._C.plan
+    per_row = COST["few_write_row_ns"] + COST["few_read_row_ns"]
+    ests = {m: plan([(m, 512, 4096)], 132, 2, 0, 2)[2] * 1000 for m in (16, 64, 65, 128)}
+    assert all(plan([(m, 512, 4096)], 132, 2, 0, 2)[0][0][0] == 128 for m in ests)  # one width: same steps
+    assert ests[16] == ests[64] < ests[65] == ests[128] <= ests[16] + per_row * 64 + 1
+    # The planner's own choice is no worse (by its estimate) than any forced number of CTAs per split tile,
+    # and a long K over few narrow tiles is split over fewer CTAs than SMs.
+    for sizes in ([(16, 1024, 4096)], [(23, 409, 3392)], [(100, 300, 2048), (20, 700, 1024)], [(64, 4096, 512)]):
+        _, starts, est, rows = plan(sizes, 132)
+        assert all(est <= plan(sizes, 132, 2, 0, parts)[2] * 1.001 for parts in range(1, 17))
+    _, starts, _, rows = plan([(16, 1024, 4096)], 132)
+    assert rows == 128 and 8 < len(starts) - 1 < 132 and any(k for _, k in starts)
 
 
     with pytest.raises(ValueError):

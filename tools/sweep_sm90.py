@@ -1,13 +1,15 @@
 """Times the sm90 kernel with each cap on the tile width forced (FASTLAUNCH_SM90_WCAP=W, a compiled width;
 the planner then cuts each group under it), with whole or split tiles forced (FASTLAUNCH_SM90_SHARE; split:S
 cuts the steps into S CTAs per tile instead of one per SM), with half tiles (64 B rows) never or always where
-allowed (FASTLAUNCH_SM90_HALF=0/1) and with the planner's choice, on the benchmark
-shapes or the task's test shapes, each mode in its own process, after a correctness check on a few test
-shapes and on each timed shape; then the planner's choice with only the A conversion or only the GEMM
-launched (FASTLAUNCH_SM90_ONLY; those results are wrong). Mode `cublas` times torch's fp16 GEMM per group on
-operands of the same sizes. Prints one table (the data behind plan.h's cost model).
+allowed (FASTLAUNCH_SM90_HALF=0/1) and with the planner's choice, each mode in its own process, after a
+correctness check on a few test shapes and on each timed shape; then the planner's choice with only the A
+conversion or only the GEMM launched (FASTLAUNCH_SM90_ONLY; those results are wrong). Mode `cublas` times
+torch's fp16 GEMM per group on operands of the same sizes. Shapes: the benchmark shapes, the task's test
+shapes, or the hand-over set (one group of M = 16, 64, 128 or 192 rows, N = 1024, K = 4096: with
+share:split:S, what a split tile's partial sums cost by its valid rows). Prints one table (the data behind
+plan.h's cost model).
 
-python tools/sweep_sm90.py [--set bench|tests] [mode ...]   (modes: auto, cap:W, share:whole, share:split,
+python tools/sweep_sm90.py [--set bench|tests|hand] [mode ...]   (modes: auto, cap:W, share:whole, share:split,
   share:split:S, half:0, half:1, only:convert, only:gemm, cublas; default: all but split:S and cublas)
 """
 import argparse
@@ -17,6 +19,9 @@ import statistics
 import subprocess
 import sys
 
+from fastlaunch import shapes as S
+
+HAND_SHAPES = [(1, [m], [1024], [4096]) for m in (16, 64, 128, 192)]
 WIDTHS = (128, 192)  # plan.h kWidths (fastlaunch._C.tile_widths); a cap must be one of them
 MODES = {"auto": "planner", **{f"cap:{w}": f"widths <= {w}" for w in WIDTHS},
          "share:whole": "whole tiles only", "share:split": "split tiles only",
@@ -38,7 +43,7 @@ import json, sys, torch, fastlaunch
 from fastlaunch import reference as R
 from fastlaunch import shapes as S
 from fastlaunch.timing import device_us, fp16_gemms, l2_flush_buffer
-mode, shapes = sys.argv[1], getattr(S, sys.argv[2])
+mode, shapes = sys.argv[1], json.loads(sys.argv[2])
 ok = True
 for shape in S.TEST_SHAPES[3:5] + [(2, [1, 300], [129, 77], [64, 448])]:
     g, ms, ns, ks = shape
@@ -76,21 +81,22 @@ def mode_env(mode):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--set", choices=("bench", "tests"), default="bench")
+    p.add_argument("--set", choices=("bench", "tests", "hand"), default="bench")
     p.add_argument("modes", nargs="*")
     args = p.parse_args(argv)
-    source, label = ("BENCH_SHAPES", "bench {}") if args.set == "bench" else ("TEST_SHAPES", "test {}")
+    shapes, label, first = {"bench": (S.BENCH_SHAPES, "bench {}", 1), "tests": (S.TEST_SHAPES, "test {}", 0),
+                            "hand": (HAND_SHAPES, "M={}", None)}[args.set]
     rows = []
     for m in args.modes or list(MODES):
-        out = subprocess.run([sys.executable, "-c", CHILD, m, source], env=mode_env(m), capture_output=True, text=True,
-                             timeout=600)
+        out = subprocess.run([sys.executable, "-c", CHILD, m, json.dumps(shapes)], env=mode_env(m), capture_output=True,
+                             text=True, timeout=600)
         if out.returncode:
             print(f"mode {m}: failed\n{out.stderr[-2000:]}")
             continue
         rows.append((m, json.loads(out.stdout.strip().splitlines()[-1])))
     n = len(rows[0][1]["us"]) if rows else 0
-    first = 1 if args.set == "bench" else 0
-    print("| mode | variant | correct | " + " | ".join(label.format(i + first) for i in range(n)) + " | geomean us |")
+    names = [label.format(shapes[i][1][0] if first is None else i + first) for i in range(n)]
+    print("| mode | variant | correct | " + " | ".join(names) + " | geomean us |")
     print("|---|---|---|" + "---|" * (n + 1))
     for m, r in rows:
         us = r["us"]
