@@ -119,6 +119,9 @@ def test_trace_modes_map_to_the_sweep_settings():
     assert not any(k in trace.trace_env("whole") for k in ("FASTLAUNCH_SM90_ONLY", "FASTLAUNCH_SM90_HALF"))
     a = trace.shapes_modes_parser("doc", "1,2", "whole").parse_args(["--modes", "gemm,half:1"])
     assert a.shapes == "1,2" and a.modes == "gemm,half:1"
+    from fastlaunch import shapes as S
+    assert trace.shape_list("random:255658716") == S.random_shapes(8, 255658716)
+    assert trace.shape_list("tests") == S.TEST_SHAPES and trace.shape_list("bench") == S.BENCH_SHAPES
 
 
 def test_trace_summary_skips_events_a_cta_did_not_record():
@@ -137,5 +140,10 @@ def test_trace_summary_skips_events_a_cta_did_not_record():
     res = trace.summarise({"us": 9.0, "trace": [cta(0, True), cta(500, False), [[0, 0]] * 16]})
     assert res["ctas"] == 2 and res["event_us"] == 9.0
     assert res["first stage lands"] == 1.0 and res["barrier init"] == 1.0  # from the CTA that has it / both
+    assert res["busiest CTA"] == res["median CTA"] == 8.0  # entry to consumer_done
+    slow = cta(0, True)
+    slow[ev.index("consumer_done")][0] += 4000
+    res = trace.summarise({"us": 9.0, "trace": [slow, cta(0, True), cta(0, True)]})
+    assert res["busiest CTA"] == 12.0 and res["median CTA"] == 8.0
     res = trace.summarise({"us": 9.0, "trace": [cta(0, False)]})
     assert res["first stage lands"] != res["first stage lands"]  # NaN: no CTA recorded it

@@ -3,9 +3,11 @@ FASTLAUNCH_SM90_TRACE) on one call per benchmark shape, L2 flushed before it, be
 of the same call. Prints, per shape, the medians over CTAs of each phase (us) and the spread of CTA
 start and end times. Mode "whole" is the planner's choice, "gemm" launches the GEMM alone
 (FASTLAUNCH_SM90_ONLY; wrong results); any mode of tools/sweep_sm90.py (half:0, share:split, ...) works
-too. --set tests takes the shape indices into the task's test shapes instead of the benchmark shapes.
+too. --set tests takes the shape indices into the task's test shapes instead of the benchmark shapes,
+--set random:SEED into the 8 random shapes of that seed (tools/bench_kernels.py --random 8 --seed SEED).
+Besides the phases: the busiest CTA's time from entry to its consumers' end, and the median CTA's.
 
-python tools/trace_sm90.py [--shapes 3,2,0] [--modes whole,gemm] [--set bench|tests]
+python tools/trace_sm90.py [--shapes 3,2,0] [--modes whole,gemm] [--set bench|tests|random:SEED]
 """
 import argparse
 import json
@@ -16,6 +18,8 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sweep_sm90 import mode_env  # noqa: E402
+
+from fastlaunch import shapes as S  # noqa: E402
 
 EVENTS = ["entry", "init", "gridwait", "maps", "first_tma", "first_full", "first_mainloop", "first_epilogue",
           "consumer_done", "exit"]
@@ -31,9 +35,8 @@ trace = torch.zeros(1024 * 16 * 2, dtype=torch.int64, device="cuda")
 os.environ["FASTLAUNCH_SM90_TRACE"] = str(trace.data_ptr())
 import fastlaunch
 from fastlaunch import reference as R
-from fastlaunch import shapes as S
 from fastlaunch.timing import l2_flush_buffer
-SHAPES = S.TEST_SHAPES if sys.argv[2] == "tests" else S.BENCH_SHAPES
+SHAPES = json.loads(sys.argv[2])
 flush = l2_flush_buffer()
 out = []
 for i in json.loads(sys.argv[1]):
@@ -52,10 +55,18 @@ print(json.dumps(out))
 """
 
 
+def shape_list(shape_set):
+    """The shapes a --set names: bench, tests or random:SEED (8 random shapes of that seed)."""
+    if shape_set.startswith("random:"):
+        return S.random_shapes(8, int(shape_set.split(":", 1)[1]))
+    return S.TEST_SHAPES if shape_set == "tests" else S.BENCH_SHAPES
+
+
 def traced_runs(shapes, env, label, shape_set="bench"):
-    """Runs CHILD in its own process with `env`: per shape index (into the benchmark or the test shapes),
-    5 traced calls (event us and every CTA's trace points). None, after printing why, if the child failed."""
-    r = subprocess.run([sys.executable, "-c", CHILD, json.dumps(shapes), shape_set], env=env, capture_output=True,
+    """Runs CHILD in its own process with `env`: per shape index (into the --set's shapes), 5 traced calls
+    (event us and every CTA's trace points). None, after printing why, if the child failed."""
+    r = subprocess.run([sys.executable, "-c", CHILD, json.dumps(shapes), json.dumps(shape_list(shape_set))], env=env,
+                       capture_output=True,
                        text=True, timeout=600)
     if r.returncode:
         print(f"{label}: failed\n{r.stderr[-2000:]}")
@@ -75,6 +86,9 @@ def summarise(run, ncta_max=1024):
         ia, ib = EVENTS.index(a), EVENTS.index(b)
         both = [(c[ib][0] - c[ia][0]) / 1e3 for c in ctas if c[ia][0] and c[ib][0]]
         res[name] = statistics.median(both) if both else float("nan")
+    busy = sorted((c[8][0] - c[0][0]) / 1e3 for c in ctas if c[8][0])  # entry to consumer_done
+    res["busiest CTA"] = busy[-1] if busy else float("nan")
+    res["median CTA"] = statistics.median(busy) if busy else float("nan")
     res["cycles_per_us"] = statistics.median((c[9][1] - c[0][1]) / max(1, (c[9][0] - c[0][0]) / 1e3) for c in ctas)
     return res
 
@@ -95,8 +109,9 @@ def trace_env(mode):
 
 def main():
     ap = shapes_modes_parser(__doc__, "3,2,0", "whole,gemm")
-    ap.add_argument("--set", choices=("bench", "tests"), default="bench", dest="shape_set")
+    ap.add_argument("--set", default="bench", dest="shape_set", help="bench, tests or random:SEED")
     a = ap.parse_args()
+    shape_list(a.shape_set)  # a bad --set fails here
     shapes = [int(x) for x in a.shapes.split(",")]
     table = []
     for mode in a.modes.split(","):
@@ -104,9 +119,10 @@ def main():
             sums = [summarise(x) for x in sh["runs"]]
             med = {k: statistics.median(s[k] for s in sums) for k in sums[0]}
             table.append((mode, sh["shape"], med))
-    keys = ["event_us", "span_us", "entry_spread_us", "exit_spread_us"] + [p[0] for p in PHASES]
+    keys = ["event_us", "span_us", "entry_spread_us", "exit_spread_us", "busiest CTA", "median CTA"] + [
+        p[0] for p in PHASES]
     print("medians over 5 calls (us); phases: median over CTAs; span: first CTA entry to last CTA exit")
-    tag = "t" if a.shape_set == "tests" else "b"  # test shapes count from 0, benchmarks from 1
+    tag = {"tests": "t", "bench": "b"}.get(a.shape_set, "r")  # benchmarks count from 1, the others from 0
     print("| quantity | " + " | ".join(f"{m} {tag}{s + (tag == 'b')}" for m, s, _ in table) + " |")
     print("|---|" + "---|" * len(table))
     for k in keys:
