@@ -19,7 +19,8 @@ import statistics
 import subprocess
 import sys
 
-from fastlaunch import shapes as S
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the package of this clone
+from fastlaunch import shapes as S  # noqa: E402
 
 HAND_SHAPES = [(1, [m], [1024], [4096]) for m in (16, 64, 128, 192)]
 WIDTHS = (128, 192)  # plan.h kWidths (fastlaunch._C.tile_widths); a cap must be one of them

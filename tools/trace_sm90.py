@@ -7,7 +7,9 @@ too. --set tests takes the shape indices into the task's test shapes instead of 
 --set random:SEED into the 8 random shapes of that seed (tools/bench_kernels.py --random 8 --seed SEED).
 Besides the phases: the busiest CTA's time from entry to its consumers' end, and the median CTA's.
 
-python tools/trace_sm90.py [--shapes 3,2,0] [--modes whole,gemm] [--set bench|tests|random:SEED]
+--raw FILE also writes every traced call (per mode and shape: event us and each CTA's trace points) as JSON.
+
+python tools/trace_sm90.py [--shapes 3,2,0] [--modes whole,gemm] [--set bench|tests|random:SEED] [--raw FILE]
 """
 import argparse
 import json
@@ -110,15 +112,20 @@ def trace_env(mode):
 def main():
     ap = shapes_modes_parser(__doc__, "3,2,0", "whole,gemm")
     ap.add_argument("--set", default="bench", dest="shape_set", help="bench, tests or random:SEED")
+    ap.add_argument("--raw", help="write every traced call here (JSON)")
     a = ap.parse_args()
     shape_list(a.shape_set)  # a bad --set fails here
     shapes = [int(x) for x in a.shapes.split(",")]
-    table = []
+    table, raw = [], []
     for mode in a.modes.split(","):
         for sh in traced_runs(shapes, trace_env(mode), mode, a.shape_set) or []:
+            raw.append({"mode": mode, "set": a.shape_set, **sh})
             sums = [summarise(x) for x in sh["runs"]]
             med = {k: statistics.median(s[k] for s in sums) for k in sums[0]}
             table.append((mode, sh["shape"], med))
+    if a.raw:
+        with open(a.raw, "w") as f:
+            json.dump(raw, f)
     keys = ["event_us", "span_us", "entry_spread_us", "exit_spread_us", "busiest CTA", "median CTA"] + [
         p[0] for p in PHASES]
     print("medians over 5 calls (us); phases: median over CTAs; span: first CTA entry to last CTA exit")
