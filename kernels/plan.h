@@ -126,7 +126,7 @@ constexpr int kMaxCtas = 144;           // CTAs per launch: at most one per SM, 
 //   tile's partial sums, kPartReadNs for their read by the CTA that finishes the tile, for each CTA that
 //   wrote one (fit v29 over the benchmarks' tiles of 128-192 rows: 2739 and 2247 ns); kept whole for
 //   any rows: with the cheaper costs below, random shapes took split tiles over half tiles and
-//   measured up to 35% slower (v57 in docs/sm90_kernel_notes.md);
+//   measured up to 36% slower (v57a in docs/sm90_kernel_notes.md);
 // - fewer CTAs (`parts` per tile, plan_launch): kFewWriteNs + kFewWriteRowNs per moved row, and
 //   kFewReadNs + kFewReadRowNs per row and CTA read (v57, tools/sweep_sm90.py --set hand: one group
 //   split over 8-64 CTAs at W = 128: 0.5-1.8 us per store, 0.4-0.9 us per read, by rows).

@@ -85,8 +85,9 @@ def main(argv=None):
     p.add_argument("--set", choices=("bench", "tests", "hand"), default="bench")
     p.add_argument("modes", nargs="*")
     args = p.parse_args(argv)
-    shapes, label, first = {"bench": (S.BENCH_SHAPES, "bench {}", 1), "tests": (S.TEST_SHAPES, "test {}", 0),
-                            "hand": (HAND_SHAPES, "M={}", None)}[args.set]
+    shapes = {"bench": S.BENCH_SHAPES, "tests": S.TEST_SHAPES, "hand": HAND_SHAPES}[args.set]
+    names = {"bench": [f"bench {i + 1}" for i in range(len(shapes))], "tests": [f"test {i}" for i in range(len(shapes))],
+             "hand": [f"M={ms[0]}" for _g, ms, _n, _k in shapes]}[args.set]
     rows = []
     for m in args.modes or list(MODES):
         out = subprocess.run([sys.executable, "-c", CHILD, m, json.dumps(shapes)], env=mode_env(m), capture_output=True,
@@ -95,10 +96,8 @@ def main(argv=None):
             print(f"mode {m}: failed\n{out.stderr[-2000:]}")
             continue
         rows.append((m, json.loads(out.stdout.strip().splitlines()[-1])))
-    n = len(rows[0][1]["us"]) if rows else 0
-    names = [label.format(shapes[i][1][0] if first is None else i + first) for i in range(n)]
     print("| mode | variant | correct | " + " | ".join(names) + " | geomean us |")
-    print("|---|---|---|" + "---|" * (n + 1))
+    print("|---|---|---|" + "---|" * (len(names) + 1))
     for m, r in rows:
         us = r["us"]
         correct = "-" if m == "cublas" else r["ok"]

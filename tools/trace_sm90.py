@@ -19,7 +19,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sweep_sm90 import mode_env  # noqa: E402
+from sweep_sm90 import mode_env  # noqa: E402  (it also puts this clone's package on the path)
 
 from fastlaunch import shapes as S  # noqa: E402
 
@@ -68,8 +68,7 @@ def traced_runs(shapes, env, label, shape_set="bench"):
     """Runs CHILD in its own process with `env`: per shape index (into the --set's shapes), 5 traced calls
     (event us and every CTA's trace points). None, after printing why, if the child failed."""
     r = subprocess.run([sys.executable, "-c", CHILD, json.dumps(shapes), json.dumps(shape_list(shape_set))], env=env,
-                       capture_output=True,
-                       text=True, timeout=600)
+                       capture_output=True, text=True, timeout=600)
     if r.returncode:
         print(f"{label}: failed\n{r.stderr[-2000:]}")
         return None
