@@ -145,9 +145,11 @@ struct Workspace {
 struct Sm90State {
   // The GEMM, by the groups a launch holds: [0] up to kGroupsSmall, [1] kGroupsMid, [2] kGroupsPerLaunch
   // (the parameter block grows with them, and a launch's cost with it: tools/launch_latency.cu).
-  CUfunction fn[3] = {};
-  CUfunction convert_fn[3] = {};  // the A conversion, likewise
-  CUfunction half_fn = {};        // the GEMM on half tiles (plan.h kHalfBlockN), up to kGroupsSmall groups
+  // [1]: the same kernels compiled for C rows at any alignment (N % 8 != 0 or C off 16 bytes), taken by
+  // launches that hold such a group (their epilogue stays out of the others' code).
+  CUfunction fn[2][3] = {};
+  CUfunction convert_fn[3] = {};  // the A conversion, by groups as fn
+  CUfunction half_fn[2] = {};     // the GEMM on half tiles (plan.h kHalfBlockN), up to kGroupsSmall groups
   sm90::PlanForce force;  // FASTLAUNCH_SM90_WCAP / _SHARE / _HALF (experiments, tests), read at set-up
   int only = 0;        // FASTLAUNCH_SM90_ONLY (experiments, wrong results): 1 conversion, 2 GEMM
   uint64_t* trace = nullptr;  // FASTLAUNCH_SM90_TRACE (experiments): device buffer for the GEMM's trace points

@@ -5,14 +5,18 @@
 // 8 A rows fragments as 16-byte pieces of C rows into the warpgroup's buffer (row a = A row, 8 chunks
 // of 8 B rows, chunk q stored at q ^ (a % 8): conflict-free for stmatrix and for the row reads), then
 // each thread stores 16-byte chunks of whole C rows (a warp writes four 128-byte rows per
-// instruction). Unaligned C (pointer or N not a multiple of 8) and the last chunk of a row past N go
-// element by element.
+// instruction). C rows at any alignment (N not a multiple of 8, or C's pointer off 16 bytes): in the
+// kernels compiled for it (ANY), each row in the aligned 16-byte chunks of global memory it covers
+// (store_row_unaligned); in the others (launches whose every C row is aligned: a separate
+// instantiation, so this code does not move the K loops' register allocation, v58 in
+// docs/sm90_kernel_notes.md) element by element, as is the last chunk of a row past N.
 #pragma once
 #include <cuda_fp16.h>
 
 #include <cstdint>
 
 #include "nvfp4.cuh"
+#include "ptx/memorder.cuh"
 #include "ptx/stmatrix.cuh"
 
 namespace fl::sm90 {
@@ -21,14 +25,68 @@ namespace fl::sm90 {
 constexpr uint32_t kEpiRows = 64;
 constexpr uint32_t kEpiWgBytes = kEpiRows * 128;
 
+// Elements e, e + 1 (e even) of a buffer row (`brow`, swizzled by `sw`) as one word; e is clamped to the
+// row (elements outside it are not stored).
+__device__ __forceinline__ uint32_t buffer_pair(uint32_t brow, int sw, int e) {
+  e = e < 0 ? 0 : e > 62 ? 62 : e;
+  return ptx::lds32(brow + (((e >> 3) ^ sw) << 4) + (e & 7) * 2);
+}
+
+// Elements e0 .. e0 + 7 of `seg` (those in [0, end)) from v, one at a time.
+__device__ __forceinline__ void store_halves(__half* seg, int e0, int end, uint4 v) {
+  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int x = 0; x < 8; ++x) {
+    const int e = e0 + x;
+    if (e >= 0 && e < end) seg[e] = __ushort_as_half((unsigned short)(w[x / 2] >> (16 * (x % 2))));
+  }
+}
+
+// One C row's 64 columns of a pass (the buffer's row `brow`, swizzled by `sw` = its row % 8) to `seg`
+// at any alignment: the row goes out in the 16-byte aligned chunks of global memory it covers, each
+// gathered from the buffer in element pairs (shifted by one element where the row starts at an odd
+// element); only the chunks at the segment's ends (its first, its last, and where it passes `len` =
+// N - n0 columns) go element by element. Eight single-element stores per chunk cost the epilogue
+// ~4 us per tile (the trace of a random shape, docs/sm90_kernel_notes.md). Thread q of the row's
+// eight takes aligned chunk q, thread 0 also chunk 8 (the tail past the last whole chunk).
+__device__ __forceinline__ void store_row_unaligned(uint32_t brow, int sw, __half* seg, int64_t len, int q) {
+  const int end = len < 64 ? (int)len : 64;  // the segment's elements: [0, end)
+  const int mis = (int)((reinterpret_cast<uintptr_t>(seg) >> 1) & 7);  // half-words past a 16-byte boundary
+  for (int j = q; j <= 8; j += 8) {
+    const int e0 = 8 * j - mis;  // the segment's element at aligned chunk j's start (< 0: before the segment)
+    if (e0 >= end) break;
+    uint4 v;
+    if ((e0 & 1) == 0) {
+      v = make_uint4(buffer_pair(brow, sw, e0), buffer_pair(brow, sw, e0 + 2), buffer_pair(brow, sw, e0 + 4),
+                     buffer_pair(brow, sw, e0 + 6));
+    } else {
+      const uint32_t p0 = buffer_pair(brow, sw, e0 - 1), p1 = buffer_pair(brow, sw, e0 + 1),
+                     p2 = buffer_pair(brow, sw, e0 + 3), p3 = buffer_pair(brow, sw, e0 + 5),
+                     p4 = buffer_pair(brow, sw, e0 + 7);
+      v = make_uint4(__funnelshift_r(p0, p1, 16), __funnelshift_r(p1, p2, 16), __funnelshift_r(p2, p3, 16),
+                     __funnelshift_r(p3, p4, 16));
+    }
+    if (e0 >= 0 && e0 + 8 <= end) ptx::st_v4(seg + e0, v);
+    else store_halves(seg, e0, end, v);
+  }
+}
+
+__device__ __forceinline__ int tid_in_warpgroup() {
+  int tid;
+  asm volatile("mov.u32 %0, %%tid.x;" : "=r"(tid));
+  return tid % 128;
+}
+
 // Pass H (A rows [64 H, 64 H + 64) of a tile W wide): `acc` is the warpgroup's accumulators (64 B
 // rows x W A rows), `n0` its first C column, `rows` the tile's valid A rows from C row m0. `gr` is the
 // group (fields c: C, [m, n] row-major; m; n), read where used.
-template <int W, int H, class Group>
+template <int W, int H, bool ANY, class Group>
 __device__ __forceinline__ void store_pass(uint32_t buf, const float (&acc)[W / 2], const Group& gr, int64_t m0,
                                            int rows, int64_t n0, bool vec, int cw, int wq, int lane) {
   constexpr int kRows = W - (int)kEpiRows * H < (int)kEpiRows ? W - (int)kEpiRows * H : (int)kEpiRows;
-  const int t = wq * 32 + lane;  // thread in the warpgroup
+  // thread in the warpgroup; ANY: read again (volatile), so what the stores derive from it is not hoisted
+  // into the K loops (there it made ptxas rematerialise the loops' own thread constants)
+  const int t = ANY ? tid_in_warpgroup() : wq * 32 + lane;
   ptx::named_barrier(1 + cw, 128);  // the previous pass's reads of the buffer are done
   // stmatrix: lane -> matrix q = lane / 8 (8-row block of A rows +q/2, B-row half q%2), row lane % 8.
   const int sq = lane / 8, srow = lane % 8;
@@ -48,18 +106,36 @@ __device__ __forceinline__ void store_pass(uint32_t buf, const float (&acc)[W / 
   ptx::named_barrier(1 + cw, 128);  // the buffer holds this pass's C rows
   const int q = t % 8;
   const int64_t n = n0 + 8 * q;
+  if constexpr (ANY) {
+    if (vec) {  // N % 8 == 0: n + 8 <= N wherever n < N
 #pragma unroll
-  for (int rr = 0; rr < kRows / 16; ++rr) {
-    const int a = t / 8 + 16 * rr;
-    const int row = (int)kEpiRows * H + a;
-    if (row < rows && n < gr.n) {
-      const uint4 v = ptx::lds128(buf + a * 128 + ((q ^ (a % 8)) << 4));
-      __half* dst = gr.c + (m0 + row) * gr.n + n;
-      if (vec && n + 8 <= gr.n) {
-        *reinterpret_cast<uint4*>(dst) = v;
-      } else {
-        const __half* e = reinterpret_cast<const __half*>(&v);
-        for (int x = 0; x < 8 && n + x < gr.n; ++x) dst[x] = e[x];
+      for (int rr = 0; rr < kRows / 16; ++rr) {
+        const int a = t / 8 + 16 * rr;
+        const int row = (int)kEpiRows * H + a;
+        if (row < rows && n < gr.n)
+          *reinterpret_cast<uint4*>(gr.c + (m0 + row) * gr.n + n) = ptx::lds128(buf + a * 128 + ((q ^ (a % 8)) << 4));
+      }
+    } else {
+      for (int rr = 0; rr < kRows / 16; ++rr) {
+        const int a = t / 8 + 16 * rr;
+        const int row = (int)kEpiRows * H + a;
+        if (row < rows) store_row_unaligned(buf + a * 128, a % 8, gr.c + (m0 + row) * gr.n + n0, gr.n - n0, q);
+      }
+    }
+  } else {
+#pragma unroll
+    for (int rr = 0; rr < kRows / 16; ++rr) {
+      const int a = t / 8 + 16 * rr;
+      const int row = (int)kEpiRows * H + a;
+      if (row < rows && n < gr.n) {
+        const uint4 v = ptx::lds128(buf + a * 128 + ((q ^ (a % 8)) << 4));
+        __half* dst = gr.c + (m0 + row) * gr.n + n;
+        if (vec && n + 8 <= gr.n) {
+          *reinterpret_cast<uint4*>(dst) = v;
+        } else {
+          const __half* e = reinterpret_cast<const __half*>(&v);
+          for (int x = 0; x < 8 && n + x < gr.n; ++x) dst[x] = e[x];
+        }
       }
     }
   }
@@ -67,13 +143,13 @@ __device__ __forceinline__ void store_pass(uint32_t buf, const float (&acc)[W / 
 
 // Passes H, H + 1, ... of a tile W wide whose first `rows` A rows are valid; SHARED (half tiles, whose
 // two warpgroups hold the same 64 B rows): only warpgroup cw's passes, H % 2 == cw.
-template <int W, int H, bool SHARED, class Group>
+template <int W, int H, bool SHARED, bool ANY, class Group>
 __device__ __forceinline__ void store_passes(uint32_t buf, const float (&acc)[W / 2], const Group& gr, int64_t m0,
                                              int rows, int64_t n0, bool vec, int cw, int wq, int lane) {
   if constexpr (H * (int)kEpiRows < W) {
     if (H == 0 || rows > H * (int)kEpiRows) {  // uniform over the warpgroup (named barriers)
-      if (!SHARED || H % 2 == cw) store_pass<W, H>(buf, acc, gr, m0, rows, n0, vec, cw, wq, lane);
-      store_passes<W, H + 1, SHARED>(buf, acc, gr, m0, rows, n0, vec, cw, wq, lane);
+      if (!SHARED || H % 2 == cw) store_pass<W, H, ANY>(buf, acc, gr, m0, rows, n0, vec, cw, wq, lane);
+      store_passes<W, H + 1, SHARED, ANY>(buf, acc, gr, m0, rows, n0, vec, cw, wq, lane);
     }
   }
 }
@@ -81,14 +157,14 @@ __device__ __forceinline__ void store_passes(uint32_t buf, const float (&acc)[W 
 // One consumer warpgroup (cw, warp wq) of a tile W A rows wide from C row m0 and 64 B rows from C
 // column n0 + 64 cw of group `gr` (SHARED, a half tile: its passes H % 2 == cw of the 64 B rows from
 // column n0); `buf` is the warpgroup's buffer (kEpiWgBytes). Every thread of the warpgroup calls it
-// (named barriers).
-template <int W, bool SHARED = false, class Group>
+// (named barriers). ANY: C rows at any alignment are stored in aligned chunks (see the top).
+template <int W, bool SHARED, bool ANY, class Group>
 __device__ __forceinline__ void store_tile(uint32_t buf, const float (&acc)[W / 2], const Group& gr, int m0, int n0,
                                            int cw, int wq, int lane) {
   static_assert(W % 16 == 0, "passes of whole stmatrix.x4 pairs");
   const bool vec = (gr.n % 8) == 0 && (reinterpret_cast<uintptr_t>(gr.c) % 16) == 0;
   const int rows = min(W, gr.m - m0);  // valid A rows of the tile (uniform: no early exit before barriers)
-  store_passes<W, 0, SHARED>(buf, acc, gr, m0, rows, (int64_t)n0 + (SHARED ? 0 : 64 * cw), vec, cw, wq, lane);
+  store_passes<W, 0, SHARED, ANY>(buf, acc, gr, m0, rows, (int64_t)n0 + (SHARED ? 0 : 64 * cw), vec, cw, wq, lane);
 }
 
 }  // namespace fl::sm90

@@ -18,9 +18,10 @@ using sm90::Params;
 constexpr int64_t kMaxWorkspaceBytes = int64_t{1} << 48;  // far beyond any GPU; keeps the sums in int64
 constexpr int64_t kMaxUnitsPerLaunch = (int64_t{1} << 31) - 1;
 
-template <int MAXG, bool HALF = false>
+template <int MAXG, bool HALF = false, bool ANY = false>
 int prepare(CUfunction* fn, Error& err) {
-  return kernel_handle(reinterpret_cast<const void*>(&sm90::nvfp4_group_gemm<MAXG, HALF>), sm90::kSmemBytes, fn, err);
+  return kernel_handle(reinterpret_cast<const void*>(&sm90::nvfp4_group_gemm<MAXG, HALF, ANY>), sm90::kSmemBytes, fn,
+                       err);
 }
 
 template <int MAXG>
@@ -157,6 +158,7 @@ int launch_chunk(const DeviceState& dev, const int64_t* buf, int G, int g0, int 
   if (int rc = a16_maps(dev.drv, p.map_a16, a16, kmax * 2, rows, err)) return rc;
   std::memcpy(&p.tmpl_b, &st.tmpl_b, sizeof(CUtensorMap));
   int64_t tiles = 0, units = 0, row = 0;
+  bool any = false;  // a group whose C rows are not all 16-byte aligned
   for (int i = 0; i < gc; ++i) {  // in the plan's order
     const int local = plan.order[i], g = g0 + local;
     const sm90::GroupTiles& gt = plan.group[local];
@@ -176,6 +178,7 @@ int launch_chunk(const DeviceState& dev, const int64_t* buf, int G, int g0, int 
     gr.chunks = (int32_t)gt.chunks;
     gr.tile_end = (int32_t)tiles;
     gr.unit_end = (int32_t)units;
+    any = any || n % 8 != 0 || reinterpret_cast<uintptr_t>(gr.c) % 16 != 0;
   }
   if constexpr (MAXG <= sm90::kGroupsSmall) {
     const int box_rows = plan.half ? sm90::kHalfBlockN : sm90::kBlockN;
@@ -212,9 +215,9 @@ int launch_chunk(const DeviceState& dev, const int64_t* buf, int G, int g0, int 
   cfg.gridDimX = (unsigned)plan.ctas;
   cfg.sharedMemBytes = sm90::kSmemBytes;
   cfg.hStream = reinterpret_cast<CUstream>(stream);
-  CUfunction fn = st.fn[which];
+  CUfunction fn = st.fn[any][which];
   if constexpr (MAXG == sm90::kGroupsSmall) {
-    if (plan.half) fn = st.half_fn;  // the planner takes half tiles for up to kGroupsSmall groups only
+    if (plan.half) fn = st.half_fn[any];  // the planner takes half tiles for up to kGroupsSmall groups only
   }
   if (st.only != 1) FL_DRV_TRY(err, dev.drv, dev.drv.launch_kernel_ex(&cfg, fn, args, nullptr));
   return FL_OK;
@@ -226,10 +229,14 @@ int sm90_init(DeviceState& dev, Error& err) {
   Sm90State& st = dev.sm90;
   init_launch_config(&st.config, st.attr, sm90::kThreads);
   init_launch_config(&st.convert_config, st.attr, sm90::kConvertThreads);
-  if (int rc = prepare<sm90::kGroupsSmall>(&st.fn[0], err)) return rc;
-  if (int rc = prepare<sm90::kGroupsMid>(&st.fn[1], err)) return rc;
-  if (int rc = prepare<sm90::kGroupsPerLaunch>(&st.fn[2], err)) return rc;
-  if (int rc = prepare<sm90::kGroupsSmall, true>(&st.half_fn, err)) return rc;
+  if (int rc = prepare<sm90::kGroupsSmall>(&st.fn[0][0], err)) return rc;
+  if (int rc = prepare<sm90::kGroupsMid>(&st.fn[0][1], err)) return rc;
+  if (int rc = prepare<sm90::kGroupsPerLaunch>(&st.fn[0][2], err)) return rc;
+  if (int rc = prepare<sm90::kGroupsSmall, true>(&st.half_fn[0], err)) return rc;
+  if (int rc = prepare<sm90::kGroupsSmall, false, true>(&st.fn[1][0], err)) return rc;
+  if (int rc = prepare<sm90::kGroupsMid, false, true>(&st.fn[1][1], err)) return rc;
+  if (int rc = prepare<sm90::kGroupsPerLaunch, false, true>(&st.fn[1][2], err)) return rc;
+  if (int rc = prepare<sm90::kGroupsSmall, true, true>(&st.half_fn[1], err)) return rc;
   if (int rc = prepare_convert<sm90::kGroupsSmall>(&st.convert_fn[0], err)) return rc;
   if (int rc = prepare_convert<sm90::kGroupsMid>(&st.convert_fn[1], err)) return rc;
   if (int rc = prepare_convert<sm90::kGroupsPerLaunch>(&st.convert_fn[2], err)) return rc;

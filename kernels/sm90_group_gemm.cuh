@@ -228,7 +228,7 @@ __device__ __forceinline__ void consumer_step(const Smem& sm, float (&acc)[W / 2
 // finishes the tile. `all` is the accumulator array every width shares (a width uses its first
 // W / 2 registers).
 // `pending`: this warp's flag, raised after the next unit's K loop (or at the end).
-template <int W, int MAXG>
+template <int W, bool ANY, int MAXG>
 __device__ __forceinline__ void consumer_unit(const Params<MAXG>& p, const Smem& sm, float (&all)[kMaxWidth / 2],
                                               const Unit& w, ConsumerPos& pos, int r0, int c, int cw, int wq,
                                               int lane, int32_t*& pending, uint64_t* tr) {
@@ -258,7 +258,7 @@ __device__ __forceinline__ void consumer_unit(const Params<MAXG>& p, const Smem&
     return;
   }
   if (w.k0 > 0) add_partials<W>(p, acc, blockIdx.x, w.t, rows, cwarp, lane);
-  store_tile<W>(sm.base + kOffEpi + cw * kEpiWgBytes, acc, gr, w.tile.m0, w.tile.n0, cw, wq, lane);
+  store_tile<W, false, ANY>(sm.base + kOffEpi + cw * kEpiWgBytes, acc, gr, w.tile.m0, w.tile.n0, cw, wq, lane);
   trace(tr, kTrFirstEpilogue);
 }
 
@@ -273,7 +273,7 @@ __device__ __forceinline__ void consumer_unit(const Params<MAXG>& p, const Smem&
 constexpr uint32_t kBarHalfFree = 3, kBarHalfFull = 4;
 static_assert(kEpiBytes == 16 * 1024, "one 64-row part of a warpgroup's fp32 sums fills both epilogue buffers");
 
-template <int W, int MAXG>
+template <int W, bool ANY, int MAXG>
 __device__ __forceinline__ void consumer_unit_half(const Params<MAXG>& p, const Smem& sm, float (&all)[kMaxWidth / 2],
                                                    const Unit& w, ConsumerPos& pos, int rq, int c, int cw, int wq,
                                                    int lane, uint64_t* tr) {
@@ -331,29 +331,30 @@ __device__ __forceinline__ void consumer_unit_half(const Params<MAXG>& p, const 
   }
   // the buffers are both warpgroups' again once the last part is read
   ptx::named_barrier(kBarHalfFree, 256);
-  store_tile<W, true>(sm.base + kOffEpi + cw * kEpiWgBytes, acc, gr, w.tile.m0, w.tile.n0, cw, wq, lane);
+  store_tile<W, true, ANY>(sm.base + kOffEpi + cw * kEpiWgBytes, acc, gr, w.tile.m0, w.tile.n0, cw, wq, lane);
   trace(tr, kTrFirstEpilogue);
 }
 
 // The main loop of the tile's width (plan.h kWidths: more main loops in one kernel made ptxas
 // serialise the wgmma, C7512). HALF: half tiles (r0 is then the row inside the warpgroup's 64).
-template <bool HALF, int I = 0, int MAXG>
+template <bool HALF, bool ANY, int I = 0, int MAXG>
 __device__ __forceinline__ void consumer_dispatch(const Params<MAXG>& p, const Smem& sm, float (&all)[kMaxWidth / 2],
                                                   const Unit& w, ConsumerPos& pos, int r0, int c, int cw,
                                                   int wq, int lane, int32_t*& pending, uint64_t* tr) {
   constexpr int W = kWidths[I];
   if constexpr (I + 1 < kNumWidths) {
     if (p.groups[w.tile.g].width > W) {
-      consumer_dispatch<HALF, I + 1>(p, sm, all, w, pos, r0, c, cw, wq, lane, pending, tr);
+      consumer_dispatch<HALF, ANY, I + 1>(p, sm, all, w, pos, r0, c, cw, wq, lane, pending, tr);
       return;
     }
   }
-  if constexpr (HALF) consumer_unit_half<W>(p, sm, all, w, pos, r0, c, cw, wq, lane, tr);
-  else consumer_unit<W>(p, sm, all, w, pos, r0, c, cw, wq, lane, pending, tr);
+  if constexpr (HALF) consumer_unit_half<W, ANY>(p, sm, all, w, pos, r0, c, cw, wq, lane, tr);
+  else consumer_unit<W, ANY>(p, sm, all, w, pos, r0, c, cw, wq, lane, pending, tr);
 }
 
-// HALF: half tiles (plan.h kHalfBlockN, whole tiles only; consumer_unit_half).
-template <int MAXG, bool HALF = false>
+// HALF: half tiles (plan.h kHalfBlockN, whole tiles only; consumer_unit_half). ANY: C rows at any
+// alignment stored in aligned 16-byte chunks (sm90_epilogue.cuh), for launches with such rows.
+template <int MAXG, bool HALF = false, bool ANY = false>
 __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_constant__ Params<MAXG> p) {
   static_assert(!HALF || kStages % 2 == 0, "half tiles: each stage serves one consumer warpgroup");
   constexpr int kBN = HALF ? kHalfBlockN : kBlockN;  // B rows per tile
@@ -459,7 +460,7 @@ __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_con
     for (int u = 0; u < share.units(); ++u) {
       const Unit w = share.unit<kBN>(p, u);
       float acc[kMaxWidth / 2];  // per unit: nothing carries over, so no register lives across widths
-      consumer_dispatch<HALF>(p, sm, acc, w, pos, r0, c, cw, wq, lane, pending, tr);
+      consumer_dispatch<HALF, ANY>(p, sm, acc, w, pos, r0, c, cw, wq, lane, pending, tr);
       tr = nullptr;  // trace the first unit only
     }
     raise_flag(pending, lane);

@@ -28,4 +28,9 @@ __device__ __forceinline__ float4 ld_cg_v4(const float* p) {
   return v;
 }
 
+// A plain 16-byte global store (`p` 16-byte aligned), where the compiler cannot see the alignment.
+__device__ __forceinline__ void st_v4(void* p, uint4 v) {
+  asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
+}
+
 }  // namespace fl::ptx
