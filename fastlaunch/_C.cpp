@@ -4,7 +4,7 @@
 //   unpack(data) -> int                 the same unpack and checks without device checks or launch
 //   pack(data) -> tuple[int, ...]       the int64 buffer unpack() fills, for tests and tools
 //   launch_repeat(data, iters) -> float host ns per launcher call, from a C loop (benchmarks)
-//   plan(sizes, sm_count[, share, cap]) -> tuple     the sm90 plan of a launch: tiles and CTA shares (tests)
+//   plan(sizes, sm_count[, share, cap, parts, half]) -> tuple   the sm90 plan of a launch: tiles and CTA shares (tests)
 //
 // The walk reads the nested tuples/lists with borrowed references and runs no Python code (no
 // __index__, no isinstance hooks, no tensor subclass dispatch), so nothing can change the input
@@ -533,23 +533,26 @@ PyObject* launch_repeat(PyObject*, PyObject* args) {
   }
 }
 
-// plan(sizes, sm_count, share=0, cap=0, parts=0, half=0) -> (groups, starts, est_us, rows): the sm90
-// kernel's plan for sizes = [(m, n, k), ...] on a GPU with sm_count multiprocessors (share: 1 whole tiles
-// only, 2 split only; cap: the widest tile, as FASTLAUNCH_SM90_WCAP; parts: with share 2, CTAs per tile, as
-// FASTLAUNCH_SM90_SHARE=split:S; half: 1 half tiles where allowed, 2 never, as FASTLAUNCH_SM90_HALF=1/0).
+// plan(sizes, sm_count, share=0, cap=0, parts=0, half=0) -> (groups, starts, est_us, rows, reduce): the
+// sm90 kernel's plan for sizes = [(m, n, k), ...] on a GPU with sm_count multiprocessors (share: 1 whole
+// tiles only, 2 split only, 3 reduced tiles where allowed; cap: the widest tile, as FASTLAUNCH_SM90_WCAP;
+// parts: with share 2, CTAs per tile, as FASTLAUNCH_SM90_SHARE=split:S, with share 3 parts per tile, as
+// reduce:S; half: 1 half tiles where allowed, 2 never, as FASTLAUNCH_SM90_HALF=1/0).
 // groups: per group (width, chunks, tiles_n, rank): `chunks` tiles of `width` A rows along M, `tiles_n`
 // of `rows` B rows along N, `rank` the group's place in the tile order (0 first). starts: ((tile, k),
 // ...) one per CTA and a last (tiles, 0): CTA b runs the K steps from starts[b] up to starts[b + 1].
-// est_us: the estimated time of the busiest CTA. rows: 128, or 64 for half tiles.
+// est_us: the estimated time of the busiest CTA (reduced tiles: and of the reduce kernel). rows: 128, or 64
+// for half tiles. reduce: reduced tiles' parts per tile (CTA b = tile x reduce + part), 0 for none.
 PyObject* plan(PyObject*, PyObject* args) {
   PyObject* sizes;
   int sm_count, share = 0, cap = 0, parts = 0, half = 0;
   if (!PyArg_ParseTuple(args, "Oi|iiii:plan", &sizes, &sm_count, &share, &cap, &parts, &half)) return nullptr;
   if (half < 0 || half > 2)
     return raise(PyExc_ValueError, "plan: half must be 0 (either), 1 (half tiles) or 2 (never)");
-  if (share < 0 || share > 2) return raise(PyExc_ValueError, "plan: share must be 0 (either), 1 (whole) or 2 (split)");
-  if (parts < 0 || parts > 64 || (parts && share != 2))
-    return raise(PyExc_ValueError, "plan: parts must be 0, or 1..64 with share 2 (split)");
+  if (share < 0 || share > 3)
+    return raise(PyExc_ValueError, "plan: share must be 0 (either), 1 (whole), 2 (split) or 3 (reduced)");
+  if (parts < 0 || parts > 64 || (parts && share != 2 && share != 3))
+    return raise(PyExc_ValueError, "plan: parts must be 0, or 1..64 with share 2 (split) or 3 (reduced)");
   if (cap != 0 && fl::sm90::width_index(cap) < 0)
     return raise(PyExc_ValueError, "plan: cap %d is not a compiled tile width", cap);
   Py_ssize_t G = 0;
@@ -575,7 +578,7 @@ PyObject* plan(PyObject*, PyObject* args) {
   for (Py_ssize_t i = 0; i < G; ++i) rank[p.order[i]] = (int)i;
   PyObject* groups = PyTuple_New(G);
   PyObject* starts = PyTuple_New(p.ctas + 1);
-  PyObject* out = groups && starts ? PyTuple_New(4) : nullptr;
+  PyObject* out = groups && starts ? PyTuple_New(5) : nullptr;
   bool ok = out != nullptr;
   for (Py_ssize_t g = 0; ok && g < G; ++g) {
     const fl::sm90::GroupTiles& gt = p.group[g];
@@ -590,7 +593,9 @@ PyObject* plan(PyObject*, PyObject* args) {
   }
   PyObject* est = ok ? PyFloat_FromDouble(p.est_ns / 1000.0) : nullptr;
   PyObject* rows = est ? PyLong_FromLong(p.half ? fl::sm90::kHalfBlockN : fl::sm90::kBlockN) : nullptr;
-  if (!rows) {
+  PyObject* reduce = rows ? PyLong_FromLong(p.reduce) : nullptr;
+  if (!reduce) {
+    Py_XDECREF(rows);
     Py_XDECREF(est);
     Py_XDECREF(groups);
     Py_XDECREF(starts);
@@ -601,6 +606,7 @@ PyObject* plan(PyObject*, PyObject* args) {
   PyTuple_SET_ITEM(out, 1, starts);
   PyTuple_SET_ITEM(out, 2, est);
   PyTuple_SET_ITEM(out, 3, rows);
+  PyTuple_SET_ITEM(out, 4, reduce);
   return out;
 }
 
@@ -615,14 +621,16 @@ PyMethodDef kMethods[] = {
      "launch_repeat(data, iters) -> float\n\nHost ns per launch of the launcher called from a C loop on a "
      "buffer unpacked once (the floor for fast_launch)."},
     {"plan", plan, METH_VARARGS,
-     "plan(sizes, sm_count, share=0, cap=0, parts=0, half=0) -> (groups, starts, est_us, rows)\n\nThe sm90 "
+     "plan(sizes, sm_count, share=0, cap=0, parts=0, half=0) -> (groups, starts, est_us, rows, reduce)\n\nThe sm90 "
      "kernel's plan for sizes [(m, n, k), ...] on a GPU with sm_count multiprocessors (share: 0 either, 1 whole "
-     "tiles only, 2 split tiles only; cap: 0 any, else the widest tile; parts: 0 one CTA per SM, else with share 2 "
-     "that many CTAs per tile; half: 0 either, 1 half tiles where allowed (up to 16 groups, not split), 2 never). "
+     "tiles only, 2 split tiles only, 3 reduced tiles where allowed (up to 16 groups); cap: 0 any, else the widest "
+     "tile; parts: 0 one CTA per SM, else with share 2 that many CTAs per tile, with share 3 that many parts per "
+     "tile; half: 0 either, 1 half tiles where allowed (up to 16 groups, not split), 2 never). "
      "groups: per group (width, chunks, tiles_n, rank): chunks tiles of width A rows along M, tiles_n of `rows` "
      "B rows along N, rank the group's place in the tile order. starts: ((tile, k), ...), CTA b runs the K steps "
-     "from starts[b] up to starts[b + 1]. est_us: the estimated time of the busiest CTA. rows: B rows per tile "
-     "(128, or 64 for half tiles)."},
+     "from starts[b] up to starts[b + 1]. est_us: the estimated time of the busiest CTA (with reduced tiles, plus "
+     "the reduce kernel). rows: B rows per tile (128, or 64 for half tiles). reduce: parts per tile of reduced "
+     "tiles (CTA b = tile x reduce + part; their sums added by a third kernel), 0 for none."},
     {nullptr, nullptr, 0, nullptr},
 };
 
@@ -654,11 +662,11 @@ PyMODINIT_FUNC PyInit__C(void) {
   }
   // The planner's cost model (plan.h), ns, so tests and tools check plans against the same numbers.
   PyObject* cost = Py_BuildValue(
-      "{s:d,s:d,s:d,s:d,s:d,s:d,s:d,s:d,s:d,s:d}", "step_ns_dequant", fl::sm90::kStepNsDequant, "step_ns_per_row",
+      "{s:d,s:d,s:d,s:d,s:d,s:d,s:d,s:d,s:d,s:d,s:d,s:d}", "step_ns_dequant", fl::sm90::kStepNsDequant, "step_ns_per_row",
       fl::sm90::kStepNsPerRow, "pass_ns", fl::sm90::kPassNs, "part_write_ns", fl::sm90::kPartWriteNs,
       "part_read_ns", fl::sm90::kPartReadNs, "few_write_ns", fl::sm90::kFewWriteNs, "few_write_row_ns",
       fl::sm90::kFewWriteRowNs, "few_read_ns", fl::sm90::kFewReadNs, "few_read_row_ns", fl::sm90::kFewReadRowNs,
-      "half_add_ns", fl::sm90::kHalfAddNs);
+      "half_add_ns", fl::sm90::kHalfAddNs, "reduce_ns", fl::sm90::kReduceNs, "reduce_part_ns", fl::sm90::kReducePartNs);
   if (!cost || PyModule_AddObject(m, "cost_model", cost) < 0) {  // steals cost on success
     Py_XDECREF(cost);
     Py_DECREF(m);

@@ -145,13 +145,26 @@ constexpr double part_read_ns(bool few, int64_t rows, int w) {
 }
 constexpr int64_t kMinPartSteps = 2;    // no part of a split tile is shorter than this (cuts snap to the tile's ends)
 
+// Reduced tiles (launches of up to kGroupsSmall groups with few tiles and a long K; a GEMM kernel of
+// their own, then a third kernel): every tile's K steps cut into `parts` shares of about equal length,
+// one per CTA (CTA b = tile x parts + part), each storing its partial sums (the valid halves, as a
+// split tile's part); then the reduce kernel (sm90_reduce.cuh) sums each tile's parts and stores C,
+// spread over many CTAs. No CTA waits for another, so a tile may be cut into many parts, where a split
+// tile's finishing CTA reads the other parts one after the other. Estimated: the busiest CTA's steps
+// and store (kFew*), then kReduceNs (the third launch, its loads, C's store) + kReducePartNs per part.
+constexpr double kReduceNs = 2500;
+constexpr double kReducePartNs = 20;
+constexpr int kMaxReduceParts = 64;
+
 // What experiments and tests force on the planner (FASTLAUNCH_SM90_WCAP, _SHARE, _HALF); all 0: its
 // own choice.
 struct PlanForce {
   int cap = 0;    // the widest tile (a compiled width)
-  int share = 0;  // 1 whole tiles only, 2 split tiles only
+  int share = 0;  // 1 whole tiles only, 2 split tiles only, 3 reduced tiles (below)
   int parts = 0;  // with split tiles only: min(parts x tiles, steps, SMs) CTAs instead of one per SM
   int half = 0;   // 1 half tiles only (where a launch may take them), 2 never
+  // share 3: reduced tiles only where a launch may take them (else the planner's choice), `parts` per
+  // tile (0: the planner's number)
   bool operator==(const PlanForce& o) const {
     return cap == o.cap && share == o.share && parts == o.parts && half == o.half;
   }
@@ -165,6 +178,7 @@ struct LaunchPlan {
   int ctas = 0;            // the grid
   int splits = 0;          // cuts inside a tile (shares that end inside one: each writes partial sums)
   bool half = false;       // half tiles (kHalfBlockN B rows; whole tiles only)
+  int reduce = 0;          // reduced tiles: the parts per tile (0: none)
   double est_ns = 0;       // estimated time of the busiest CTA
   int order[kGroupsPerLaunch];        // launch order -> group index (launch-local)
   GroupTiles group[kGroupsPerLaunch];  // by group index
@@ -313,6 +327,32 @@ inline void share_out(LaunchPlan& p, int ctas, bool whole, bool few = false) {
   }
 }
 
+// Reduced tiles (kReduceNs above): each tile's steps in `parts` shares, CTA b = tile x parts + part; fills
+// ctas, start_tile/start_k, splits (every CTA stores partial sums) and est_ns. parts <= every group's
+// K steps, tiles x parts <= kMaxCtas.
+inline void share_reduce(LaunchPlan& p, int64_t parts) {
+  StepWalk w(p);
+  int b = 0;
+  double busiest = 0;
+  for (int64_t t = 0; t < p.tiles; ++t) {
+    while (t >= w.tile0 + w.tiles() && w.next()) {
+    }
+    const TileRows r = tile_rows(p, t);
+    const int64_t kst = w.kst();
+    for (int64_t i = 0; i < parts; ++i, ++b) {
+      p.start_tile[b] = (int32_t)t, p.start_k[b] = (int32_t)(kst * i / parts);
+      const int64_t steps = kst * (i + 1) / parts - kst * i / parts;
+      const double ns = (double)steps * w.g().step_ns + part_write_ns(true, r.rows, r.width);
+      if (ns > busiest) busiest = ns;
+    }
+  }
+  p.ctas = b;
+  p.start_tile[b] = (int32_t)p.tiles, p.start_k[b] = 0;
+  p.splits = b;
+  p.reduce = (int)parts;
+  p.est_ns = busiest + kReduceNs + kReducePartNs * (double)parts;
+}
+
 // The plan for a launch of `groups` groups (sizes m, n, k each) on `sm_count` SMs: for every cap
 // on the tile width (each compiled width, widest first; only `force.cap` if it is not 0), each group's
 // widest even tiles under it, groups ordered by tile cost, then the steps shared out over the CTAs
@@ -332,7 +372,11 @@ inline void plan_launch(const int64_t* m, const int64_t* n, const int64_t* k, in
     half_tiles += ceil_div(m[g], kWidths[0]) * ceil_div(n[g], kHalfBlockN);
     if (half_tiles > kMaxTilesPerLaunch) may_half = false;
   }
-  const int first_kind = may_half && force.half == 1 ? 1 : 0, last_kind = may_half ? 1 : 0;  // 1: half tiles
+  const int first_kind = may_half && force.half == 1 && force.share != 3 ? 1 : 0,
+            last_kind = may_half && force.share != 3 ? 1 : 0;  // 1: half tiles
+  // reduced tiles: launches of up to kGroupsSmall groups (a GEMM kernel of their own)
+  const bool may_reduce = groups <= kGroupsSmall && force.half != 1;
+  bool reduced = false;  // force.share 3: a reduced plan taken
   for (int kind = first_kind; kind <= last_kind; ++kind) {
     const bool half = kind == 1;
     for (int i = kNumWidths - 1; i >= 0; --i) {
@@ -354,7 +398,9 @@ inline void plan_launch(const int64_t* m, const int64_t* n, const int64_t* k, in
         cand.order[at] = g;
       }
       for (int whole = 1; whole >= 0; --whole) {
-        if ((force.share && force.share != 2 - whole) || (half && !whole)) continue;
+        // (share 3 forces reduced tiles where allowed; these plans stay the fallback)
+        if ((force.share == 1 || force.share == 2) && force.share != 2 - whole) continue;
+        if (half && !whole) continue;
         int64_t units = whole ? cand.tiles : cand.steps;
         if (!whole && force.parts > 0 && force.parts * cand.tiles < units) units = force.parts * cand.tiles;
         share_out(cand, (int)(units < most ? units : most), whole, units < most);
@@ -367,6 +413,20 @@ inline void plan_launch(const int64_t* m, const int64_t* n, const int64_t* k, in
           if (cand.est_ns < best * 0.999) out = cand, best = cand.est_ns;
         }
       }
+      // Reduced tiles: 2 or more parts per tile, each at least one K step, at most one CTA per SM.
+      if (half || !may_reduce || (force.share && force.share != 3)) continue;
+      int64_t min_kst = kMaxExtent;
+      for (int g = 0; g < groups; ++g) min_kst = cand.group[g].kst < min_kst ? cand.group[g].kst : min_kst;
+      int64_t top = most / cand.tiles < min_kst ? most / cand.tiles : min_kst;
+      if (top > kMaxReduceParts) top = kMaxReduceParts;
+      const int64_t lo = force.share == 3 && force.parts ? (force.parts < top ? force.parts : top) : 2;
+      const int64_t hi = force.share == 3 && force.parts ? lo : top;
+      for (int64_t parts = lo; parts <= hi && parts >= 1; ++parts) {
+        share_reduce(cand, parts);
+        if (force.share == 3 && !reduced) out = cand, best = cand.est_ns, have = true, reduced = true;
+        else if (cand.est_ns < best * 0.999) out = cand, best = cand.est_ns;
+      }
+      cand.reduce = 0;
     }
   }
 }

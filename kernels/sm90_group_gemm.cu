@@ -9,6 +9,7 @@
 #include "recent.h"
 #include "sm90_convert_a.cuh"
 #include "sm90_group_gemm.cuh"
+#include "sm90_reduce.cuh"
 
 namespace fl {
 namespace {
@@ -18,10 +19,10 @@ using sm90::Params;
 constexpr int64_t kMaxWorkspaceBytes = int64_t{1} << 48;  // far beyond any GPU; keeps the sums in int64
 constexpr int64_t kMaxUnitsPerLaunch = (int64_t{1} << 31) - 1;
 
-template <int MAXG, bool HALF = false, bool ANY = false>
+template <int MAXG, bool HALF = false, bool ANY = false, bool RED = false>
 int prepare(CUfunction* fn, Error& err) {
-  return kernel_handle(reinterpret_cast<const void*>(&sm90::nvfp4_group_gemm<MAXG, HALF, ANY>), sm90::kSmemBytes, fn,
-                       err);
+  return kernel_handle(reinterpret_cast<const void*>(&sm90::nvfp4_group_gemm<MAXG, HALF, ANY, RED>), sm90::kSmemBytes,
+                       fn, err);
 }
 
 template <int MAXG>
@@ -130,7 +131,7 @@ void launch_extent(const int64_t* buf, int G, int g0, int gc, int64_t* rows, int
 }
 
 // Workspace bytes of one launch: its fp16 A, then one B tensor map per group, the flags, and, if the
-// plan splits tiles, each CTA's partial sums.
+// plan splits tiles (or reduces them), each CTA's partial sums.
 int max_ctas(int sm_count) { return sm_count < sm90::kMaxCtas ? sm_count : sm90::kMaxCtas; }
 int64_t maps_bytes(int groups) { return round_up((int64_t)groups * sm90::kMapBytes, sm90::kWorkspaceAlign); }
 int64_t flags_bytes(int sm_count) {
@@ -138,7 +139,7 @@ int64_t flags_bytes(int sm_count) {
 }
 int64_t chunk_bytes(int64_t rows, int64_t kmax, int groups, int sm_count, const sm90::LaunchPlan& plan) {
   return sm90::a16_launch_bytes(rows, kmax) + maps_bytes(groups) + flags_bytes(sm_count) +
-         (plan.splits ? (int64_t)plan.ctas * sm90::kPartialBytes : 0);
+         (plan.splits || plan.reduce ? (int64_t)plan.ctas * sm90::kPartialBytes : 0);
 }
 
 // One launch of up to MAXG groups g0 .. g0+gc-1: the A conversion (and the B maps, for MAXG >
@@ -217,9 +218,21 @@ int launch_chunk(const DeviceState& dev, const int64_t* buf, int G, int g0, int 
   cfg.hStream = reinterpret_cast<CUstream>(stream);
   CUfunction fn = st.fn[any][which];
   if constexpr (MAXG == sm90::kGroupsSmall) {
-    if (plan.half) fn = st.half_fn[any];  // the planner takes half tiles for up to kGroupsSmall groups only
+    // the planner takes half and reduced tiles for up to kGroupsSmall groups only
+    if (plan.half) fn = st.half_fn[any];
+    if (plan.reduce) fn = st.red_fn;
   }
   if (st.only != 1) FL_DRV_TRY(err, dev.drv, dev.drv.launch_kernel_ex(&cfg, fn, args, nullptr));
+  if constexpr (MAXG == sm90::kGroupsSmall) {
+    if (plan.reduce && st.only != 1) {  // the parts' sums into C: grid (tiles, float4 per thread, consumer warps)
+      cfg = st.reduce_config;
+      cfg.gridDimX = (unsigned)plan.tiles;
+      cfg.gridDimY = sm90::kMaxWidth / 8;
+      cfg.gridDimZ = sm90::kConsumerWarps;
+      cfg.hStream = reinterpret_cast<CUstream>(stream);
+      FL_DRV_TRY(err, dev.drv, dev.drv.launch_kernel_ex(&cfg, st.reduce_fn, args, nullptr));
+    }
+  }
   return FL_OK;
 }
 
@@ -229,6 +242,7 @@ int sm90_init(DeviceState& dev, Error& err) {
   Sm90State& st = dev.sm90;
   init_launch_config(&st.config, st.attr, sm90::kThreads);
   init_launch_config(&st.convert_config, st.attr, sm90::kConvertThreads);
+  init_launch_config(&st.reduce_config, st.attr, sm90::kReduceThreads);
   if (int rc = prepare<sm90::kGroupsSmall>(&st.fn[0][0], err)) return rc;
   if (int rc = prepare<sm90::kGroupsMid>(&st.fn[0][1], err)) return rc;
   if (int rc = prepare<sm90::kGroupsPerLaunch>(&st.fn[0][2], err)) return rc;
@@ -237,6 +251,10 @@ int sm90_init(DeviceState& dev, Error& err) {
   if (int rc = prepare<sm90::kGroupsMid, false, true>(&st.fn[1][1], err)) return rc;
   if (int rc = prepare<sm90::kGroupsPerLaunch, false, true>(&st.fn[1][2], err)) return rc;
   if (int rc = prepare<sm90::kGroupsSmall, true, true>(&st.half_fn[1], err)) return rc;
+  if (int rc = prepare<sm90::kGroupsSmall, false, false, true>(&st.red_fn, err)) return rc;
+  if (int rc = kernel_handle(reinterpret_cast<const void*>(&sm90::reduce_partials<sm90::kGroupsSmall>), 0,
+                             &st.reduce_fn, err))
+    return rc;
   if (int rc = prepare_convert<sm90::kGroupsSmall>(&st.convert_fn[0], err)) return rc;
   if (int rc = prepare_convert<sm90::kGroupsMid>(&st.convert_fn[1], err)) return rc;
   if (int rc = prepare_convert<sm90::kGroupsPerLaunch>(&st.convert_fn[2], err)) return rc;
@@ -251,15 +269,22 @@ int sm90_init(DeviceState& dev, Error& err) {
     if (!st.force.cap) return err.set(FL_ERR_VALUE, "FASTLAUNCH_SM90_WCAP=%s: not a compiled tile width", env);
   }
   if (const char* env = std::getenv("FASTLAUNCH_SM90_SHARE")) {
-    // whole, split (one CTA per SM) or split:S (S CTAs per tile, 1..64)
+    // whole, split (one CTA per SM), split:S (S CTAs per tile, 1..64), reduce (reduced tiles where a launch
+    // may take them) or reduce:S (S parts per tile)
     int parts = 0;
     char tail = 0;
     if (std::strcmp(env, "whole") == 0) st.force.share = 1;
     else if (std::strcmp(env, "split") == 0) st.force.share = 2;
     else if (std::sscanf(env, "split:%d%c", &parts, &tail) == 1 && parts >= 1 && parts <= 64)
       st.force.share = 2, st.force.parts = parts;
+    else if (std::strcmp(env, "reduce") == 0) st.force.share = 3;
+    else if (std::sscanf(env, "reduce:%d%c", &parts, &tail) == 1 && parts >= 1 && parts <= sm90::kMaxReduceParts)
+      st.force.share = 3, st.force.parts = parts;
     else
-      return err.set(FL_ERR_VALUE, "FASTLAUNCH_SM90_SHARE=%s: expected whole, split or split:S (S in 1..64)", env);
+      return err.set(FL_ERR_VALUE,
+                     "FASTLAUNCH_SM90_SHARE=%s: expected whole, split, split:S (S in 1..64), reduce or reduce:S (S in "
+                     "1..%d)",
+                     env, sm90::kMaxReduceParts);
   }
   if (const char* env = std::getenv("FASTLAUNCH_SM90_HALF")) {
     st.force.half = std::strcmp(env, "1") == 0 ? 1 : std::strcmp(env, "0") == 0 ? 2 : -1;

@@ -228,7 +228,7 @@ __device__ __forceinline__ void consumer_step(const Smem& sm, float (&acc)[W / 2
 // finishes the tile. `all` is the accumulator array every width shares (a width uses its first
 // W / 2 registers).
 // `pending`: this warp's flag, raised after the next unit's K loop (or at the end).
-template <int W, bool ANY, int MAXG>
+template <int W, bool ANY, bool RED, int MAXG>
 __device__ __forceinline__ void consumer_unit(const Params<MAXG>& p, const Smem& sm, float (&all)[kMaxWidth / 2],
                                               const Unit& w, ConsumerPos& pos, int r0, int c, int cw, int wq,
                                               int lane, int32_t*& pending, uint64_t* tr) {
@@ -251,6 +251,11 @@ __device__ __forceinline__ void consumer_unit(const Params<MAXG>& p, const Smem&
   raise_flag(pending, lane);
   const int cwarp = 4 * cw + wq;
   const int rows = min(W, gr.m - w.tile.m0);  // the tile's valid A rows
+  if constexpr (RED) {  // reduced tiles: every part's sums go to the reduce kernel (one unit per CTA)
+    write_partial<W>(acc, p.partials + (size_t)blockIdx.x * (kPartialBytes / 4), rows, cwarp, lane);
+    trace(tr, kTrFirstEpilogue);
+    return;
+  }
   if (!w.ends_tile()) {
     write_partial<W>(acc, p.partials + (size_t)blockIdx.x * (kPartialBytes / 4), rows, cwarp, lane);
     pending = p.flags + blockIdx.x * kConsumerWarps + cwarp;
@@ -337,26 +342,29 @@ __device__ __forceinline__ void consumer_unit_half(const Params<MAXG>& p, const 
 
 // The main loop of the tile's width (plan.h kWidths: more main loops in one kernel made ptxas
 // serialise the wgmma, C7512). HALF: half tiles (r0 is then the row inside the warpgroup's 64).
-template <bool HALF, bool ANY, int I = 0, int MAXG>
+template <bool HALF, bool ANY, bool RED, int I = 0, int MAXG>
 __device__ __forceinline__ void consumer_dispatch(const Params<MAXG>& p, const Smem& sm, float (&all)[kMaxWidth / 2],
                                                   const Unit& w, ConsumerPos& pos, int r0, int c, int cw,
                                                   int wq, int lane, int32_t*& pending, uint64_t* tr) {
   constexpr int W = kWidths[I];
   if constexpr (I + 1 < kNumWidths) {
     if (p.groups[w.tile.g].width > W) {
-      consumer_dispatch<HALF, ANY, I + 1>(p, sm, all, w, pos, r0, c, cw, wq, lane, pending, tr);
+      consumer_dispatch<HALF, ANY, RED, I + 1>(p, sm, all, w, pos, r0, c, cw, wq, lane, pending, tr);
       return;
     }
   }
   if constexpr (HALF) consumer_unit_half<W, ANY>(p, sm, all, w, pos, r0, c, cw, wq, lane, tr);
-  else consumer_unit<W, ANY>(p, sm, all, w, pos, r0, c, cw, wq, lane, pending, tr);
+  else consumer_unit<W, ANY, RED>(p, sm, all, w, pos, r0, c, cw, wq, lane, pending, tr);
 }
 
 // HALF: half tiles (plan.h kHalfBlockN, whole tiles only; consumer_unit_half). ANY: C rows at any
-// alignment stored in aligned 16-byte chunks (sm90_epilogue.cuh), for launches with such rows.
-template <int MAXG, bool HALF = false, bool ANY = false>
+// alignment stored in aligned 16-byte chunks (sm90_epilogue.cuh), for launches with such rows. RED:
+// reduced tiles (plan.h): every CTA stores its one unit's partial sums for the reduce kernel
+// (sm90_reduce.cuh), which stores C.
+template <int MAXG, bool HALF = false, bool ANY = false, bool RED = false>
 __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_constant__ Params<MAXG> p) {
   static_assert(!HALF || kStages % 2 == 0, "half tiles: each stage serves one consumer warpgroup");
+  static_assert(!RED || (!HALF && !ANY), "reduced tiles: whole-tile units, C stored by the reduce kernel");
   constexpr int kBN = HALF ? kHalfBlockN : kBlockN;  // B rows per tile
   extern __shared__ __align__(1024) uint8_t smem[];
   // Read from lane 0, so ptxas knows them warp-uniform and may keep what derives from them (ring
@@ -460,7 +468,7 @@ __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_con
     for (int u = 0; u < share.units(); ++u) {
       const Unit w = share.unit<kBN>(p, u);
       float acc[kMaxWidth / 2];  // per unit: nothing carries over, so no register lives across widths
-      consumer_dispatch<HALF, ANY>(p, sm, acc, w, pos, r0, c, cw, wq, lane, pending, tr);
+      consumer_dispatch<HALF, ANY, RED>(p, sm, acc, w, pos, r0, c, cw, wq, lane, pending, tr);
       tr = nullptr;  // trace the first unit only
     }
     raise_flag(pending, lane);

@@ -257,7 +257,7 @@ def test_plan_widths_chunks_and_order():
     widths = fastlaunch._C.tile_widths  # compiled (plan.h kWidths)
     assert widths == tuple(sorted(widths)) and widths[-1] == fastlaunch._C.max_width
     for sizes in PLAN_CASES:
-        out, _starts, _est, _rows = plan(sizes, 132)
+        out, _starts, _est, _rows, _red = plan(sizes, 132)
         assert sorted(r for *_, r in out) == list(range(len(sizes)))  # a permutation
         cap = max(w for w, *_ in out)
         cost = {}
@@ -271,22 +271,24 @@ def test_plan_widths_chunks_and_order():
     assert plan([(1, 1, 64)], 132)[:2] == (((128, 1, 1, 0),), ((0, 0), (1, 0)))
     # benchmark 4: one round of 128 whole tiles (no tile split: splitting them over the 4 other SMs
     # would save less than the partial sums cost)
-    groups, starts, _, _ = plan([(128, 4096, 1536), (384, 4096, 1536)], 132)
+    groups, starts, _, _, _ = plan([(128, 4096, 1536), (384, 4096, 1536)], 132)
     assert groups == ((128, 1, 32, 0), (128, 3, 32, 1)) and starts == tuple((t, 0) for t in range(129))
     # one SM: the cheapest cut wins (320 rows: two tiles of 192 or three of 128)
     w, chunks = (192, 2) if 2 * step_cost(192) < 3 * step_cost(128) else (128, 3)
     assert plan([(320, 4096, 1536)], 1)[:2] == (((w, chunks, 32, 0),), ((0, 0), (32 * chunks, 0)))
 
 
-@pytest.mark.parametrize("share, parts", [(0, 0), (1, 0), (2, 0), (2, 1), (2, 2), (2, 3)])
+@pytest.mark.parametrize("share, parts", [(0, 0), (1, 0), (2, 0), (2, 1), (2, 2), (2, 3), (3, 0), (3, 1), (3, 5)])
 @pytest.mark.parametrize("sm_count", [1, 7, 132, 200])
 def test_plan_shares_cover_every_step_once(sm_count, share, parts):
     # The CTAs' shares (stream-K) cut the step sequence (tiles in order, each tile's K steps) into
     # non-empty consecutive ranges that cover it exactly, of about equal estimated time; split tiles
     # with `parts` (FASTLAUNCH_SM90_SHARE=split:S) use that many CTAs per tile where steps and SMs allow.
+    # Reduced tiles (share 3 forces them where a launch may take them: up to 16 groups, tiles x parts
+    # within the SMs) cut every tile into `reduce` parts of about equal length, one CTA each.
     plan = fastlaunch._C.plan
     for sizes in PLAN_CASES:
-        groups, starts, est, rows = plan(sizes, sm_count, share, 0, parts)
+        groups, starts, est, rows, red = plan(sizes, sm_count, share, 0, parts)
         order = sorted(range(len(sizes)), key=lambda g: groups[g][3])
         tile_steps, tile_width = [], []
         for g in order:
@@ -298,9 +300,21 @@ def test_plan_shares_cover_every_step_once(sm_count, share, parts):
         tiles = len(tile_steps)
         ctas = len(starts) - 1
         assert 1 <= ctas <= min(sm_count, fastlaunch._C.max_ctas, sum(tile_steps))
-        if parts:
+        if parts and share == 2:
             assert ctas == min(sm_count, fastlaunch._C.max_ctas, sum(tile_steps), parts * tiles)
         assert starts[0] == (0, 0) and starts[-1] == (tiles, 0)
+        if red:
+            assert share in (0, 3) and rows == 128 and len(sizes) <= 16 and ctas == tiles * red
+            assert red == parts or not parts
+            assert list(starts[:-1]) == [(t, tile_steps[t] * i // red) for t in range(tiles) for i in range(red)]
+            assert red <= min(tile_steps)  # every part at least one step
+            part_ns = max(s * step_cost(w) for s, w in zip(tile_steps, tile_width)) / red
+            assert est * 1000 >= part_ns + COST["reduce_ns"] - 1
+            continue
+        assert share != 3 or not parts or len(sizes) > 16 or parts * tiles > min(sm_count, fastlaunch._C.max_ctas) \
+            or parts > min(tile_steps)  # forced reduced tiles are taken wherever allowed
+        if share == 3:
+            parts = 0  # the fallback: the planner's plan of whole or split tiles
         first = [sum(tile_steps[:t]) for t in range(tiles + 1)]  # global index of each tile's first step
         pos = []
         for t, k in starts:
@@ -333,19 +347,19 @@ def test_plan_partial_sums_cost_by_valid_rows():
     # The planner's own choice is no worse (by its estimate) than any forced number of CTAs per split tile,
     # and a long K over few narrow tiles is split over fewer CTAs than SMs.
     for sizes in ([(16, 1024, 4096)], [(23, 409, 3392)], [(100, 300, 2048), (20, 700, 1024)], [(64, 4096, 512)]):
-        _, starts, est, rows = plan(sizes, 132)
+        _, starts, est, rows, _ = plan(sizes, 132)
         assert all(est <= plan(sizes, 132, 2, 0, parts)[2] * 1.001 for parts in range(1, 17))
-    _, starts, _, rows = plan([(16, 1024, 4096)], 132)
-    assert rows == 128 and 8 < len(starts) - 1 < 132 and any(k for _, k in starts)
+    _, starts, _, rows, red = plan([(16, 1024, 4096)], 132, 2)
+    assert rows == 128 and red == 0 and 8 < len(starts) - 1 < 132 and any(k for _, k in starts)
 
 
     with pytest.raises(ValueError):
         plan([(0, 5, 64)], 132)
     with pytest.raises(ValueError):
-        plan([(1, 1, 64)], 132, 3)
+        plan([(1, 1, 64)], 132, 4)
     with pytest.raises(ValueError):
         plan([(1, 1, 64)], 132, 0, 100)  # not a compiled width
-    for share, parts in ((2, -1), (2, 65), (0, 2), (1, 2)):  # parts: 1..64, split tiles only
+    for share, parts in ((2, -1), (2, 65), (3, 65), (0, 2), (1, 2)):  # parts: 1..64, split or reduced tiles only
         with pytest.raises(ValueError):
             plan([(1, 1, 64)], 132, share, 0, parts)
     assert {w for w, *_ in plan([(m, 64, 64) for m in (100, 150, 300)], 132, 0, 128)[0]} == {128}
@@ -359,7 +373,7 @@ def test_plan_whole_tiles_smallest_busiest_share(sm_count):
     cases = [[(64, 512, 256), (200, 384, 128), (150, 256, 512)], [(m, 128 * (1 + m % 4), 64 * (1 + m % 3)) for m in
                                                                   range(8, 400, 53)]]
     for sizes in cases:
-        groups, starts, est, rows = plan(sizes, sm_count, 1)
+        groups, starts, est, rows, _ = plan(sizes, sm_count, 1)
         order = sorted(range(len(sizes)), key=lambda g: groups[g][3])
         cost = []
         for g in order:
@@ -397,7 +411,7 @@ def test_fit_tool_counts_each_ctas_work():
     nw = len(widths)
     for sizes in PLAN_CASES[:5]:
         for share in (1, 2):
-            groups, starts, _, rows_n = fastlaunch._C.plan(sizes, 132, share, 0, 0, 2)
+            groups, starts, _, rows_n, _ = fastlaunch._C.plan(sizes, 132, share, 0, 0, 2)
             assert rows_n == 128
             rows = fit.features(sizes, 132, share, 0, widths)
             assert len(rows) == len(starts) - 1

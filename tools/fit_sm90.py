@@ -35,7 +35,7 @@ def features(sizes, sm_count, share, cap, widths):
     FASTLAUNCH_SM90_HALF=0 to match)."""
     import fastlaunch
 
-    groups, starts, _, _ = fastlaunch._C.plan(sizes, sm_count, share, cap, 0, 2)
+    groups, starts, _, _, _ = fastlaunch._C.plan(sizes, sm_count, share, cap, 0, 2)
     order = sorted(range(len(sizes)), key=lambda g: groups[g][3])
     tile_w, tile_k = [], []
     for g in order:
