@@ -1,16 +1,19 @@
 """Times the sm90 kernel with each cap on the tile width forced (FASTLAUNCH_SM90_WCAP=W, a compiled width;
-the planner then cuts each group under it), with whole or split tiles forced (FASTLAUNCH_SM90_SHARE; split:S
-cuts the steps into S CTAs per tile instead of one per SM), with half tiles (64 B rows) never or always where
+the planner then cuts each group under it), with whole, split or reduced tiles forced (FASTLAUNCH_SM90_SHARE;
+split:S cuts the steps into S CTAs per tile instead of one per SM; reduce:S each tile into S parts summed by
+the reduce kernel), with half tiles (64 B rows) never or always where
 allowed (FASTLAUNCH_SM90_HALF=0/1) and with the planner's choice, each mode in its own process, after a
 correctness check on a few test shapes and on each timed shape; then the planner's choice with only the A
 conversion or only the GEMM launched (FASTLAUNCH_SM90_ONLY; those results are wrong). Mode `cublas` times
 torch's fp16 GEMM per group on operands of the same sizes. Shapes: the benchmark shapes, the task's test
 shapes, or the hand-over set (one group of M = 16, 64, 128 or 192 rows, N = 1024, K = 4096: with
-share:split:S, what a split tile's partial sums cost by its valid rows). Prints one table (the data behind
+share:split:S, what a split tile's partial sums cost by its valid rows), or the slow set (two single groups
+with few tiles and a long K that random draws found slower than cuBLAS). Prints one table (the data behind
 plan.h's cost model).
 
-python tools/sweep_sm90.py [--set bench|tests|hand] [mode ...]   (modes: auto, cap:W, share:whole, share:split,
-  share:split:S, half:0, half:1, only:convert, only:gemm, cublas; default: all but split:S and cublas)
+python tools/sweep_sm90.py [--set bench|tests|hand|slow] [mode ...]   (modes: auto, cap:W, share:whole, share:split,
+  share:split:S, share:reduce, share:reduce:S, half:0, half:1, only:convert, only:gemm, cublas; default: all but
+  split:S, reduce:S and cublas)
 """
 import argparse
 import json
@@ -23,9 +26,12 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 from fastlaunch import shapes as S  # noqa: E402
 
 HAND_SHAPES = [(1, [m], [1024], [4096]) for m in (16, 64, 128, 192)]
+# single groups with few tiles and a long K, slower than cuBLAS in random draws (seed 255658716)
+SLOW_SHAPES = [(1, [23], [409], [3392]), (1, [289], [1632], [1600])]
 WIDTHS = (128, 192)  # plan.h kWidths (fastlaunch._C.tile_widths); a cap must be one of them
 MODES = {"auto": "planner", **{f"cap:{w}": f"widths <= {w}" for w in WIDTHS},
          "share:whole": "whole tiles only", "share:split": "split tiles only",
+         "share:reduce": "reduced tiles where allowed",
          "half:0": "no half tiles", "half:1": "half tiles where allowed",
          "only:convert": "planner, A conversion only", "only:gemm": "planner, GEMM only"}
 
@@ -34,6 +40,8 @@ def describe(mode):
     """The table's description of `mode`."""
     if mode.startswith("share:split:"):
         return f"split tiles, {mode.rsplit(':', 1)[1]} CTAs per tile"
+    if mode.startswith("share:reduce:"):
+        return f"reduced tiles, {mode.rsplit(':', 1)[1]} parts per tile"
     if mode == "cublas":
         return "cuBLAS fp16 per group"
     return MODES.get(mode, "?")
@@ -67,7 +75,7 @@ print(json.dumps({"ok": bool(ok), "us": times}))
 
 
 def mode_env(mode):
-    """The environment of a child process run in `mode` (auto, cap:W, share:whole|split|split:S, half:0|1,
+    """The environment of a child process run in `mode` (auto, cap:W, share:whole|split|split:S|reduce|reduce:S, half:0|1,
     only:convert|gemm; others, such as cublas, leave the settings unset)."""
     env = dict(os.environ)
     for k in ("FASTLAUNCH_SM90_WCAP", "FASTLAUNCH_SM90_ONLY", "FASTLAUNCH_SM90_SHARE", "FASTLAUNCH_SM90_HALF"):
@@ -82,12 +90,13 @@ def mode_env(mode):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--set", choices=("bench", "tests", "hand"), default="bench")
+    p.add_argument("--set", choices=("bench", "tests", "hand", "slow"), default="bench")
     p.add_argument("modes", nargs="*")
     args = p.parse_args(argv)
-    shapes = {"bench": S.BENCH_SHAPES, "tests": S.TEST_SHAPES, "hand": HAND_SHAPES}[args.set]
+    shapes = {"bench": S.BENCH_SHAPES, "tests": S.TEST_SHAPES, "hand": HAND_SHAPES, "slow": SLOW_SHAPES}[args.set]
     names = {"bench": [f"bench {i + 1}" for i in range(len(shapes))], "tests": [f"test {i}" for i in range(len(shapes))],
-             "hand": [f"M={ms[0]}" for _g, ms, _n, _k in shapes]}[args.set]
+             "hand": [f"M={ms[0]}" for _g, ms, _n, _k in shapes],
+             "slow": [f"{ms[0]}x{ns[0]}x{ks[0]}" for _g, ms, ns, ks in shapes]}[args.set]
     rows = []
     for m in args.modes or list(MODES):
         out = subprocess.run([sys.executable, "-c", CHILD, m, json.dumps(shapes)], env=mode_env(m), capture_output=True,
