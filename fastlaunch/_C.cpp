@@ -666,7 +666,7 @@ PyMODINIT_FUNC PyInit__C(void) {
       fl::sm90::kStepNsPerRow, "pass_ns", fl::sm90::kPassNs, "part_write_ns", fl::sm90::kPartWriteNs,
       "part_read_ns", fl::sm90::kPartReadNs, "few_write_ns", fl::sm90::kFewWriteNs, "few_write_row_ns",
       fl::sm90::kFewWriteRowNs, "few_read_ns", fl::sm90::kFewReadNs, "few_read_row_ns", fl::sm90::kFewReadRowNs,
-      "half_add_ns", fl::sm90::kHalfAddNs, "reduce_ns", fl::sm90::kReduceNs, "reduce_part_ns", fl::sm90::kReducePartNs);
+      "half_add_ns", fl::sm90::kHalfAddNs, "reduce_ns", fl::sm90::kReduceNs, "reduce_ns_per_kb", fl::sm90::kReduceNsPerKB);
   if (!cost || PyModule_AddObject(m, "cost_model", cost) < 0) {  // steals cost on success
     Py_XDECREF(cost);
     Py_DECREF(m);

@@ -151,9 +151,11 @@ constexpr int64_t kMinPartSteps = 2;    // no part of a split tile is shorter th
 // split tile's part); then the reduce kernel (sm90_reduce.cuh) sums each tile's parts and stores C,
 // spread over many CTAs. No CTA waits for another, so a tile may be cut into many parts, where a split
 // tile's finishing CTA reads the other parts one after the other. Estimated: the busiest CTA's steps
-// and store (kFew*), then kReduceNs (the third launch, its loads, C's store) + kReducePartNs per part.
+// and store (kFew*), then kReduceNs (the third launch, C's store) + kReduceNsPerKB per KB of partial
+// sums stored (v60's sweeps: one group of 16-192 rows, N = 1024, K = 4096, cut into 4-16 parts per
+// tile, and 23 x 409 x 3392 into 8-64; a fit to the differences against split tiles).
 constexpr double kReduceNs = 2500;
-constexpr double kReducePartNs = 20;
+constexpr double kReduceNsPerKB = 0.15;
 constexpr int kMaxReduceParts = 64;
 
 // What experiments and tests force on the planner (FASTLAUNCH_SM90_WCAP, _SHARE, _HALF); all 0: its
@@ -333,12 +335,13 @@ inline void share_out(LaunchPlan& p, int ctas, bool whole, bool few = false) {
 inline void share_reduce(LaunchPlan& p, int64_t parts) {
   StepWalk w(p);
   int b = 0;
-  double busiest = 0;
+  double busiest = 0, kb = 0;
   for (int64_t t = 0; t < p.tiles; ++t) {
     while (t >= w.tile0 + w.tiles() && w.next()) {
     }
     const TileRows r = tile_rows(p, t);
     const int64_t kst = w.kst();
+    kb += (double)(parts * part_rows(r.rows, r.width) * kBlockN * 4) / 1024;
     for (int64_t i = 0; i < parts; ++i, ++b) {
       p.start_tile[b] = (int32_t)t, p.start_k[b] = (int32_t)(kst * i / parts);
       const int64_t steps = kst * (i + 1) / parts - kst * i / parts;
@@ -350,7 +353,7 @@ inline void share_reduce(LaunchPlan& p, int64_t parts) {
   p.start_tile[b] = (int32_t)p.tiles, p.start_k[b] = 0;
   p.splits = b;
   p.reduce = (int)parts;
-  p.est_ns = busiest + kReduceNs + kReducePartNs * (double)parts;
+  p.est_ns = busiest + kReduceNs + kReduceNsPerKB * kb;
 }
 
 // The plan for a launch of `groups` groups (sizes m, n, k each) on `sm_count` SMs: for every cap

@@ -365,6 +365,24 @@ def test_plan_partial_sums_cost_by_valid_rows():
     assert {w for w, *_ in plan([(m, 64, 64) for m in (100, 150, 300)], 132, 0, 128)[0]} == {128}
 
 
+def test_plan_reduced_tiles_where_a_long_k_meets_few_tiles():
+    # Reduced tiles (every tile cut into parts, one CTA each, summed by a third kernel) pay a launch and
+    # the partial sums' traffic: the planner takes them for single groups with few tiles and a long K
+    # (one of 23 x 409 x 3392: 4 tiles of 53 steps), never for the benchmark or task test shapes, never
+    # for more than 16 groups, and its estimate of them counts the bytes of the partial sums.
+    from fastlaunch.shapes import BENCH_SHAPES, TEST_SHAPES
+    plan = fastlaunch._C.plan
+    for sizes in ([(23, 409, 3392)], [(16, 1024, 4096)]):
+        _, starts, est, rows, red = plan(sizes, 132)
+        assert red >= 2 and rows == 128 and est <= plan(sizes, 132, 2)[2]
+    for g, ms, ns, ks in BENCH_SHAPES + TEST_SHAPES:
+        assert plan(list(zip(ms, ns, ks)), 132)[4] == 0
+    assert plan([(16, 128, 4096)] * 17, 132, 3)[4] == 0 and plan([(16, 128, 4096)] * 16, 132, 3)[4] > 0
+    wide, narrow = (plan([(m, 1024, 4096)], 132, 3, 0, 8)[2] for m in (192, 64))
+    per_kb = COST["reduce_ns_per_kb"]  # 8 tiles x 8 parts x 128 B rows x 4 bytes per A row: 4 KB per row
+    assert wide - narrow >= per_kb * 8 * 8 * (192 - 64) * 512 / 1024 / 1000 - 0.001
+
+
 @pytest.mark.parametrize("sm_count", [3, 7, 20])
 def test_plan_whole_tiles_smallest_busiest_share(sm_count):
     # Whole tiles: the planner's cut of the tile sequence into at most sm_count consecutive shares has the
