@@ -53,6 +53,7 @@ RANDOM_SHAPES = [
     (1, [1], [1], [64]),
     (1, [1000], [999], [320]),
     (1, [17], [4097], [64]),
+    (1, [16], [1024], [4096]),  # reduced tiles (8 tiles of 64 steps, 16 parts each)
     (2, [1, 255], [129, 7], [128, 192]),
     (3, [257, 513, 31], [131, 77, 1001], [64, 448, 1024]),
     (64, [random.Random(1).randrange(1, 300) for _ in range(64)],
@@ -185,9 +186,15 @@ def test_non_default_stream():
     run_and_check(R.generate_input(ms, ns, ks, g, fresh_seed(), device="cuda"), stream=s)
 
 
-def test_two_streams_at_once():
+# Plans of each kind: split tiles (benchmark 3), half tiles (test 3), reduced tiles over a third kernel
+# (one group of 23 x 409 x 3392: 4 tiles cut into 27 parts each; N % 8 != 0).
+PLAN_KINDS = [BENCH_SHAPES[2], TEST_SHAPES[3], (1, [23], [409], [3392])]
+
+
+@pytest.mark.parametrize("shape", PLAN_KINDS, ids=describe)
+def test_two_streams_at_once(shape):
     s1, s2 = torch.cuda.Stream(), torch.cuda.Stream()
-    g, ms, ns, ks = BENCH_SHAPES[2]
+    g, ms, ns, ks = shape
     d1 = R.generate_input(ms, ns, ks, g, fresh_seed(), device="cuda")
     d2 = R.generate_input(ms, ns, ks, g, fresh_seed(), device="cuda")
     r1, r2 = R.ref_kernel(R.clone_outputs(d1)), R.ref_kernel(R.clone_outputs(d2))
@@ -203,8 +210,9 @@ def test_two_streams_at_once():
     assert R.check(o1, r1)[0] and R.check(o2, r2)[0]
 
 
-def test_cuda_graph_capture_and_replay():
-    g, ms, ns, ks = TEST_SHAPES[3]
+@pytest.mark.parametrize("shape", PLAN_KINDS, ids=describe)
+def test_cuda_graph_capture_and_replay(shape):
+    g, ms, ns, ks = shape
     data = R.generate_input(ms, ns, ks, g, fresh_seed(), device="cuda")
     ref = R.ref_kernel(R.clone_outputs(data))
     fastlaunch.fast_launch(data)  # shapes seen once outside capture
