@@ -120,8 +120,8 @@ def test_every_width_cap_and_share(cap, share, half):
     # The planner picks the widest tile, whether to split tiles between CTAs and whether to take half
     # tiles (64 B rows) per launch from the costs; force each (a new process: they are read at set-up;
     # split:S cuts S CTAs per tile; half 1: half tiles for every launch of up to 16 groups; reduce:S
-    # reduced tiles, S parts each summed by the reduce kernel, where the launch may take them). With cap 192 the groups of 257, 180 and 100 rows
-    # get tiles of 192 (2), 192 (1) and 128 rows.
+    # reduced tiles, S parts each summed by the reduce kernel, where the launch may take them). With cap
+    # 192 the groups of 257, 180 and 100 rows get tiles of 192 (2), 192 (1) and 128 rows.
     env = dict(os.environ)
     if cap:
         env["FASTLAUNCH_SM90_WCAP"] = cap
@@ -281,8 +281,8 @@ def test_tensors_on_two_devices_are_refused():
             fastlaunch.fast_launch((abc, data[1], data[2], data[3]))
 
 
-@pytest.mark.parametrize("setting", ["WCAP=100", "SHARE=halves", "SHARE=split:0", "SHARE=split:2x", "SHARE=reduce:65", "HALF=yes",
-                                     "ONLY=both"])
+@pytest.mark.parametrize("setting", ["WCAP=100", "SHARE=halves", "SHARE=split:0", "SHARE=split:2x", "SHARE=reduce:65",
+                                     "HALF=yes", "ONLY=both"])
 def test_bad_experiment_setting_is_reported(setting):
     # The experiment settings are read when the device is first used; a bad one is a ValueError naming it.
     name, _, value = setting.partition("=")

@@ -75,8 +75,8 @@ print(json.dumps({"ok": bool(ok), "us": times}))
 
 
 def mode_env(mode):
-    """The environment of a child process run in `mode` (auto, cap:W, share:whole|split|split:S|reduce|reduce:S, half:0|1,
-    only:convert|gemm; others, such as cublas, leave the settings unset)."""
+    """The environment of a child process run in `mode` (auto, cap:W, share:whole|split|split:S|reduce|reduce:S,
+    half:0|1, only:convert|gemm; others, such as cublas, leave the settings unset)."""
     env = dict(os.environ)
     for k in ("FASTLAUNCH_SM90_WCAP", "FASTLAUNCH_SM90_ONLY", "FASTLAUNCH_SM90_SHARE", "FASTLAUNCH_SM90_HALF"):
         env.pop(k, None)
@@ -93,7 +93,8 @@ def main(argv=None):
     p.add_argument("--set", choices=("bench", "tests", "hand", "slow"), default="bench")
     p.add_argument("modes", nargs="*")
     args = p.parse_args(argv)
-    shapes = {"bench": S.BENCH_SHAPES, "tests": S.TEST_SHAPES, "hand": HAND_SHAPES, "slow": SLOW_SHAPES}[args.set]
+    shapes = {"bench": S.BENCH_SHAPES, "tests": S.TEST_SHAPES, "hand": HAND_SHAPES,
+              "slow": SLOW_SHAPES}[args.set]
     names = {"bench": [f"bench {i + 1}" for i in range(len(shapes))], "tests": [f"test {i}" for i in range(len(shapes))],
              "hand": [f"M={ms[0]}" for _g, ms, _n, _k in shapes],
              "slow": [f"{ms[0]}x{ns[0]}x{ks[0]}" for _g, ms, ns, ks in shapes]}[args.set]
