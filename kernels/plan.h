@@ -379,7 +379,7 @@ inline void plan_launch(const int64_t* m, const int64_t* n, const int64_t* k, in
             last_kind = may_half && force.share != 3 ? 1 : 0;  // 1: half tiles
   // reduced tiles: launches of up to kGroupsSmall groups (a GEMM kernel of their own)
   const bool may_reduce = groups <= kGroupsSmall && force.half != 1;
-  bool reduced = false;  // force.share 3: a reduced plan taken
+  bool reduced = false;  // force.share 3: a reduced plan taken (no other kind replaces it)
   for (int kind = first_kind; kind <= last_kind; ++kind) {
     const bool half = kind == 1;
     for (int i = kNumWidths - 1; i >= 0; --i) {
@@ -407,13 +407,13 @@ inline void plan_launch(const int64_t* m, const int64_t* n, const int64_t* k, in
         int64_t units = whole ? cand.tiles : cand.steps;
         if (!whole && force.parts > 0 && force.parts * cand.tiles < units) units = force.parts * cand.tiles;
         share_out(cand, (int)(units < most ? units : most), whole, units < most);
-        if (!have || cand.est_ns < best * 0.999) out = cand, best = cand.est_ns, have = true;
+        if (!have || (!reduced && cand.est_ns < best * 0.999)) out = cand, best = cand.est_ns, have = true;
         // Split tiles also over fewer CTAs than SMs, `parts` per tile: a launch of few tiles with a long
         // K, where a tile's finishing CTA would otherwise read many partial sums one after the other.
         for (int64_t parts = 2; !whole && !force.parts && parts * cand.tiles < most && parts * cand.tiles < cand.steps;
              ++parts) {
           share_out(cand, (int)(parts * cand.tiles), false, true);  // few: parts x tiles < SMs
-          if (cand.est_ns < best * 0.999) out = cand, best = cand.est_ns;
+          if (!reduced && cand.est_ns < best * 0.999) out = cand, best = cand.est_ns;
         }
       }
       // Reduced tiles: 2 or more parts per tile, each at least one K step, at most one CTA per SM.
