@@ -3,10 +3,12 @@
 #   tools/gpu_check.sh [diag] [tests] [main] [bench] [extra] [fixed] [launch] [eval] [sweep]
 # (extra: bench_kernels on the task's test shapes and 8 random shapes, against cuBLAS; fixed: where a
 # small call's time goes, tools/fixed_cost.py and tools/launch_latency.cu)
-# Logs and JSON go to $OUT (default ./out). Uses the machine's own python3 and torch.
+# JSON and PNG results go to $OUT (default ./out), logs (build, SASS, each step's output) to $LOGS
+# (default: $OUT too). Uses the machine's own python3 and torch.
 set -u
 OUT=${OUT:-out}
-mkdir -p "$OUT"
+LOGS=${LOGS:-$OUT}
+mkdir -p "$OUT" "$LOGS"
 export PYTHONUNBUFFERED=1 PYTHONWARNINGS=ignore PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 PY=${PYTHON:-python3}
 steps=${*:-diag tests main bench launch}
@@ -14,32 +16,32 @@ steps=${*:-diag tests main bench launch}
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv,noheader || true
 $PY -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"
 t0=$(date +%s)
-if ! FASTLAUNCH_PTXAS_VERBOSE=1 $PY setup.py build_ext --inplace > "$OUT/build.log" 2>&1; then
-  grep -n "error" "$OUT/build.log" | head -30; tail -20 "$OUT/build.log"; exit 1
+if ! FASTLAUNCH_PTXAS_VERBOSE=1 $PY setup.py build_ext --inplace > "$LOGS/build.log" 2>&1; then
+  grep -n "error" "$LOGS/build.log" | head -30; tail -20 "$LOGS/build.log"; exit 1
 fi
 echo "build: $(( $(date +%s) - t0 )) s"
-echo "ptxas wgmma serialisation notes (C751x): $(grep -c "C751" "$OUT/build.log")"
-grep -E "Compiling entry|registers|spill" "$OUT/build.log" | sed 's/ptxas info *: //' | sort -u | head -20
+echo "ptxas wgmma serialisation notes (C751x): $(grep -c "C751" "$LOGS/build.log")"
+grep -E "Compiling entry|registers|spill" "$LOGS/build.log" | sed 's/ptxas info *: //' | sort -u | head -20
 so=$(ls fastlaunch/_C*.so | head -1)
 if command -v cuobjdump >/dev/null; then
-  cuobjdump --dump-sass "$so" > "$OUT/sass.txt" 2>&1
-  echo "SASS: HGMMA $(grep -c HGMMA "$OUT/sass.txt"), LDL/STL $(grep -cE '\b(LDL|STL)\b' "$OUT/sass.txt"), UTMALDG $(grep -c UTMALDG "$OUT/sass.txt")"
+  cuobjdump --dump-sass "$so" > "$LOGS/sass.txt" 2>&1
+  echo "SASS: HGMMA $(grep -c HGMMA "$LOGS/sass.txt"), LDL/STL $(grep -cE '\b(LDL|STL)\b' "$LOGS/sass.txt"), UTMALDG $(grep -c UTMALDG "$LOGS/sass.txt")"
 fi
 rc=0
 for s in $steps; do
   echo "=== $s"
   case $s in
-    diag) timeout 300 $PY tools/diag_sm90.py 2>&1 | tee "$OUT/diag.log" || rc=1 ;;
-    tests) timeout 900 $PY -m pytest -q -x tests -p no:cacheprovider 2>&1 | tail -25 | tee "$OUT/tests.log" || rc=1 ;;
-    main) timeout 600 $PY -m fastlaunch --json "$OUT/main.json" 2>&1 | tee "$OUT/main.log" || rc=1 ;;
-    bench) [ -f tools/bench_kernels.py ] && { timeout 900 $PY tools/bench_kernels.py --json "$OUT/bench_kernels.json" --png "$OUT/bench_kernels.png" 2>&1 | tee "$OUT/bench.log" || rc=1; } ;;
-    extra) timeout 900 $PY tools/bench_kernels.py --only --tests --random 8 --json "$OUT/bench_extra.json" 2>&1 | tee "$OUT/extra.log" || rc=1 ;;
+    diag) timeout 300 $PY tools/diag_sm90.py 2>&1 | tee "$LOGS/diag.log" || rc=1 ;;
+    tests) timeout 900 $PY -m pytest -q -x tests -p no:cacheprovider 2>&1 | tail -25 | tee "$LOGS/tests.log" || rc=1 ;;
+    main) timeout 600 $PY -m fastlaunch --json "$OUT/main.json" 2>&1 | tee "$LOGS/main.log" || rc=1 ;;
+    bench) [ -f tools/bench_kernels.py ] && { timeout 900 $PY tools/bench_kernels.py --json "$OUT/bench_kernels.json" --png "$OUT/bench_kernels.png" 2>&1 | tee "$LOGS/bench.log" || rc=1; } ;;
+    extra) timeout 900 $PY tools/bench_kernels.py --only --tests --random 8 --json "$OUT/bench_extra.json" 2>&1 | tee "$LOGS/extra.log" || rc=1 ;;
     fixed) { timeout 300 $PY tools/fixed_cost.py --json "$OUT/fixed_cost.json" &&
              nvcc -O2 -std=c++17 -arch=sm_90a -I kernels -o /tmp/fl_launch_latency tools/launch_latency.cu &&
-             timeout 120 /tmp/fl_launch_latency; } 2>&1 | tee "$OUT/fixed.log" || rc=1 ;;
-    eval) timeout 900 $PY tools/eval.py --json "$OUT/eval.json" 2>&1 | tee "$OUT/eval.log" || rc=1 ;;
-    sweep) timeout 900 $PY tools/sweep_sm90.py 2>&1 | tee "$OUT/sweep.log" || rc=1 ;;
-    launch) [ -f tools/bench_launch.py ] && { timeout 600 $PY tools/bench_launch.py --json "$OUT/bench_launch.json" --png "$OUT/bench_launch.png" 2>&1 | tee "$OUT/launch.log" || rc=1; } ;;
+             timeout 120 /tmp/fl_launch_latency; } 2>&1 | tee "$LOGS/fixed.log" || rc=1 ;;
+    eval) timeout 900 $PY tools/eval.py --json "$OUT/eval.json" 2>&1 | tee "$LOGS/eval.log" || rc=1 ;;
+    sweep) timeout 900 $PY tools/sweep_sm90.py 2>&1 | tee "$LOGS/sweep.log" || rc=1 ;;
+    launch) [ -f tools/bench_launch.py ] && { timeout 600 $PY tools/bench_launch.py --json "$OUT/bench_launch.json" --png "$OUT/bench_launch.png" 2>&1 | tee "$LOGS/launch.log" || rc=1; } ;;
   esac
 done
 exit $rc
