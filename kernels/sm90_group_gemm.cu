@@ -131,7 +131,7 @@ void launch_extent(const int64_t* buf, int G, int g0, int gc, int64_t* rows, int
 }
 
 // Workspace bytes of one launch: its fp16 A, then one B tensor map per group, the flags, and, if the
-// plan splits tiles (or reduces them), each CTA's partial sums.
+// plan splits tiles, each CTA's partial sums (reduced tiles: every CTA's, counted as splits).
 int max_ctas(int sm_count) { return sm_count < sm90::kMaxCtas ? sm_count : sm90::kMaxCtas; }
 int64_t maps_bytes(int groups) { return round_up((int64_t)groups * sm90::kMapBytes, sm90::kWorkspaceAlign); }
 int64_t flags_bytes(int sm_count) {
@@ -139,7 +139,7 @@ int64_t flags_bytes(int sm_count) {
 }
 int64_t chunk_bytes(int64_t rows, int64_t kmax, int groups, int sm_count, const sm90::LaunchPlan& plan) {
   return sm90::a16_launch_bytes(rows, kmax) + maps_bytes(groups) + flags_bytes(sm_count) +
-         (plan.splits || plan.reduce ? (int64_t)plan.ctas * sm90::kPartialBytes : 0);
+         (plan.splits ? (int64_t)plan.ctas * sm90::kPartialBytes : 0);
 }
 
 // One launch of up to MAXG groups g0 .. g0+gc-1: the A conversion (and the B maps, for MAXG >

@@ -251,14 +251,11 @@ __device__ __forceinline__ void consumer_unit(const Params<MAXG>& p, const Smem&
   raise_flag(pending, lane);
   const int cwarp = 4 * cw + wq;
   const int rows = min(W, gr.m - w.tile.m0);  // the tile's valid A rows
-  if constexpr (RED) {  // reduced tiles: every part's sums go to the reduce kernel (one unit per CTA)
+  // A unit that does not finish its tile hands its sums on; RED (reduced tiles): every unit, to the
+  // reduce kernel, with no flag (that kernel runs after this grid).
+  if (RED || !w.ends_tile()) {
     write_partial<W>(acc, p.partials + (size_t)blockIdx.x * (kPartialBytes / 4), rows, cwarp, lane);
-    trace(tr, kTrFirstEpilogue);
-    return;
-  }
-  if (!w.ends_tile()) {
-    write_partial<W>(acc, p.partials + (size_t)blockIdx.x * (kPartialBytes / 4), rows, cwarp, lane);
-    pending = p.flags + blockIdx.x * kConsumerWarps + cwarp;
+    if (!RED) pending = p.flags + blockIdx.x * kConsumerWarps + cwarp;
     trace(tr, kTrFirstEpilogue);
     return;
   }

@@ -37,7 +37,7 @@ __global__ void __launch_bounds__(kReduceThreads) reduce_partials(const __grid_c
   if (8 * j >= rows) return;                       // also j >= width / 8 (rows <= width)
   const int tiles = p.groups[p.num_groups - 1].tile_end;
   const int parts = p.num_ctas / tiles;  // share_reduce: the same number for every tile
-  const size_t at = (size_t)((cwarp * (gr.width / 8) + j) * 32 + lane) * 4;  // write_partial's float4 j
+  const int at = partial_index(gr.width, cwarp, lane, j);  // write_partial's float4 j
   // the GEMM's partial sums: complete and visible once it has completed
   ptx::griddep_wait();
   float4 s = make_float4(0.f, 0.f, 0.f, 0.f);

@@ -76,9 +76,15 @@ constexpr uint32_t kPartialBytes = kConsumerWarps * 32 * (kMaxWidth / 2) * 4;
 template <int W>
 constexpr int kPiece = W / 16;
 
+// The float index of float4 j of consumer warp cwarp's lane `lane` in a CTA's slot, for tiles `w` A rows
+// wide (also read by the reduce kernel of reduced tiles, sm90_reduce.cuh, with the group's width).
+__device__ __forceinline__ int partial_index(int w, int cwarp, int lane, int j) {
+  return ((cwarp * (w / 8) + j) * 32 + lane) * 4;
+}
+
 template <int W>
 __device__ __forceinline__ float* partial_of(float* slot, int cwarp, int lane) {
-  return slot + (cwarp * (W / 8) * 32 + lane) * 4;
+  return slot + partial_index(W, cwarp, lane, 0);
 }
 
 // A consumer warp's sums of a tile it does not finish, for the CTA that does: float4 j holds A rows
