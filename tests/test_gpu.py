@@ -49,6 +49,15 @@ def test_task_shapes(shape):
     run_and_check(R.generate_input(ms, ns, ks, g, fresh_seed(), device="cuda"))
 
 
+def _varied_groups(g, seed, max_m, max_n, max_steps):
+    """g groups of different M, N and K (one generator for the whole list, fixed by the seed)."""
+    rng = random.Random(seed)
+    ms = [rng.randrange(1, max_m) for _ in range(g)]
+    ns = [rng.randrange(1, max_n) for _ in range(g)]
+    ks = [64 * rng.randrange(1, max_steps + 1) for _ in range(g)]
+    return (g, ms, ns, ks)
+
+
 RANDOM_SHAPES = [
     (1, [1], [1], [64]),
     (1, [1000], [999], [320]),
@@ -56,9 +65,7 @@ RANDOM_SHAPES = [
     (1, [16], [1024], [4096]),  # reduced tiles (8 tiles of 64 steps, 16 parts each)
     (2, [1, 255], [129, 7], [128, 192]),
     (3, [257, 513, 31], [131, 77, 1001], [64, 448, 1024]),
-    (64, [random.Random(1).randrange(1, 300) for _ in range(64)],
-     [random.Random(2).randrange(1, 600) for _ in range(64)],
-     [64 * random.Random(3).randrange(1, 9) for _ in range(64)]),
+    _varied_groups(64, seed=1, max_m=300, max_n=600, max_steps=8),
 ]
 
 
