@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "group_cuts.h"
 #include "launcher_impl.h"
 #include "recent.h"
 #include "sm90_convert_a.cuh"
@@ -300,8 +301,11 @@ int sm90_init(DeviceState& dev, Error& err) {
   return FL_OK;
 }
 
-int sm90_launch(const DeviceState& dev, const int64_t* buf, int G, cudaStream_t stream, const fl_allocator* alloc,
-                Error& err) {
+namespace {
+
+// The launches of buf's G groups; src (or null): the caller's group of each, for error messages.
+int launch_groups(const DeviceState& dev, const int64_t* buf, int G, const int* src, cudaStream_t stream,
+                  const fl_allocator* alloc, Error& err) {
   // Check every limit before the first launch, so a bad group launches nothing.
   int64_t tiles = 0, units = 0, rows = 0, kmax = 0, workspace = 0;
   // The plan of a call of one launch, found once: with more launches a later lookup may replace an
@@ -309,20 +313,21 @@ int sm90_launch(const DeviceState& dev, const int64_t* buf, int G, cudaStream_t 
   const sm90::LaunchPlan* single = nullptr;
   for (int g = 0; g < G; ++g) {
     const int64_t m = buf[5 * G + g], n = buf[6 * G + g], k = buf[7 * G + g];
-    if (int rc = check_group_sizes(m, n, k, g, err)) return rc;
+    const int caller_g = src ? src[g] : g;  // for messages: the caller's group
+    if (int rc = check_group_sizes(m, n, k, caller_g, err)) return rc;
     if (g % sm90::kGroupsPerLaunch == 0) tiles = units = rows = kmax = 0;
     tiles += sm90::max_tiles(m, n);  // the most tiles any plan makes
     if (tiles > kMaxTilesPerLaunch)
-      return err.set(FL_ERR_VALUE, "group %d: more than %lld tiles of %dx%d in one launch of up to %d groups", g,
-                     (long long)kMaxTilesPerLaunch, sm90::kWidths[0], sm90::kBlockN, sm90::kGroupsPerLaunch);
+      return err.set(FL_ERR_VALUE, "group %d: more than %lld tiles of %dx%d in one launch of up to %d groups",
+                     caller_g, (long long)kMaxTilesPerLaunch, sm90::kWidths[0], sm90::kBlockN, sm90::kGroupsPerLaunch);
     units += m * (k / sm90::kBlockK);
     if (units > kMaxUnitsPerLaunch)
-      return err.set(FL_ERR_VALUE, "group %d: more than %lld rows x K/64 of A in one launch of up to %d groups", g,
-                     (long long)kMaxUnitsPerLaunch, sm90::kGroupsPerLaunch);
+      return err.set(FL_ERR_VALUE, "group %d: more than %lld rows x K/64 of A in one launch of up to %d groups",
+                     caller_g, (long long)kMaxUnitsPerLaunch, sm90::kGroupsPerLaunch);
     rows += m;  // the workspace's row coordinate (int32 in the kernels)
     if (rows > kMaxExtent)
-      return err.set(FL_ERR_VALUE, "group %d: more than %lld rows of A in one launch of up to %d groups", g,
-                     (long long)kMaxExtent, sm90::kGroupsPerLaunch);
+      return err.set(FL_ERR_VALUE, "group %d: more than %lld rows of A in one launch of up to %d groups",
+                     caller_g, (long long)kMaxExtent, sm90::kGroupsPerLaunch);
     if (k > kmax) kmax = k;
     const bool last_of_launch = g + 1 == G || (g + 1) % sm90::kGroupsPerLaunch == 0;
     if (last_of_launch) {
@@ -334,7 +339,7 @@ int sm90_launch(const DeviceState& dev, const int64_t* buf, int G, cudaStream_t 
       workspace += chunk_bytes(rows, kmax, g + 1 - g0, dev.sm_count, plan);
       if (G <= sm90::kGroupsPerLaunch) single = &plan;
       if (workspace > kMaxWorkspaceBytes)
-        return err.set(FL_ERR_VALUE, "group %d: the fp16 copy of A would exceed %lld bytes", g,
+        return err.set(FL_ERR_VALUE, "group %d: the fp16 copy of A would exceed %lld bytes", caller_g,
                        (long long)kMaxWorkspaceBytes);
     }
   }
@@ -351,6 +356,38 @@ int sm90_launch(const DeviceState& dev, const int64_t* buf, int G, cudaStream_t 
   }
   ws.release(stream);  // stream-ordered: after the kernels just queued
   return rc;
+}
+
+}  // namespace
+
+int sm90_launch(const DeviceState& dev, const int64_t* buf, int G, cudaStream_t stream, const fl_allocator* alloc,
+                Error& err) {
+  // Launches of up to kGroupsSmall groups: groups cut at a 128-row boundary into two (group_cuts.h) where
+  // the cut launch's plan is estimated at least 1% faster. Only valid sizes of modest extent are tried
+  // (launch_groups checks and reports every limit, with the caller's group numbers).
+  if (G <= sm90::kGroupsSmall) {
+    bool plain = true;
+    int64_t tiles = 0;
+    for (int g = 0; g < G && plain; ++g) {
+      const int64_t m = buf[5 * G + g], n = buf[6 * G + g], k = buf[7 * G + g];
+      plain = m >= 1 && n >= 1 && k >= kKMultiple && k % kKMultiple == 0 && m <= kMaxExtent && n <= kMaxExtent &&
+              k <= kMaxExtent;
+      tiles += plain ? sm90::max_tiles(m, n) : 0;
+    }
+    if (plain && tiles <= (int64_t{1} << 20)) {
+      int64_t cut[8 * sm90::kGroupsSmall];
+      int src[sm90::kGroupsSmall];
+      const int Gc = sm90::cut_groups(buf, G, cut, src, sm90::kGroupsSmall);
+      if (Gc > G) {
+        // (each plan is read before the next lookup: a lookup may replace an entry of the per-thread memo)
+        const sm90::PlanForce& force = dev.sm90.force;
+        const double whole = launch_plan(buf + 5 * G, buf + 6 * G, buf + 7 * G, G, dev.sm_count, force).est_ns;
+        const double cuts = launch_plan(cut + 5 * Gc, cut + 6 * Gc, cut + 7 * Gc, Gc, dev.sm_count, force).est_ns;
+        if (cuts < whole * 0.99) return launch_groups(dev, cut, Gc, src, stream, alloc, err);
+      }
+    }
+  }
+  return launch_groups(dev, buf, G, nullptr, stream, alloc, err);
 }
 
 }  // namespace fl

@@ -1,0 +1,75 @@
+// Groups cut in two at a 128-row boundary (sm_90a launches of up to kGroupsSmall groups), so that one
+// group's rows take tiles of two widths: a group of 300 rows is tiled 2 x 192 (84 rows of padding
+// computed), or as a group of its first 128 rows (one 128-row tile per B block) and one of the other
+// 172 (one 192-row tile): 320 rows. The two groups are views of the same operands (A, C and A's scales
+// offset by the head's rows; B and its scales shared), so the kernels need nothing new: the launcher
+// rewrites its buffer ([a b c sfa sfb m n k] x G, launcher.h) into one with more groups and plans that
+// instead, where the plan's estimate is lower. Plain C++ (tests/cpp/cuts_probe.cpp).
+#pragma once
+#include <cstdint>
+
+#include "plan.h"
+
+namespace fl::sm90 {
+
+// A cut lies on a 128-row block of A's scale layout (storage (1, ceil(M/128), K/64, 32, 4, 4)), so the
+// tail's scales are the group's from block head / 128 on.
+constexpr int64_t kCutBlock = 128;
+
+// The estimated cost of a group's tiles per 128 B rows (plan.h group_tiles), the cheaper of the two caps.
+inline double column_ns(int64_t m, int64_t n, int64_t k) {
+  double best = 0;
+  for (int i = 0; i < kNumWidths; ++i) {
+    const GroupTiles t = group_tiles(m, n, k, kWidths[i]);
+    const double ns = (double)t.chunks * t.tile_ns;
+    if (i == 0 || ns < best) best = ns;
+  }
+  return best;
+}
+
+// The head rows (a positive multiple of kCutBlock below m) to cut group (m, n, k) at, or 0 for none: the
+// cut whose two groups' tiles are estimated cheapest, if at least 3% cheaper than the group's own.
+inline int64_t cut_head(int64_t m, int64_t n, int64_t k) {
+  if (m <= kWidths[0] || m > 8 * kMaxWidth) return 0;  // one tile already, or padding a small share
+  const double whole = column_ns(m, n, k);
+  double best = whole * 0.97;
+  int64_t head = 0;
+  for (int64_t h = kCutBlock; h < m; h += kCutBlock) {
+    const double ns = column_ns(h, n, k) + column_ns(m - h, n, k);
+    if (ns < best) best = ns, head = h;
+  }
+  return head;
+}
+
+// Rewrites `buf` (G groups, launcher.h's layout) into `out` (room for `max_out` groups, same layout)
+// with every group that cut_head cuts replaced by its head and its tail, in that order; src[v] is the
+// group that out's group v comes from. Returns the number of groups in `out`, or G and a plain copy if
+// they would be more than max_out. Sizes must be valid (check_group_sizes).
+inline int cut_groups(const int64_t* buf, int G, int64_t* out, int* src, int max_out) {
+  int64_t head[kGroupsSmall] = {};
+  int count = G;
+  for (int g = 0; g < G && g < kGroupsSmall; ++g)
+    if ((head[g] = cut_head(buf[5 * G + g], buf[6 * G + g], buf[7 * G + g])) > 0) ++count;
+  if (G > kGroupsSmall || count > max_out) count = G;
+  int v = 0;
+  for (int g = 0; g < G; ++g) {
+    const int64_t h = count > G ? head[g] : 0;
+    const int parts = h > 0 ? 2 : 1;
+    for (int p = 0; p < parts; ++p, ++v) {
+      const int64_t m = buf[5 * G + g], n = buf[6 * G + g], k = buf[7 * G + g];
+      const int64_t r0 = p == 0 ? 0 : h;  // the part's first row
+      src[v] = g;
+      out[0 * count + v] = buf[0 * G + g] + r0 * (k / 2);                   // a: K / 2 bytes per row
+      out[1 * count + v] = buf[1 * G + g];                                  // b
+      out[2 * count + v] = buf[2 * G + g] + r0 * n * 2;                     // c: N fp16 per row
+      out[3 * count + v] = buf[3 * G + g] + r0 / kCutBlock * (k / 64) * 512;  // sfa: 512 bytes per block
+      out[4 * count + v] = buf[4 * G + g];                                  // sfb
+      out[5 * count + v] = p == 0 && h > 0 ? h : m - r0;                    // m
+      out[6 * count + v] = n;
+      out[7 * count + v] = k;
+    }
+  }
+  return count;
+}
+
+}  // namespace fl::sm90
