@@ -35,6 +35,7 @@ constexpr int kThreads = 384;          // producer warpgroup + 2 consumer warpgr
 constexpr int kConvertThreads = 256;   // threads per CTA of the A conversion kernel
 constexpr int kGroupsSmall = 16;       // kernel variant with a small parameter block
 constexpr int kGroupsMid = 64;         // ... and one with a middle one (a launch's cost grows with it)
+constexpr int kGroupsLarge = 128;      // ... and a larger one
 constexpr int kGroupsPerLaunch = 256;  // larger G is split into several launches
 constexpr bool widths_ok() {
   for (int i = 0; i < kNumWidths; ++i)

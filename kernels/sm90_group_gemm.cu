@@ -150,7 +150,10 @@ template <int MAXG>
 int launch_chunk(const DeviceState& dev, const int64_t* buf, int G, int g0, int gc, uint8_t*& a16,
                  const sm90::LaunchPlan* known, cudaStream_t stream, Error& err) {
   const Sm90State& st = dev.sm90;
-  constexpr int which = MAXG == sm90::kGroupsSmall ? 0 : MAXG == sm90::kGroupsMid ? 1 : 2;  // Sm90State::fn
+  constexpr int which = MAXG == sm90::kGroupsSmall ? 0
+                        : MAXG == sm90::kGroupsMid  ? 1
+                        : MAXG == sm90::kGroupsLarge ? 2
+                                                     : 3;  // Sm90State::fn
   Params<MAXG> p;
   const sm90::LaunchPlan& plan =
       known ? *known
@@ -246,11 +249,13 @@ int sm90_init(DeviceState& dev, Error& err) {
   init_launch_config(&st.reduce_config, st.attr, sm90::kReduceThreads);
   if (int rc = prepare<sm90::kGroupsSmall>(&st.fn[0][0], err)) return rc;
   if (int rc = prepare<sm90::kGroupsMid>(&st.fn[0][1], err)) return rc;
-  if (int rc = prepare<sm90::kGroupsPerLaunch>(&st.fn[0][2], err)) return rc;
+  if (int rc = prepare<sm90::kGroupsLarge>(&st.fn[0][2], err)) return rc;
+  if (int rc = prepare<sm90::kGroupsPerLaunch>(&st.fn[0][3], err)) return rc;
   if (int rc = prepare<sm90::kGroupsSmall, true>(&st.half_fn[0], err)) return rc;
   if (int rc = prepare<sm90::kGroupsSmall, false, true>(&st.fn[1][0], err)) return rc;
   if (int rc = prepare<sm90::kGroupsMid, false, true>(&st.fn[1][1], err)) return rc;
-  if (int rc = prepare<sm90::kGroupsPerLaunch, false, true>(&st.fn[1][2], err)) return rc;
+  if (int rc = prepare<sm90::kGroupsLarge, false, true>(&st.fn[1][2], err)) return rc;
+  if (int rc = prepare<sm90::kGroupsPerLaunch, false, true>(&st.fn[1][3], err)) return rc;
   if (int rc = prepare<sm90::kGroupsSmall, true, true>(&st.half_fn[1], err)) return rc;
   if (int rc = prepare<sm90::kGroupsSmall, false, false, true>(&st.red_fn, err)) return rc;
   if (int rc = kernel_handle(reinterpret_cast<const void*>(&sm90::reduce_partials<sm90::kGroupsSmall>), 0,
@@ -258,7 +263,8 @@ int sm90_init(DeviceState& dev, Error& err) {
     return rc;
   if (int rc = prepare_convert<sm90::kGroupsSmall>(&st.convert_fn[0], err)) return rc;
   if (int rc = prepare_convert<sm90::kGroupsMid>(&st.convert_fn[1], err)) return rc;
-  if (int rc = prepare_convert<sm90::kGroupsPerLaunch>(&st.convert_fn[2], err)) return rc;
+  if (int rc = prepare_convert<sm90::kGroupsLarge>(&st.convert_fn[2], err)) return rc;
+  if (int rc = prepare_convert<sm90::kGroupsPerLaunch>(&st.convert_fn[3], err)) return rc;
   if (int rc = encode_byte_map_template(dev.drv, &st.tmpl_b, sm90::kBlockK / 2, sm90::kBlockN,
                                         CU_TENSOR_MAP_SWIZZLE_NONE, err))
     return rc;
@@ -352,6 +358,8 @@ int launch_groups(const DeviceState& dev, const int64_t* buf, int G, const int* 
     // The smallest parameter block that holds the launch's groups.
     if (gc <= sm90::kGroupsSmall) rc = launch_chunk<sm90::kGroupsSmall>(dev, buf, G, g0, gc, a16, single, stream, err);
     else if (gc <= sm90::kGroupsMid) rc = launch_chunk<sm90::kGroupsMid>(dev, buf, G, g0, gc, a16, single, stream, err);
+    else if (gc <= sm90::kGroupsLarge)
+      rc = launch_chunk<sm90::kGroupsLarge>(dev, buf, G, g0, gc, a16, single, stream, err);
     else rc = launch_chunk<sm90::kGroupsPerLaunch>(dev, buf, G, g0, gc, a16, single, stream, err);
   }
   ws.release(stream);  // stream-ordered: after the kernels just queued

@@ -65,6 +65,7 @@ RANDOM_SHAPES = [
     (1, [16], [1024], [4096]),  # reduced tiles (8 tiles of 64 steps, 16 parts each)
     (2, [1, 255], [129, 7], [128, 192]),
     (3, [257, 513, 31], [131, 77, 1001], [64, 448, 1024]),
+    _varied_groups(100, seed=4, max_m=200, max_n=400, max_steps=4),  # the 128-group parameter block
     _varied_groups(64, seed=1, max_m=300, max_n=600, max_steps=8),
 ]
 

@@ -1,5 +1,5 @@
 """The built extension's sm_90a GEMM kernels, from their SASS (cuobjdump; no GPU needed): every variant is
-there (16, 64 and 256 groups; half tiles for up to 16; each also for C rows at any alignment; reduced tiles
+there (16, 64, 128 and 256 groups; half tiles for up to 16; each also for C rows at any alignment; reduced tiles
 for up to 16 groups), each with a wgmma main loop per compiled tile
 width, TMA loads and no local memory (a register spill in a main loop costs several percent: notes v50c)."""
 import re
@@ -9,7 +9,7 @@ import fastlaunch._C as _C
 GEMM = "nvfp4_group_gemm"
 # template arguments <MAXG, HALF, ANY, RED> as mangled
 VARIANTS = {f"ILi{g}ELb{h}ELb{a}ELb0E": f"{g} groups{', half tiles' if h else ''}{', C at any alignment' if a else ''}"
-            for g, h in ((16, 0), (64, 0), (256, 0), (16, 1)) for a in (0, 1)}
+            for g, h in ((16, 0), (64, 0), (128, 0), (256, 0), (16, 1)) for a in (0, 1)}
 VARIANTS["ILi16ELb0ELb0ELb1E"] = "16 groups, reduced tiles"
 
 
