@@ -228,11 +228,11 @@ int launch_chunk(const DeviceState& dev, const int64_t* buf, int G, int g0, int 
   }
   if (st.only != 1) FL_DRV_TRY(err, dev.drv, dev.drv.launch_kernel_ex(&cfg, fn, args, nullptr));
   if constexpr (MAXG == sm90::kGroupsSmall) {
-    if (plan.reduce && st.only != 1) {  // the parts' sums into C: grid (tiles, float4 per thread, consumer warps)
+    if (plan.reduce && st.only != 1) {  // the parts' sums into C: grid (tiles, consumer warps, float4 chunks)
       cfg = st.reduce_config;
       cfg.gridDimX = (unsigned)plan.tiles;
-      cfg.gridDimY = sm90::kMaxWidth / 8;
-      cfg.gridDimZ = sm90::kConsumerWarps;
+      cfg.gridDimY = sm90::kConsumerWarps;
+      cfg.gridDimZ = sm90::kJChunks;
       cfg.hStream = reinterpret_cast<CUstream>(stream);
       FL_DRV_TRY(err, dev.drv, dev.drv.launch_kernel_ex(&cfg, st.reduce_fn, args, nullptr));
     }
