@@ -159,6 +159,22 @@ constexpr double kReduceNs = 2500;
 constexpr double kReduceNsPerKB = 0.15;
 constexpr int kMaxReduceParts = 64;
 
+// The reduce kernel's grid (tiles, consumer warps, chunks): each CTA of kReduceWarps warps sums the
+// parts of ceil(jv / chunks) float4s of one consumer warp's sums (jv: the launch's most float4s of
+// valid A rows in a tile, 8 rows each), every float4's parts shared out among kReduceWarps / that many
+// warps. The fewest float4s per CTA (the fewest loads per warp) whose grid fits in one round of
+// kReduceCtasPerSm CTAs per SM; at most kReduceWarps float4s per CTA.
+constexpr int kReduceWarps = 8;
+constexpr int kReduceCtasPerSm = 8;  // 256 threads each: a full SM
+constexpr int kTileConsumerWarps = (kThreads - 128) / 32;
+inline int reduce_chunks(int64_t tiles, int jv, int sm_count) {
+  for (int per = 1; per < kReduceWarps; per *= 2) {
+    const int chunks = (jv + per - 1) / per;
+    if (tiles * kTileConsumerWarps * chunks <= (int64_t)sm_count * kReduceCtasPerSm) return chunks;
+  }
+  return (jv + kReduceWarps - 1) / kReduceWarps;
+}
+
 // What experiments and tests force on the planner (FASTLAUNCH_SM90_WCAP, _SHARE, _HALF); all 0: its
 // own choice.
 struct PlanForce {

@@ -4,13 +4,13 @@
 // parts and stores C (fp16, any alignment: element by element, consecutive lanes on consecutive
 // columns).
 //
-// Grid (tiles, kConsumerWarps, kJChunks): CTA (t, cwarp, z) sums consumer warp cwarp's partial sums of
-// tile t for the float4s j = 8 z .. 8 z + 7 that hold valid A rows (8 j < the tile's rows; CTAs with
-// none return at once). Each such float4's parts are shared out among `ways` of the CTA's 32 warps
-// (parts i = slice, slice + ways, ...; one 512-byte load per part and warp), added through shared
-// memory, and the first warp of each float4 stores its C elements. Few CTAs with many loads in flight
-// each: a CTA per float4 and consumer warp (the first form) took ~8 us on 26 wide tiles of 5 parts
-// (~5000 CTAs of one load per warp).
+// Grid (tiles, kConsumerWarps, chunks: plan.h reduce_chunks): CTA (t, cwarp, z) sums consumer warp
+// cwarp's partial sums of tile t for `per` float4s j = per z .. per z + per - 1 (those that hold valid
+// A rows: 8 j < the tile's rows; CTAs with none return at once), each float4's parts shared out among
+// kReduceWarps / per warps (parts i = slice, slice + ways, ...; one 512-byte load per part and warp),
+// added through shared memory; the first warp of each float4 stores its C elements. The grid is sized
+// for one round of CTAs: a CTA per float4 and consumer warp (the first form) took ~8 us on 26 wide
+// tiles of 5 parts (~5000 CTAs), 32-warp CTAs per 8 float4s (the second) cost narrow tiles ~1 us.
 #pragma once
 #include <cuda_fp16.h>
 
@@ -24,10 +24,8 @@
 
 namespace fl::sm90 {
 
-constexpr int kReduceThreads = 1024;
-constexpr int kReduceWarps = kReduceThreads / 32;
-constexpr int kJPerChunk = 8;                                        // float4s per CTA
-constexpr int kJChunks = (kMaxWidth / 8 + kJPerChunk - 1) / kJPerChunk;  // CTAs per tile and consumer warp
+constexpr int kReduceThreads = 32 * kReduceWarps;
+static_assert(kTileConsumerWarps == (int)kConsumerWarps, "plan.h's count of consumer warps");
 
 template <int MAXG>
 __global__ void __launch_bounds__(kReduceThreads) reduce_partials(const __grid_constant__ Params<MAXG> p) {
@@ -36,17 +34,19 @@ __global__ void __launch_bounds__(kReduceThreads) reduce_partials(const __grid_c
   ptx::griddep_launch_dependents();
   const int t = blockIdx.x, cwarp = blockIdx.y, z = blockIdx.z;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  int jv = 1;  // the launch's most float4s of valid rows per tile, as reduce_chunks was given
+  for (int g = 0; g < p.num_groups; ++g) jv = max(jv, (min(p.groups[g].width, p.groups[g].m) + 7) / 8);
+  const int per = (jv + (int)gridDim.z - 1) / (int)gridDim.z;  // float4s per CTA (<= kReduceWarps)
+  const int ways = kReduceWarps / per;                          // warps per float4
   const Tile tile = decode_tile<kBlockN>(p, t, 0);
   const Group& gr = p.groups[tile.g];
-  const int rows = min(gr.width, gr.m - tile.m0);         // the tile's valid A rows
-  const int jc = min(kJPerChunk, (rows + 7) / 8 - kJPerChunk * z);  // valid float4s of this CTA (<= width / 8)
-  if (jc <= 0) return;
+  const int rows = min(gr.width, gr.m - tile.m0);  // the tile's valid A rows
+  if (8 * per * z >= rows) return;
   const int tiles = p.groups[p.num_groups - 1].tile_end;
   const int parts = p.num_ctas / tiles;  // share_reduce: the same number for every tile
-  const int ways = max(1, min(kReduceWarps / jc, parts));  // warps per float4 (CTA-uniform)
   const int slice = warp % ways, jl = warp / ways;
-  const bool active = jl < jc;
-  const int j = kJPerChunk * z + jl;
+  const int j = per * z + jl;
+  const bool active = jl < per && 8 * j < rows;
   const float* src = p.partials + (size_t)t * parts * (kPartialBytes / 4) +
                      (active ? partial_index(gr.width, cwarp, lane, j) : 0);
   // the GEMM's partial sums: complete and visible once it has completed
