@@ -7,10 +7,11 @@
 // Grid (tiles, kConsumerWarps, chunks: plan.h reduce_chunks): CTA (t, cwarp, z) sums consumer warp
 // cwarp's partial sums of tile t for `per` float4s j = per z .. per z + per - 1 (those that hold valid
 // A rows: 8 j < the tile's rows; CTAs with none return at once), each float4's parts shared out among
-// kReduceWarps / per warps (parts i = slice, slice + ways, ...; one 512-byte load per part and warp),
-// added through shared memory; the first warp of each float4 stores its C elements. The grid is sized
-// for one round of CTAs: a CTA per float4 and consumer warp (the first form) took ~8 us on 26 wide
-// tiles of 5 parts (~5000 CTAs), 32-warp CTAs per 8 float4s (the second) cost narrow tiles ~1 us.
+// kReduceWarps / per warps (parts i = slice, slice + ways, ...; 512 bytes per part and warp, four
+// loads in flight), added through shared memory; the first warp of each float4 stores its C elements.
+// The grid is sized for one round of CTAs: a CTA per float4 and consumer warp (the first form) took
+// ~8 us on 26 wide tiles of 5 parts (~5000 CTAs). The launch bounds leave room for the four loads: at
+// the default (full occupancy, 32 registers) ptxas added each load's sums before issuing the next.
 #pragma once
 #include <cuda_fp16.h>
 
@@ -28,7 +29,7 @@ constexpr int kReduceThreads = 32 * kReduceWarps;
 static_assert(kTileConsumerWarps == (int)kConsumerWarps, "plan.h's count of consumer warps");
 
 template <int MAXG>
-__global__ void __launch_bounds__(kReduceThreads) reduce_partials(const __grid_constant__ Params<MAXG> p) {
+__global__ void __launch_bounds__(kReduceThreads, kReduceCtasPerSm) reduce_partials(const __grid_constant__ Params<MAXG> p) {
   __shared__ float4 sums[kReduceWarps][32];
   // The next grid in the stream (the next call's conversion) may start; it waits for this one.
   ptx::griddep_launch_dependents();
@@ -53,10 +54,17 @@ __global__ void __launch_bounds__(kReduceThreads) reduce_partials(const __grid_c
   ptx::griddep_wait();
   float4 s = make_float4(0.f, 0.f, 0.f, 0.f);
   if (active) {
-#pragma unroll 4
-    for (int i = slice; i < parts; i += ways) {
-      const float4 v = ptx::ld_cg_v4(src + (size_t)i * (kPartialBytes / 4));
-      s.x += v.x, s.y += v.y, s.z += v.z, s.w += v.w;
+    // the warp's parts four at a time, all four loads in flight at once (past the last part: the last
+    // part again, not added)
+    for (int i0 = slice; i0 < parts; i0 += 4 * ways) {
+      const float* q[4];
+#pragma unroll
+      for (int u = 0; u < 4; ++u) q[u] = src + (size_t)min(i0 + u * ways, parts - 1) * (kPartialBytes / 4);
+      float4 v[4];
+      ptx::ld_cg_v4x4(q[0], q[1], q[2], q[3], v);
+#pragma unroll
+      for (int u = 0; u < 4; ++u)
+        if (i0 + u * ways < parts) s.x += v[u].x, s.y += v[u].y, s.z += v[u].z, s.w += v[u].w;
     }
   }
   if (ways > 1) {

@@ -1,13 +1,13 @@
 """The reduce kernel's grid (kernels/plan.h reduce_chunks, read back by kernels/sm90_reduce.cuh), through
 a small C++ probe built with the host compiler (tests/cpp/reduce_probe.cpp): per tile and consumer warp,
 `chunks` CTAs of 8 warps that together cover every float4 of valid rows with at most 8 float4s per CTA,
-the fewest float4s per CTA whose grid fits one round of 8 CTAs per SM."""
+the fewest float4s per CTA whose grid fits one round of 6 CTAs per SM."""
 import pytest
 
 from conftest import cpp_probe
 
 WARPS = 8           # plan.h kReduceWarps
-CTAS_PER_SM = 8     # plan.h kReduceCtasPerSm
+CTAS_PER_SM = 6     # plan.h kReduceCtasPerSm
 CONSUMER_WARPS = 8  # the GEMM's consumer warps: the grid's y
 MAX_JV = 24         # kMaxWidth / 8
 

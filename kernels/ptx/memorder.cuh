@@ -28,6 +28,22 @@ __device__ __forceinline__ float4 ld_cg_v4(const float* p) {
   return v;
 }
 
+// Four such loads issued back to back, so that all four are in flight before the first is used (the
+// compiler otherwise may consume one to free its registers before issuing the next).
+__device__ __forceinline__ void ld_cg_v4x4(const float* p0, const float* p1, const float* p2, const float* p3,
+                                           float4 (&v)[4]) {
+  asm volatile(
+      "ld.global.cg.v4.f32 {%0, %1, %2, %3}, [%16];\n\t"
+      "ld.global.cg.v4.f32 {%4, %5, %6, %7}, [%17];\n\t"
+      "ld.global.cg.v4.f32 {%8, %9, %10, %11}, [%18];\n\t"
+      "ld.global.cg.v4.f32 {%12, %13, %14, %15}, [%19];"
+      : "=f"(v[0].x), "=f"(v[0].y), "=f"(v[0].z), "=f"(v[0].w), "=f"(v[1].x), "=f"(v[1].y), "=f"(v[1].z),
+        "=f"(v[1].w), "=f"(v[2].x), "=f"(v[2].y), "=f"(v[2].z), "=f"(v[2].w), "=f"(v[3].x), "=f"(v[3].y),
+        "=f"(v[3].z), "=f"(v[3].w)
+      : "l"(p0), "l"(p1), "l"(p2), "l"(p3)
+      : "memory");
+}
+
 // A plain 16-byte global store (`p` 16-byte aligned), where the compiler cannot see the alignment.
 __device__ __forceinline__ void st_v4(void* p, uint4 v) {
   asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
