@@ -10,8 +10,9 @@
 // kReduceWarps / per warps (parts i = slice, slice + ways, ...; 512 bytes per part and warp, four
 // loads in flight), added through shared memory; the first warp of each float4 stores its C elements.
 // The grid is sized for one round of CTAs: a CTA per float4 and consumer warp (the first form) took
-// ~8 us on 26 wide tiles of 5 parts (~5000 CTAs). The launch bounds leave room for the four loads: at
-// the default (full occupancy, 32 registers) ptxas added each load's sums before issuing the next.
+// ~8 us on 26 wide tiles of 5 parts (~5000 CTAs). The launch bounds (5 CTAs per SM, 51 registers) leave
+// room for the four loads: at full occupancy (32 registers) ptxas added each load's sums before issuing
+// the next, and at 6 CTAs per SM (42) before issuing the fourth.
 #pragma once
 #include <cuda_fp16.h>
 
@@ -54,17 +55,17 @@ __global__ void __launch_bounds__(kReduceThreads, kReduceCtasPerSm) reduce_parti
   ptx::griddep_wait();
   float4 s = make_float4(0.f, 0.f, 0.f, 0.f);
   if (active) {
-    // the warp's parts four at a time, all four loads in flight at once (past the last part: the last
-    // part again, not added)
+    // the warp's parts four at a time, all of a round's loads in flight at once (loads past the last
+    // part are not issued: clamped repeats of it cost narrow tiles' two loads per warp +0.8 us)
     for (int i0 = slice; i0 < parts; i0 += 4 * ways) {
-      const float* q[4];
-#pragma unroll
-      for (int u = 0; u < 4; ++u) q[u] = src + (size_t)min(i0 + u * ways, parts - 1) * (kPartialBytes / 4);
+      const float* q0 = src + (size_t)i0 * (kPartialBytes / 4);
+      const size_t step = (size_t)ways * (kPartialBytes / 4);
       float4 v[4];
-      ptx::ld_cg_v4x4(q[0], q[1], q[2], q[3], v);
 #pragma unroll
-      for (int u = 0; u < 4; ++u)
-        if (i0 + u * ways < parts) s.x += v[u].x, s.y += v[u].y, s.z += v[u].z, s.w += v[u].w;
+      for (int u = 0; u < 4; ++u) v[u] = make_float4(0.f, 0.f, 0.f, 0.f);
+      ptx::ld_cg_v4_upto4(q0, q0 + step, q0 + 2 * step, q0 + 3 * step, (parts - i0 + ways - 1) / ways, v);
+#pragma unroll
+      for (int u = 0; u < 4; ++u) s.x += v[u].x, s.y += v[u].y, s.z += v[u].z, s.w += v[u].w;
     }
   }
   if (ways > 1) {

@@ -1,13 +1,13 @@
 """The reduce kernel's grid (kernels/plan.h reduce_chunks, read back by kernels/sm90_reduce.cuh), through
 a small C++ probe built with the host compiler (tests/cpp/reduce_probe.cpp): per tile and consumer warp,
 `chunks` CTAs of 8 warps that together cover every float4 of valid rows with at most 8 float4s per CTA,
-the fewest float4s per CTA whose grid fits one round of 6 CTAs per SM."""
+the fewest float4s per CTA whose grid fits one round of 5 CTAs per SM."""
 import pytest
 
 from conftest import cpp_probe
 
 WARPS = 8           # plan.h kReduceWarps
-CTAS_PER_SM = 6     # plan.h kReduceCtasPerSm
+CTAS_PER_SM = 5     # plan.h kReduceCtasPerSm
 CONSUMER_WARPS = 8  # the GEMM's consumer warps: the grid's y
 MAX_JV = 24         # kMaxWidth / 8
 
@@ -43,7 +43,7 @@ def test_fewest_float4s_per_cta_that_fit_one_round(ask):
 @pytest.mark.parametrize("tiles, jv, chunks", [
     (26, 24, 3),   # 289 x 1632 x 1600's wide tiles: 8 float4s per CTA, 624 CTAs
     (8, 8, 8),     # one group of 64 rows, N = 1024: one float4 per CTA, its parts over 8 warps
-    (8, 24, 12),   # ... of 192 rows: two per CTA
+    (8, 24, 6),    # ... of 192 rows: four per CTA (two would need 768 CTAs)
     (4, 3, 3),     # 23 x 409 x 3392
 ])
 def test_known_launches(ask, tiles, jv, chunks):

@@ -28,19 +28,24 @@ __device__ __forceinline__ float4 ld_cg_v4(const float* p) {
   return v;
 }
 
-// Four such loads issued back to back, so that all four are in flight before the first is used (the
-// compiler otherwise may consume one to free its registers before issuing the next).
-__device__ __forceinline__ void ld_cg_v4x4(const float* p0, const float* p1, const float* p2, const float* p3,
-                                           float4 (&v)[4]) {
+// Up to four such loads issued back to back, so that all are in flight before the first is used (the
+// compiler otherwise may consume one to free its registers before issuing the next): v[u] = *p[u] for
+// u < n (n >= 1); the others keep their values and their addresses are not read.
+__device__ __forceinline__ void ld_cg_v4_upto4(const float* p0, const float* p1, const float* p2, const float* p3,
+                                               int n, float4 (&v)[4]) {
   asm volatile(
+      "{\n\t.reg .pred q1, q2, q3;\n\t"
+      "setp.gt.s32 q1, %20, 1;\n\t"
+      "setp.gt.s32 q2, %20, 2;\n\t"
+      "setp.gt.s32 q3, %20, 3;\n\t"
       "ld.global.cg.v4.f32 {%0, %1, %2, %3}, [%16];\n\t"
-      "ld.global.cg.v4.f32 {%4, %5, %6, %7}, [%17];\n\t"
-      "ld.global.cg.v4.f32 {%8, %9, %10, %11}, [%18];\n\t"
-      "ld.global.cg.v4.f32 {%12, %13, %14, %15}, [%19];"
-      : "=f"(v[0].x), "=f"(v[0].y), "=f"(v[0].z), "=f"(v[0].w), "=f"(v[1].x), "=f"(v[1].y), "=f"(v[1].z),
-        "=f"(v[1].w), "=f"(v[2].x), "=f"(v[2].y), "=f"(v[2].z), "=f"(v[2].w), "=f"(v[3].x), "=f"(v[3].y),
-        "=f"(v[3].z), "=f"(v[3].w)
-      : "l"(p0), "l"(p1), "l"(p2), "l"(p3)
+      "@q1 ld.global.cg.v4.f32 {%4, %5, %6, %7}, [%17];\n\t"
+      "@q2 ld.global.cg.v4.f32 {%8, %9, %10, %11}, [%18];\n\t"
+      "@q3 ld.global.cg.v4.f32 {%12, %13, %14, %15}, [%19];\n\t}"
+      : "+f"(v[0].x), "+f"(v[0].y), "+f"(v[0].z), "+f"(v[0].w), "+f"(v[1].x), "+f"(v[1].y), "+f"(v[1].z),
+        "+f"(v[1].w), "+f"(v[2].x), "+f"(v[2].y), "+f"(v[2].z), "+f"(v[2].w), "+f"(v[3].x), "+f"(v[3].y),
+        "+f"(v[3].z), "+f"(v[3].w)
+      : "l"(p0), "l"(p1), "l"(p2), "l"(p3), "r"(n)
       : "memory");
 }
 
