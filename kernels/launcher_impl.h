@@ -145,8 +145,9 @@ struct Workspace {
 struct Sm90State {
   // The GEMM, by the groups a launch holds: [.][0] up to kGroupsSmall, [.][1] kGroupsMid, [.][2]
   // kGroupsLarge, [.][3] kGroupsPerLaunch (the parameter block grows with them, and a launch's cost with
-  // it: tools/launch_latency.cu). [1][.]: the same kernels compiled for C rows at any alignment (N % 8 != 0 or C off 16 bytes), taken by
-  // launches that hold such a group (their epilogue stays out of the others' code).
+  // it: tools/launch_latency.cu). [1][.]: the same kernels compiled for C rows at any alignment (N % 8 != 0
+  // or C off 16 bytes), taken by launches that hold such a group (their epilogue stays out of the others'
+  // code).
   CUfunction fn[2][4] = {};
   CUfunction convert_fn[4] = {};  // the A conversion, by groups as fn
   CUfunction half_fn[2] = {};     // the GEMM on half tiles (plan.h kHalfBlockN), up to kGroupsSmall groups

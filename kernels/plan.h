@@ -165,7 +165,8 @@ constexpr int kMaxReduceParts = 64;
 // warps. The fewest float4s per CTA (the fewest loads per warp) whose grid fits in one round of
 // kReduceCtasPerSm CTAs per SM; at most kReduceWarps float4s per CTA.
 constexpr int kReduceWarps = 8;
-constexpr int kReduceCtasPerSm = 5;  // resident at once (its launch bounds: up to 51 registers, room for 4 loads in flight)
+// CTAs resident per SM (the kernel's launch bounds: up to 51 registers, room for 4 loads in flight)
+constexpr int kReduceCtasPerSm = 5;
 constexpr int kTileConsumerWarps = (kThreads - 128) / 32;
 inline int reduce_chunks(int64_t tiles, int jv, int sm_count) {
   for (int per = 1; per < kReduceWarps; per *= 2) {

@@ -30,7 +30,8 @@ constexpr int kReduceThreads = 32 * kReduceWarps;
 static_assert(kTileConsumerWarps == (int)kConsumerWarps, "plan.h's count of consumer warps");
 
 template <int MAXG>
-__global__ void __launch_bounds__(kReduceThreads, kReduceCtasPerSm) reduce_partials(const __grid_constant__ Params<MAXG> p) {
+__global__ void __launch_bounds__(kReduceThreads, kReduceCtasPerSm)
+    reduce_partials(const __grid_constant__ Params<MAXG> p) {
   __shared__ float4 sums[kReduceWarps][32];
   // The next grid in the stream (the next call's conversion) may start; it waits for this one.
   ptx::griddep_launch_dependents();
