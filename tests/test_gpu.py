@@ -142,6 +142,34 @@ def test_every_width_cap_and_share(cap, share, half):
     assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-3000:]
 
 
+REDUCE_GRID_CHILD = r"""
+import sys, torch, fastlaunch
+from fastlaunch import reference as R
+seed = int(sys.argv[1])
+# Wide launches of reduced tiles whose reduce kernel takes several float4s per CTA (plan.h
+# reduce_chunks): 24 tiles of 100 rows (13 float4s per CTA: one warp idle), 30 tiles of 40 rows
+# (3 float4s per CTA, two warps each, two idle), both groups in one launch (the 40-row tiles' second
+# chunk of CTAs returns at once); reduce:7 gives them 5, 4 and 2 parts (more loads per warp than one
+# round of four, and fewer).
+for g, ms, ns, ks in [(1, [100], [3072], [1024]), (1, [40], [3840], [512]), (2, [40, 100], [3840, 3072], [512, 1024])]:
+    d = R.generate_input(ms, ns, ks, g, seed, device="cuda")
+    ref = R.ref_kernel(R.clone_outputs(d))
+    R.poison(d)
+    ok, msg = R.check(fastlaunch.fast_launch(d), ref)
+    assert ok, msg
+    seed += 1
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("share", ["reduce:2", "reduce:7"])
+def test_reduce_kernel_grids(share):
+    env = dict(os.environ, FASTLAUNCH_SM90_SHARE=share)
+    out = subprocess.run([sys.executable, "-c", REDUCE_GRID_CHILD, str(fresh_seed())], env=env, capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-3000:]
+
+
 def test_full_range_values_and_garbage_scale_padding():
     # Every E2M1 code, every finite positive E4M3 scale (subnormals included), and NaN bytes (0x7f) in the
     # scale rows past M/N that the contract leaves arbitrary. Products reach 2688^2 and cancel, so the fp32
