@@ -100,16 +100,11 @@ def test_outputs_at_any_alignment_leave_their_neighbours():
         assert (buf[:off] == 7).all() and (buf[off + size:] == 7).all()
 
 
-EVERY_SHAPE_CHILD = r"""
-import sys, torch, fastlaunch
+CASES_CHILD = r"""
+import json, sys, torch, fastlaunch
 from fastlaunch import reference as R
 seed = int(sys.argv[1])
-cases = [(3, [257, 1, 100], [131, 384, 1001], [64, 448, 1024]), (2, [180, 64], [256, 512], [256, 128]),
-         (2, [300, 40], [8192, 4096], [256, 128]),  # more tiles than SMs
-         (1, [64], [128], [7168]),  # one tile; split: one step per CTA, the last adds 111 CTAs' sums
-         (2, [100, 200], [256, 130], [2048, 4096]),  # a few tiles, each split over several CTAs
-         (3, [5, 130, 64], [64, 200, 130], [64, 64, 192])]  # half tiles: units of 1 and 3 steps, N % 64 != 0
-for g, ms, ns, ks in cases:
+for g, ms, ns, ks in json.loads(sys.argv[2]):
     d = R.generate_input(ms, ns, ks, g, seed, device="cuda")
     ref = R.ref_kernel(R.clone_outputs(d))
     R.poison(d)
@@ -118,6 +113,21 @@ for g, ms, ns, ks in cases:
     seed += 1
 print("ok")
 """
+
+
+def check_in_child(cases, env):
+    """Each of `cases` (g, ms, ns, ks) checked in a new process with `env` (experiment settings are read
+    at set-up), fresh data and poisoned outputs."""
+    out = subprocess.run([sys.executable, "-c", CASES_CHILD, str(fresh_seed()), json.dumps(cases)], env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-3000:]
+
+
+EVERY_SHAPE_CASES = [(3, [257, 1, 100], [131, 384, 1001], [64, 448, 1024]), (2, [180, 64], [256, 512], [256, 128]),
+                     (2, [300, 40], [8192, 4096], [256, 128]),  # more tiles than SMs
+                     (1, [64], [128], [7168]),  # one tile; split: one step per CTA, the last adds 111 CTAs' sums
+                     (2, [100, 200], [256, 130], [2048, 4096]),  # a few tiles, each split over several CTAs
+                     (3, [5, 130, 64], [64, 200, 130], [64, 64, 192])]  # half tiles: 1 and 3 steps, N % 64 != 0
 
 
 @pytest.mark.parametrize("cap, share, half", [("128", "", ""), ("192", "", ""), ("", "whole", ""), ("", "split", ""),
@@ -137,37 +147,19 @@ def test_every_width_cap_and_share(cap, share, half):
         env["FASTLAUNCH_SM90_SHARE"] = share
     if half:
         env["FASTLAUNCH_SM90_HALF"] = half
-    out = subprocess.run([sys.executable, "-c", EVERY_SHAPE_CHILD, str(fresh_seed())], env=env, capture_output=True,
-                         text=True, timeout=300)
-    assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-3000:]
+    check_in_child(EVERY_SHAPE_CASES, env)
 
 
-REDUCE_GRID_CHILD = r"""
-import sys, torch, fastlaunch
-from fastlaunch import reference as R
-seed = int(sys.argv[1])
 # Wide launches of reduced tiles whose reduce kernel takes several float4s per CTA (plan.h
-# reduce_chunks): 24 tiles of 100 rows (13 float4s per CTA: one warp idle), 30 tiles of 40 rows
-# (3 float4s per CTA, two warps each, two idle), both groups in one launch (the 40-row tiles' second
-# chunk of CTAs returns at once); reduce:7 gives them 5, 4 and 2 parts (more loads per warp than one
-# round of four, and fewer).
-for g, ms, ns, ks in [(1, [100], [3072], [1024]), (1, [40], [3840], [512]), (2, [40, 100], [3840, 3072], [512, 1024])]:
-    d = R.generate_input(ms, ns, ks, g, seed, device="cuda")
-    ref = R.ref_kernel(R.clone_outputs(d))
-    R.poison(d)
-    ok, msg = R.check(fastlaunch.fast_launch(d), ref)
-    assert ok, msg
-    seed += 1
-print("ok")
-"""
+# reduce_chunks): 24 tiles of 100 rows (13 float4s per CTA: one warp idle), 30 tiles of 40 rows (3 float4s
+# per CTA, two warps each, two idle), both groups in one launch (the 40-row tiles' second chunk of CTAs
+# returns at once); reduce:7 gives them 5, 4 and 2 parts (more loads per warp than one round of four).
+REDUCE_GRID_CASES = [(1, [100], [3072], [1024]), (1, [40], [3840], [512]), (2, [40, 100], [3840, 3072], [512, 1024])]
 
 
 @pytest.mark.parametrize("share", ["reduce:2", "reduce:7"])
 def test_reduce_kernel_grids(share):
-    env = dict(os.environ, FASTLAUNCH_SM90_SHARE=share)
-    out = subprocess.run([sys.executable, "-c", REDUCE_GRID_CHILD, str(fresh_seed())], env=env, capture_output=True,
-                         text=True, timeout=300)
-    assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-3000:]
+    check_in_child(REDUCE_GRID_CASES, dict(os.environ, FASTLAUNCH_SM90_SHARE=share))
 
 
 def test_full_range_values_and_garbage_scale_padding():
