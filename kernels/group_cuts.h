@@ -41,19 +41,27 @@ inline int64_t cut_head(int64_t m, int64_t n, int64_t k) {
   return head;
 }
 
-// Rewrites `buf` (G groups, launcher.h's layout) into `out` (room for `max_out` groups, same layout)
-// with every group that cut_head cuts replaced by its head and its tail, in that order; src[v] is the
-// group that out's group v comes from. Returns the number of groups in `out`, or G and a plain copy if
-// they would be more than max_out. Sizes must be valid (check_group_sizes).
-inline int cut_groups(const int64_t* buf, int G, int64_t* out, int* src, int max_out) {
-  int64_t head[kGroupsSmall] = {};
+// The cuts of a launch of G <= kGroupsSmall groups (sizes m, n, k each): head[g] = cut_head of group g,
+// or 0 for every group if the cut groups would be more than `max_out`. Returns the number of groups
+// after the cuts. Sizes must be valid (check_group_sizes).
+inline int cut_heads(const int64_t* m, const int64_t* n, const int64_t* k, int G, int64_t* head, int max_out) {
   int count = G;
-  for (int g = 0; g < G && g < kGroupsSmall; ++g)
-    if ((head[g] = cut_head(buf[5 * G + g], buf[6 * G + g], buf[7 * G + g])) > 0) ++count;
-  if (G > kGroupsSmall || count > max_out) count = G;
+  for (int g = 0; g < G; ++g)
+    if ((head[g] = cut_head(m[g], n[g], k[g])) > 0) ++count;
+  if (count <= max_out) return count;
+  for (int g = 0; g < G; ++g) head[g] = 0;
+  return G;
+}
+
+// Rewrites `buf` (G groups, launcher.h's layout) into `out` (same layout) with every group g whose
+// head[g] > 0 replaced by its head and its tail, in that order; src[v] is the group that out's group v
+// comes from. Returns the number of groups in `out`.
+inline int apply_cuts(const int64_t* buf, int G, const int64_t* head, int64_t* out, int* src) {
+  int count = G;
+  for (int g = 0; g < G; ++g) count += head[g] > 0;
   int v = 0;
   for (int g = 0; g < G; ++g) {
-    const int64_t h = count > G ? head[g] : 0;
+    const int64_t h = head[g];
     const int parts = h > 0 ? 2 : 1;
     for (int p = 0; p < parts; ++p, ++v) {
       const int64_t m = buf[5 * G + g], n = buf[6 * G + g], k = buf[7 * G + g];
@@ -70,6 +78,14 @@ inline int cut_groups(const int64_t* buf, int G, int64_t* out, int* src, int max
     }
   }
   return count;
+}
+
+// cut_heads, then apply_cuts (G <= kGroupsSmall): `out` has room for `max_out` groups; G and a plain
+// copy if the cuts would make more (tests/cpp/cuts_probe.cpp).
+inline int cut_groups(const int64_t* buf, int G, int64_t* out, int* src, int max_out) {
+  int64_t head[kGroupsSmall] = {};
+  cut_heads(buf + 5 * G, buf + 6 * G, buf + 7 * G, G, head, max_out);
+  return apply_cuts(buf, G, head, out, src);
 }
 
 }  // namespace fl::sm90

@@ -369,32 +369,67 @@ int launch_groups(const DeviceState& dev, const int64_t* buf, int G, const int* 
   return rc;
 }
 
+// Where a launch of up to kGroupsSmall groups is cut (group_cuts.h): each group's head rows (0: uncut)
+// if the cut launch's plan is estimated at least 1% faster, else null. Kept per thread by the groups'
+// sizes, as their plans are: deciding estimates every cut of every group and plans both launches (up to
+// a few us), a lookup costs one comparison. Sizes must be valid.
+const int64_t* launch_cuts(const DeviceState& dev, const int64_t* buf, int G) {
+  struct Entry {
+    int groups = 0, sm_count = 0;
+    sm90::PlanForce force;
+    int64_t key[3 * sm90::kGroupsSmall];
+    int64_t head[sm90::kGroupsSmall];
+    bool cut = false;
+  };
+  thread_local Recent<Entry> cache;
+  const sm90::PlanForce& force = dev.sm90.force;
+  const size_t bytes = sizeof(int64_t) * 3 * G;  // m, n and k: buf's last three fields, contiguous
+  const int64_t* sizes = buf + 5 * G;
+  const Entry* hit = cache.find([&](const Entry& e) {
+    return e.groups == G && e.sm_count == dev.sm_count && e.force == force && std::memcmp(e.key, sizes, bytes) == 0;
+  });
+  if (!hit) {
+    Entry& e = cache.oldest();
+    const int Gc = sm90::cut_heads(sizes, sizes + G, sizes + 2 * G, G, e.head, sm90::kGroupsSmall);
+    e.cut = false;
+    if (Gc > G) {
+      int64_t cut[8 * sm90::kGroupsSmall];
+      int src[sm90::kGroupsSmall];
+      sm90::apply_cuts(buf, G, e.head, cut, src);
+      // (each plan is read before the next lookup: a lookup may replace an entry of the per-thread memo)
+      const double whole = launch_plan(sizes, sizes + G, sizes + 2 * G, G, dev.sm_count, force).est_ns;
+      const double cuts = launch_plan(cut + 5 * Gc, cut + 6 * Gc, cut + 7 * Gc, Gc, dev.sm_count, force).est_ns;
+      e.cut = cuts < whole * 0.99;
+    }
+    std::memcpy(e.key, sizes, bytes);
+    e.groups = G, e.sm_count = dev.sm_count, e.force = force;
+    hit = &e;
+  }
+  return hit->cut ? hit->head : nullptr;
+}
+
 }  // namespace
 
 int sm90_launch(const DeviceState& dev, const int64_t* buf, int G, cudaStream_t stream, const fl_allocator* alloc,
                 Error& err) {
-  // Launches of up to kGroupsSmall groups: groups cut at a 128-row boundary into two (group_cuts.h) where
-  // the cut launch's plan is estimated at least 1% faster. Only valid sizes of modest extent are tried
-  // (launch_groups checks and reports every limit, with the caller's group numbers).
+  // Launches of up to kGroupsSmall groups: groups cut at a 128-row boundary into two (launch_cuts) where
+  // that is estimated faster. Only valid sizes of modest extent are tried (launch_groups checks and
+  // reports every limit, with the caller's group numbers).
   if (G <= sm90::kGroupsSmall) {
-    bool plain = true;
+    Error quiet{nullptr, 0};
+    bool valid = true;
     int64_t tiles = 0;
-    for (int g = 0; g < G && plain; ++g) {
+    for (int g = 0; g < G && valid; ++g) {
       const int64_t m = buf[5 * G + g], n = buf[6 * G + g], k = buf[7 * G + g];
-      plain = m >= 1 && n >= 1 && k >= kKMultiple && k % kKMultiple == 0 && m <= kMaxExtent && n <= kMaxExtent &&
-              k <= kMaxExtent;
-      tiles += plain ? sm90::max_tiles(m, n) : 0;
+      valid = check_group_sizes(m, n, k, g, quiet) == FL_OK;
+      tiles += valid ? sm90::max_tiles(m, n) : 0;
     }
-    if (plain && tiles <= (int64_t{1} << 20)) {
-      int64_t cut[8 * sm90::kGroupsSmall];
-      int src[sm90::kGroupsSmall];
-      const int Gc = sm90::cut_groups(buf, G, cut, src, sm90::kGroupsSmall);
-      if (Gc > G) {
-        // (each plan is read before the next lookup: a lookup may replace an entry of the per-thread memo)
-        const sm90::PlanForce& force = dev.sm90.force;
-        const double whole = launch_plan(buf + 5 * G, buf + 6 * G, buf + 7 * G, G, dev.sm_count, force).est_ns;
-        const double cuts = launch_plan(cut + 5 * Gc, cut + 6 * Gc, cut + 7 * Gc, Gc, dev.sm_count, force).est_ns;
-        if (cuts < whole * 0.99) return launch_groups(dev, cut, Gc, src, stream, alloc, err);
+    if (valid && tiles <= (int64_t{1} << 20)) {
+      if (const int64_t* head = launch_cuts(dev, buf, G)) {
+        int64_t cut[8 * sm90::kGroupsSmall];
+        int src[sm90::kGroupsSmall];
+        const int Gc = sm90::apply_cuts(buf, G, head, cut, src);
+        return launch_groups(dev, cut, Gc, src, stream, alloc, err);
       }
     }
   }
