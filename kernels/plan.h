@@ -239,13 +239,17 @@ struct TileRows {
   int64_t rows;
   int width;
 };
+// ... with `w` at tile t's group
+inline TileRows tile_rows_at(const StepWalk& w, int64_t t) {
+  const GroupTiles& g = w.g();
+  const int64_t m0 = ((t - w.tile0) % g.chunks) * g.width;
+  return {g.m - m0 < g.width ? g.m - m0 : g.width, g.width};
+}
 inline TileRows tile_rows(const LaunchPlan& p, int64_t t) {
   StepWalk w(p);
   while (t >= w.tile0 + w.tiles() && w.next()) {
   }
-  const GroupTiles& g = w.g();
-  const int64_t m0 = ((t - w.tile0) % g.chunks) * g.width;
-  return {g.m - m0 < g.width ? g.m - m0 : g.width, g.width};
+  return tile_rows_at(w, t);
 }
 
 // Whole tiles: consecutive tiles into CTAs, each filled up to `limit` ns; returns the CTAs used
@@ -357,7 +361,7 @@ inline void share_reduce(LaunchPlan& p, int64_t parts) {
   for (int64_t t = 0; t < p.tiles; ++t) {
     while (t >= w.tile0 + w.tiles() && w.next()) {
     }
-    const TileRows r = tile_rows(p, t);
+    const TileRows r = tile_rows_at(w, t);  // (the walk is at t's group already)
     const int64_t kst = w.kst();
     kb += (double)(parts * part_rows(r.rows, r.width) * kBlockN * 4) / 1024;
     for (int64_t i = 0; i < parts; ++i, ++b) {
