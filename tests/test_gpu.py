@@ -2,6 +2,7 @@
 with outputs poisoned to NaN and fresh data every time, plus the launch-path behaviours: new addresses,
 changing shapes, streams, graph capture, refcounts."""
 import gc
+import json
 import os
 import random
 import subprocess
