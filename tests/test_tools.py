@@ -38,6 +38,20 @@ def test_bench_kernels_shape_selection():
     assert shapes == list(BENCH_SHAPES) + extra + list(TEST_SHAPES) + random_shapes(3, 5)
     only = bk.select_shapes(bk.parse_args(["--only", "--random", "2", "--seed", "9"]))
     assert only == random_shapes(2, 9)
+    per_group = bk.select_shapes(bk.parse_args(["--only", "--shape", "3:5,6,7:64:128,256,64"]))
+    assert per_group == [(3, [5, 6, 7], [64, 64, 64], [128, 256, 64])]
+    # any shape the tool prints (describe) reads back
+    for shape in random_shapes(5, 11):
+        g, ms, ns, ks = shape
+        text = f"{g}:{','.join(map(str, ms))}:{','.join(map(str, ns))}:{','.join(map(str, ks))}"
+        assert bk.parse_shape(text) == shape
+
+
+@pytest.mark.parametrize("text", ["2:64:128", "2:64,65,66:128:256", "3:1:2,3:64"])
+def test_bench_kernels_rejects_bad_shapes(text):
+    bk = load_tool("bench_kernels")
+    with pytest.raises(SystemExit, match="--shape"):
+        bk.parse_shape(text)
     fresh = bk.parse_args(["--random", "1"])
     assert isinstance(fresh.seed, int)  # drawn fresh, printed by the run
 

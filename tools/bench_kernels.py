@@ -13,7 +13,7 @@ With --tests (the task's 10 test shapes) and --random COUNT (random shapes, fast
 random_shapes; the seed is printed), it also lists the extra shapes on which fastlaunch is slower than
 cuBLAS on pre-dequantised operands.
 
-python tools/bench_kernels.py [--shape G:M1,M2:N:K ...] [--tests] [--random COUNT [--seed S]]
+python tools/bench_kernels.py [--shape G:M:N:K ...] [--tests] [--random COUNT [--seed S]]
                               [--only] [--json out.json] [--png chart.png]
 """
 from __future__ import annotations
@@ -33,11 +33,18 @@ from fastlaunch.timing import device_us, l2_flush_buffer, load_pyplot
 
 
 def parse_shape(text: str):
-    g, ms, n, k = text.split(":")
+    """G:M:N:K, each of M, N and K one value for every group or a comma-separated list of G values."""
+    g, *cols = text.split(":")
     g = int(g)
-    ms = [int(x) for x in ms.split(",")]
-    ms = ms * g if len(ms) == 1 else ms
-    return g, ms, [int(n)] * g, [int(k)] * g
+    if len(cols) != 3:
+        raise SystemExit(f"--shape {text}: expected G:M:N:K")
+    out = []
+    for name, col in zip("MNK", cols):
+        vals = [int(x) for x in col.split(",")]
+        if len(vals) not in (1, g):
+            raise SystemExit(f"--shape {text}: {name} has {len(vals)} values, expected 1 or {g}")
+        out.append(vals * g if len(vals) == 1 else vals)
+    return (g, *out)
 
 
 def select_shapes(args) -> list:
@@ -53,7 +60,7 @@ def select_shapes(args) -> list:
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--shape", action="append", default=[], help="extra shape G:M1,M2,..:N:K (M list or one M)")
+    p.add_argument("--shape", action="append", default=[], help="extra shape G:M:N:K (M, N, K: one value or a list of G)")
     p.add_argument("--tests", action="store_true", help="also the task's 10 test shapes")
     p.add_argument("--random", type=int, default=0, metavar="COUNT", help="also COUNT random shapes")
     p.add_argument("--seed", type=int, default=None, help="seed of the random shapes (default: a fresh one)")
