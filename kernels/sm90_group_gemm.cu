@@ -210,7 +210,7 @@ int launch_chunk(const DeviceState& dev, const int64_t* buf, int G, int g0, int 
   if (st.only == 2) p.num_units = 0;
   CUlaunchConfig cfg = st.convert_config;  // attrs point into dev, which outlives the call
   int64_t blocks = ceil_div((int64_t)p.num_units * sm90::kChunksPerUnit, sm90::kConvertThreads);
-  if (blocks > 8 * dev.sm_count) blocks = 8 * dev.sm_count;
+  if (blocks > 2048 / sm90::kConvertThreads * dev.sm_count) blocks = 2048 / sm90::kConvertThreads * dev.sm_count;
   const int64_t map_blocks = ceil_div(gc, sm90::kConvertThreads / 32);
   cfg.gridDimX = (unsigned)(blocks > map_blocks ? blocks : map_blocks);
   cfg.hStream = reinterpret_cast<CUstream>(stream);
