@@ -155,8 +155,8 @@ constexpr int64_t kMinPartSteps = 2;    // no part of a split tile is shorter th
 // and store (kFew*), then kReduceNs (the third launch, C's store) + kReduceNsPerKB per KB of partial
 // sums stored (v60's sweeps: one group of 16-192 rows, N = 1024, K = 4096, cut into 4-16 parts per
 // tile, and 23 x 409 x 3392 into 8-64; a fit to the differences against split tiles).
-constexpr double kReduceNs = 2500;
-constexpr double kReduceNsPerKB = 0.15;
+constexpr double kReduceNs = 1000;
+constexpr double kReduceNsPerKB = 0.3;
 constexpr int kMaxReduceParts = 64;
 
 // The reduce kernel's grid (tiles, consumer warps, chunks): each CTA of kReduceWarps warps sums the
