@@ -153,8 +153,11 @@ constexpr int64_t kMinPartSteps = 2;    // no part of a split tile is shorter th
 // spread over many CTAs. No CTA waits for another, so a tile may be cut into many parts, where a split
 // tile's finishing CTA reads the other parts one after the other. Estimated: the busiest CTA's steps
 // and store (kFew*), then kReduceNs (the third launch, C's store) + kReduceNsPerKB per KB of partial
-// sums stored (v60's sweeps: one group of 16-192 rows, N = 1024, K = 4096, cut into 4-16 parts per
-// tile, and 23 x 409 x 3392 into 8-64; a fit to the differences against split tiles).
+// sums stored. Refitted to v65d's reduce kernel (v68): the hand set (one group of 16-192 rows,
+// N = 1024, K = 4096) cut into 2-16 parts per tile and the slow set (23 x 409 x 3392, 289 x 1632 x 1600)
+// into 2-5, each against the planner's other plans of the same call (a least-squares line through the
+// differences gave ~0 + 0.4 ns per KB, with the part count's effect folded in; 1000 + 0.3 kept the
+// smallest launches on two kernels), then checked on the 12 random shapes whose plans it changes.
 constexpr double kReduceNs = 1000;
 constexpr double kReduceNsPerKB = 0.3;
 constexpr int kMaxReduceParts = 64;
