@@ -204,7 +204,7 @@ int launch_chunk(const DeviceState& dev, const int64_t* buf, int G, int g0, int 
   p.trace = st.trace;
   void* args[1] = {&p};
 
-  // The conversion: enough CTAs for its units (at most 8 per SM) and for one warp per group's B map.
+  // The conversion: enough CTAs for its units (at most 2048 threads per SM) and for one warp per group's B map.
   // GEMM alone (experiments): the same kernel with no units (only the conversion reads num_units), so
   // the maps and flags are still written.
   if (st.only == 2) p.num_units = 0;

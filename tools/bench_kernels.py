@@ -60,7 +60,8 @@ def select_shapes(args) -> list:
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--shape", action="append", default=[], help="extra shape G:M:N:K (M, N, K: one value or a list of G)")
+    p.add_argument("--shape", action="append", default=[],
+                   help="extra shape G:M:N:K (M, N, K: one value or a list of G)")
     p.add_argument("--tests", action="store_true", help="also the task's 10 test shapes")
     p.add_argument("--random", type=int, default=0, metavar="COUNT", help="also COUNT random shapes")
     p.add_argument("--seed", type=int, default=None, help="seed of the random shapes (default: a fresh one)")
