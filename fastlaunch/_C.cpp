@@ -542,7 +542,8 @@ PyObject* launch_repeat(PyObject*, PyObject* args) {
 // of `rows` B rows along N, `rank` the group's place in the tile order (0 first). starts: ((tile, k),
 // ...) one per CTA and a last (tiles, 0): CTA b runs the K steps from starts[b] up to starts[b + 1].
 // est_us: the estimated time of the busiest CTA (reduced tiles: and of the reduce kernel). rows: 128, or 64
-// for half tiles. reduce: reduced tiles' parts per tile (CTA b = tile x reduce + part), 0 for none.
+// for half tiles. reduce: reduced tiles' parts per tile (a tile of fewer K steps: one per step; each
+// tile's parts are consecutive CTAs), 0 for none.
 PyObject* plan(PyObject*, PyObject* args) {
   PyObject* sizes;
   int sm_count, share = 0, cap = 0, parts = 0, half = 0;
@@ -630,7 +631,8 @@ PyMethodDef kMethods[] = {
      "B rows along N, rank the group's place in the tile order. starts: ((tile, k), ...), CTA b runs the K steps "
      "from starts[b] up to starts[b + 1]. est_us: the estimated time of the busiest CTA (with reduced tiles, plus "
      "the reduce kernel). rows: B rows per tile (128, or 64 for half tiles). reduce: parts per tile of reduced "
-     "tiles (CTA b = tile x reduce + part; their sums added by a third kernel), 0 for none."},
+     "tiles (a tile of fewer K steps: one per step; each tile's parts are consecutive CTAs, their sums added "
+     "by a third kernel), 0 for none."},
     {nullptr, nullptr, 0, nullptr},
 };
 

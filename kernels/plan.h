@@ -148,7 +148,7 @@ constexpr int64_t kMinPartSteps = 2;    // no part of a split tile is shorter th
 
 // Reduced tiles (launches of up to kGroupsSmall groups with few tiles and a long K; a GEMM kernel of
 // their own, then a third kernel): every tile's K steps cut into `parts` shares of about equal length,
-// one per CTA (CTA b = tile x parts + part), each storing its partial sums (the valid halves, as a
+// one per CTA (tiles with fewer K steps: one per step), each storing its partial sums (the valid halves, as a
 // split tile's part); then the reduce kernel (sm90_reduce.cuh) sums each tile's parts and stores C,
 // spread over many CTAs. No CTA waits for another, so a tile may be cut into many parts, where a split
 // tile's finishing CTA reads the other parts one after the other. Estimated: the busiest CTA's steps
@@ -354,9 +354,16 @@ inline void share_out(LaunchPlan& p, int ctas, bool whole, bool few = false) {
   }
 }
 
-// Reduced tiles (kReduceNs above): each tile's steps in `parts` shares, CTA b = tile x parts + part; fills
-// ctas, start_tile/start_k, splits (every CTA stores partial sums) and est_ns. parts <= every group's
-// K steps, tiles x parts <= kMaxCtas.
+// Reduced tiles (kReduceNs above): each tile's steps in min(parts, its K steps) shares, one CTA each,
+// the tiles' CTAs in tile order (a tile's parts are the CTAs whose start_tile is that tile: the reduce
+// kernel finds them there); fills ctas, start_tile/start_k, splits (every CTA stores partial sums) and
+// est_ns. reduce_ctas(p, parts) <= kMaxCtas.
+inline int64_t tile_parts(int64_t parts, int64_t kst) { return parts < kst ? parts : kst; }
+inline int64_t reduce_ctas(const LaunchPlan& p, int64_t parts) {
+  int64_t ctas = 0;
+  for (int g = 0; g < p.groups; ++g) ctas += p.group[g].chunks * p.group[g].tiles_n * tile_parts(parts, p.group[g].kst);
+  return ctas;
+}
 inline void share_reduce(LaunchPlan& p, int64_t parts) {
   StepWalk w(p);
   int b = 0;
@@ -365,11 +372,11 @@ inline void share_reduce(LaunchPlan& p, int64_t parts) {
     while (t >= w.tile0 + w.tiles() && w.next()) {
     }
     const TileRows r = tile_rows_at(w, t);  // (the walk is at t's group already)
-    const int64_t kst = w.kst();
-    kb += (double)(parts * part_rows(r.rows, r.width) * kBlockN * 4) / 1024;
-    for (int64_t i = 0; i < parts; ++i, ++b) {
-      p.start_tile[b] = (int32_t)t, p.start_k[b] = (int32_t)(kst * i / parts);
-      const int64_t steps = kst * (i + 1) / parts - kst * i / parts;
+    const int64_t kst = w.kst(), n = tile_parts(parts, kst);
+    kb += (double)(n * part_rows(r.rows, r.width) * kBlockN * 4) / 1024;
+    for (int64_t i = 0; i < n; ++i, ++b) {
+      p.start_tile[b] = (int32_t)t, p.start_k[b] = (int32_t)(kst * i / n);
+      const int64_t steps = kst * (i + 1) / n - kst * i / n;
       const double ns = (double)steps * w.g().step_ns + part_write_ns(true, r.rows, r.width);
       if (ns > busiest) busiest = ns;
     }
@@ -441,12 +448,14 @@ inline void plan_launch(const int64_t* m, const int64_t* n, const int64_t* k, in
           if (!reduced && cand.est_ns < best * 0.999) out = cand, best = cand.est_ns;
         }
       }
-      // Reduced tiles: 2 or more parts per tile, each at least one K step, at most one CTA per SM.
+      // Reduced tiles: 2 or more parts per tile (forced: 1 or more), each at least one K step, at most one
+      // CTA per SM.
       if (half || !may_reduce || (force.share && force.share != 3)) continue;
-      int64_t min_kst = kMaxExtent;
-      for (int g = 0; g < groups; ++g) min_kst = cand.group[g].kst < min_kst ? cand.group[g].kst : min_kst;
-      int64_t top = most / cand.tiles < min_kst ? most / cand.tiles : min_kst;
-      if (top > kMaxReduceParts) top = kMaxReduceParts;
+      // parts: up to the longest tile's K steps (shorter tiles take one part per step) and the SMs
+      int64_t max_kst = 1;
+      for (int g = 0; g < groups; ++g) max_kst = cand.group[g].kst > max_kst ? cand.group[g].kst : max_kst;
+      int64_t top = max_kst < kMaxReduceParts ? max_kst : kMaxReduceParts;
+      while (top >= 1 && reduce_ctas(cand, top) > most) --top;
       const int64_t lo = force.share == 3 && force.parts ? (force.parts < top ? force.parts : top) : 2;
       const int64_t hi = force.share == 3 && force.parts ? lo : top;
       for (int64_t parts = lo; parts <= hi && parts >= 1; ++parts) {

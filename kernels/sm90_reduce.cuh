@@ -1,4 +1,4 @@
-// The reduce kernel of reduced tiles (plan.h share_reduce): the GEMM's CTA b = tile x parts + part stored
+// The reduce kernel of reduced tiles (plan.h share_reduce): the GEMM's CTAs of each tile's parts stored
 // its part's fp32 sums (sm90_share.cuh write_partial: per consumer warp, float4 j of lane l holds B rows
 // r, r + 8 x A rows a, a + 1 of the tile, wgmma's accumulator layout); this kernel sums each tile's
 // parts and stores C (fp16, any alignment: element by element, consecutive lanes on consecutive
@@ -29,6 +29,18 @@ namespace fl::sm90 {
 constexpr int kReduceThreads = 32 * kReduceWarps;
 static_assert(kTileConsumerWarps == (int)kConsumerWarps, "plan.h's count of consumer warps");
 
+// The first CTA b whose share starts in tile t or later (start_tile is non-decreasing; num_ctas if none).
+template <int MAXG>
+__device__ __forceinline__ int first_cta_at_or_after(const Params<MAXG>& p, int t) {
+  int lo = 0, hi = p.num_ctas;
+  while (lo < hi) {
+    const int mid = (lo + hi) / 2;
+    if (p.start_tile[mid] < t) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
 template <int MAXG>
 __global__ void __launch_bounds__(kReduceThreads, kReduceCtasPerSm)
     reduce_partials(const __grid_constant__ Params<MAXG> p) {
@@ -45,12 +57,13 @@ __global__ void __launch_bounds__(kReduceThreads, kReduceCtasPerSm)
   const Group& gr = p.groups[tile.g];
   const int rows = min(gr.width, gr.m - tile.m0);  // the tile's valid A rows
   if (8 * per * z >= rows) return;
-  const int tiles = p.groups[p.num_groups - 1].tile_end;
-  const int parts = p.num_ctas / tiles;  // share_reduce: the same number for every tile
+  // tile t's parts: the CTAs whose share starts in it, consecutive (share_reduce; tiles with fewer K
+  // steps than the launch's parts per tile take one part per step)
+  const int first = first_cta_at_or_after(p, t), parts = first_cta_at_or_after(p, t + 1) - first;
   const int slice = warp % ways, jl = warp / ways;
   const int j = per * z + jl;
   const bool active = jl < per && 8 * j < rows;
-  const float* src = p.partials + (size_t)t * parts * (kPartialBytes / 4) +
+  const float* src = p.partials + (size_t)first * (kPartialBytes / 4) +
                      (active ? partial_index(gr.width, cwarp, lane, j) : 0);
   // the GEMM's partial sums: complete and visible once it has completed
   ptx::griddep_wait();

@@ -64,6 +64,7 @@ RANDOM_SHAPES = [
     (1, [1000], [999], [320]),
     (1, [17], [4097], [64]),
     (1, [16], [1024], [4096]),  # reduced tiles (8 tiles of 64 steps, 16 parts each)
+    (2, [118, 70], [104, 168], [192, 3072]),  # reduced tiles of 3 parts (3 K steps) beside ones of 24
     (2, [1, 255], [129, 7], [128, 192]),
     (3, [257, 513, 31], [131, 77, 1001], [64, 448, 1024]),
     _varied_groups(100, seed=4, max_m=200, max_n=400, max_steps=4),  # the 128-group parameter block

@@ -231,6 +231,8 @@ PLAN_CASES = [
     [(128, 4096, 1536), (384, 4096, 1536)],  # benchmark 4
     [(1, 1, 64)],
     [(m, 256 * (1 + m % 3), 64 * (1 + m % 5)) for m in range(1, 600, 37)],  # mixed N and K
+    [(118, 104, 192), (70, 168, 3072)],  # a short K beside a long one: reduced tiles of 3 and of more parts
+    [(16, 512, 64), (200, 300, 4096), (5, 64, 128)],
 ]
 
 
@@ -303,16 +305,19 @@ def test_plan_shares_cover_every_step_once(sm_count, share, parts):
         if parts and share == 2:
             assert ctas == min(sm_count, fastlaunch._C.max_ctas, sum(tile_steps), parts * tiles)
         assert starts[0] == (0, 0) and starts[-1] == (tiles, 0)
+        # a tile of fewer K steps than the parts takes one part per step
+        tile_parts = [min(red, s) for s in tile_steps]
         if red:
-            assert share in (0, 3) and rows == 128 and len(sizes) <= 16 and ctas == tiles * red
+            assert share in (0, 3) and rows == 128 and len(sizes) <= 16 and ctas == sum(tile_parts)
             assert red == parts or not parts
-            assert list(starts[:-1]) == [(t, tile_steps[t] * i // red) for t in range(tiles) for i in range(red)]
-            assert red <= min(tile_steps)  # every part at least one step
-            part_ns = max(s * step_cost(w) for s, w in zip(tile_steps, tile_width)) / red
+            assert red <= max(tile_steps)
+            assert list(starts[:-1]) == [(t, tile_steps[t] * i // n) for t, n in enumerate(tile_parts) for i in range(n)]
+            part_ns = max(-(-s // n) * step_cost(w) for s, n, w in zip(tile_steps, tile_parts, tile_width))
             assert est * 1000 >= part_ns + COST["reduce_ns"] - 1
             continue
-        assert share != 3 or not parts or len(sizes) > 16 or parts * tiles > min(sm_count, fastlaunch._C.max_ctas) \
-            or parts > min(tile_steps)  # forced reduced tiles are taken wherever allowed
+        forced_ctas = sum(min(parts, s) for s in tile_steps)
+        assert share != 3 or not parts or len(sizes) > 16 or forced_ctas > min(sm_count, fastlaunch._C.max_ctas) \
+            or parts > max(tile_steps)  # forced reduced tiles are taken wherever allowed
         if share == 3:
             parts = 0  # the fallback: the planner's plan of whole or split tiles
         first = [sum(tile_steps[:t]) for t in range(tiles + 1)]  # global index of each tile's first step
