@@ -162,7 +162,7 @@ int launch_chunk(const DeviceState& dev, const int64_t* buf, int G, int g0, int 
   launch_extent(buf, G, g0, gc, &rows, &kmax);
   if (int rc = a16_maps(dev.drv, p.map_a16, a16, kmax * 2, rows, err)) return rc;
   std::memcpy(&p.tmpl_b, &st.tmpl_b, sizeof(CUtensorMap));
-  int64_t tiles = 0, units = 0, row = 0;
+  int64_t tiles = 0, units = 0, row = 0, red_ctas = 0;
   bool any = false;  // a group whose C rows are not all 16-byte aligned
   for (int i = 0; i < gc; ++i) {  // in the plan's order
     const int local = plan.order[i], g = g0 + local;
@@ -183,6 +183,8 @@ int launch_chunk(const DeviceState& dev, const int64_t* buf, int G, int g0, int 
     gr.chunks = (int32_t)gt.chunks;
     gr.tile_end = (int32_t)tiles;
     gr.unit_end = (int32_t)units;
+    gr.cta0 = (int32_t)red_ctas;  // (share_reduce's count: min(parts, K steps) CTAs per tile)
+    if (plan.reduce) red_ctas += gt.chunks * gt.tiles_n * sm90::tile_parts(plan.reduce, k / sm90::kBlockK);
     any = any || n % 8 != 0 || reinterpret_cast<uintptr_t>(gr.c) % 16 != 0;
   }
   if constexpr (MAXG <= sm90::kGroupsSmall) {

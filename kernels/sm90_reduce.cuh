@@ -29,18 +29,6 @@ namespace fl::sm90 {
 constexpr int kReduceThreads = 32 * kReduceWarps;
 static_assert(kTileConsumerWarps == (int)kConsumerWarps, "plan.h's count of consumer warps");
 
-// The first CTA b whose share starts in tile t or later (start_tile is non-decreasing; num_ctas if none).
-template <int MAXG>
-__device__ __forceinline__ int first_cta_at_or_after(const Params<MAXG>& p, int t) {
-  int lo = 0, hi = p.num_ctas;
-  while (lo < hi) {
-    const int mid = (lo + hi) / 2;
-    if (p.start_tile[mid] < t) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo;
-}
-
 template <int MAXG>
 __global__ void __launch_bounds__(kReduceThreads, kReduceCtasPerSm)
     reduce_partials(const __grid_constant__ Params<MAXG> p) {
@@ -57,9 +45,12 @@ __global__ void __launch_bounds__(kReduceThreads, kReduceCtasPerSm)
   const Group& gr = p.groups[tile.g];
   const int rows = min(gr.width, gr.m - tile.m0);  // the tile's valid A rows
   if (8 * per * z >= rows) return;
-  // tile t's parts: the CTAs whose share starts in it, consecutive (share_reduce; tiles with fewer K
-  // steps than the launch's parts per tile take one part per step)
-  const int first = first_cta_at_or_after(p, t), parts = first_cta_at_or_after(p, t + 1) - first;
+  // tile t's parts: consecutive CTAs, the same number for every tile of a group (share_reduce: tiles
+  // with fewer K steps than the launch's parts per tile take one part per step)
+  const int tile0 = tile.g ? p.groups[tile.g - 1].tile_end : 0;
+  const int next0 = tile.g + 1 < p.num_groups ? p.groups[tile.g + 1].cta0 : p.num_ctas;
+  const int parts = (next0 - gr.cta0) / (gr.tile_end - tile0);
+  const int first = gr.cta0 + (t - tile0) * parts;
   const int slice = warp % ways, jl = warp / ways;
   const int j = per * z + jl;
   const bool active = jl < per && 8 * j < rows;
