@@ -148,8 +148,8 @@ constexpr int64_t kMinPartSteps = 2;    // no part of a split tile is shorter th
 
 // Reduced tiles (launches of up to kGroupsSmall groups with few tiles and a long K; a GEMM kernel of
 // their own, then a third kernel): every tile's K steps cut into `parts` shares of about equal length,
-// one per CTA (tiles with fewer K steps: one per step), each storing its partial sums (the valid halves, as a
-// split tile's part); then the reduce kernel (sm90_reduce.cuh) sums each tile's parts and stores C,
+// one per CTA (tiles with fewer K steps: one per step), each storing its partial sums (the valid
+// halves, as a split tile's part); then the reduce kernel (sm90_reduce.cuh) sums each tile's parts and stores C,
 // spread over many CTAs. No CTA waits for another, so a tile may be cut into many parts, where a split
 // tile's finishing CTA reads the other parts one after the other. Estimated: the busiest CTA's steps
 // and store (kFew*), then kReduceNs (the third launch, C's store) + kReduceNsPerKB per KB of partial
@@ -355,13 +355,14 @@ inline void share_out(LaunchPlan& p, int ctas, bool whole, bool few = false) {
 }
 
 // Reduced tiles (kReduceNs above): each tile's steps in min(parts, its K steps) shares, one CTA each,
-// the tiles' CTAs in tile order (a tile's parts are the CTAs whose start_tile is that tile: the reduce
-// kernel finds them there); fills ctas, start_tile/start_k, splits (every CTA stores partial sums) and
-// est_ns. reduce_ctas(p, parts) <= kMaxCtas.
+// the tiles' CTAs in tile order, so every tile of a group has as many (the launcher records each group's
+// first CTA, Group::cta0, where the reduce kernel finds a tile's parts); fills ctas, start_tile/start_k,
+// splits (every CTA stores partial sums) and est_ns. reduce_ctas(p, parts) <= kMaxCtas.
 inline int64_t tile_parts(int64_t parts, int64_t kst) { return parts < kst ? parts : kst; }
 inline int64_t reduce_ctas(const LaunchPlan& p, int64_t parts) {
   int64_t ctas = 0;
-  for (int g = 0; g < p.groups; ++g) ctas += p.group[g].chunks * p.group[g].tiles_n * tile_parts(parts, p.group[g].kst);
+  for (int g = 0; g < p.groups; ++g)
+    ctas += p.group[g].chunks * p.group[g].tiles_n * tile_parts(parts, p.group[g].kst);
   return ctas;
 }
 inline void share_reduce(LaunchPlan& p, int64_t parts) {

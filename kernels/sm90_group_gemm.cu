@@ -184,7 +184,8 @@ int launch_chunk(const DeviceState& dev, const int64_t* buf, int G, int g0, int 
     gr.tile_end = (int32_t)tiles;
     gr.unit_end = (int32_t)units;
     gr.cta0 = (int32_t)red_ctas;  // (share_reduce's count: min(parts, K steps) CTAs per tile)
-    if (plan.reduce) red_ctas += gt.chunks * gt.tiles_n * sm90::tile_parts(plan.reduce, k / sm90::kBlockK);
+    if (plan.reduce)
+      red_ctas += gt.chunks * gt.tiles_n * sm90::tile_parts(plan.reduce, k / sm90::kBlockK);
     any = any || n % 8 != 0 || reinterpret_cast<uintptr_t>(gr.c) % 16 != 0;
   }
   if constexpr (MAXG <= sm90::kGroupsSmall) {
@@ -206,13 +207,15 @@ int launch_chunk(const DeviceState& dev, const int64_t* buf, int G, int g0, int 
   p.trace = st.trace;
   void* args[1] = {&p};
 
-  // The conversion: enough CTAs for its units (at most 2048 threads per SM) and for one warp per group's B map.
+  // The conversion: enough CTAs for its units (at most 2048 threads per SM) and for one warp per group's
+  // B map.
   // GEMM alone (experiments): the same kernel with no units (only the conversion reads num_units), so
   // the maps and flags are still written.
   if (st.only == 2) p.num_units = 0;
   CUlaunchConfig cfg = st.convert_config;  // attrs point into dev, which outlives the call
   int64_t blocks = ceil_div((int64_t)p.num_units * sm90::kChunksPerUnit, sm90::kConvertThreads);
-  if (blocks > 2048 / sm90::kConvertThreads * dev.sm_count) blocks = 2048 / sm90::kConvertThreads * dev.sm_count;
+  const int64_t most_blocks = 2048 / sm90::kConvertThreads * dev.sm_count;
+  if (blocks > most_blocks) blocks = most_blocks;
   const int64_t map_blocks = ceil_div(gc, sm90::kConvertThreads / 32);
   cfg.gridDimX = (unsigned)(blocks > map_blocks ? blocks : map_blocks);
   cfg.hStream = reinterpret_cast<CUstream>(stream);

@@ -19,7 +19,7 @@ struct Group : GroupOperands {  // a, b, sfa, sfb, c
   int32_t chunks;      // tiles along M: ceil(m / width)
   int32_t tile_end;    // exclusive end of this group's tiles in the launch's tile order
   int32_t unit_end;    // exclusive end of this group's conversion units (rows x K/64) in the launch
-  int32_t cta0;        // reduced tiles: the first CTA of the group's tiles' parts (consecutive, tile by tile)
+  int32_t cta0;        // reduced tiles: the first CTA of the group's tiles' parts (tile by tile)
 };
 
 // Params::groups is in the plan's order (LaunchPlan::order): tiles are numbered group by group.
