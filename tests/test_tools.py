@@ -40,11 +40,10 @@ def test_bench_kernels_shape_selection():
     assert only == random_shapes(2, 9)
     per_group = bk.select_shapes(bk.parse_args(["--only", "--shape", "3:5,6,7:64:128,256,64"]))
     assert per_group == [(3, [5, 6, 7], [64, 64, 64], [128, 256, 64])]
-    # any shape the tool prints (describe) reads back
-    for shape in random_shapes(5, 11):
-        g, ms, ns, ks = shape
-        text = f"{g}:{','.join(map(str, ms))}:{','.join(map(str, ns))}:{','.join(map(str, ks))}"
-        assert bk.parse_shape(text) == shape
+    # the --shape text the tool prints for a shape reads back as that shape
+    for shape in random_shapes(5, 11) + list(BENCH_SHAPES) + list(TEST_SHAPES):
+        assert bk.parse_shape(bk.shape_arg(shape)) == tuple(shape)
+    assert bk.shape_arg(BENCH_SHAPES[3]) == "2:128,384:4096:1536"
 
 
 @pytest.mark.parametrize("text", ["2:64:128", "2:64,65,66:128:256", "3:1:2,3:64"])

@@ -47,6 +47,16 @@ def parse_shape(text: str):
     return (g, *out)
 
 
+def shape_arg(shape) -> str:
+    """The --shape text of a shape (parse_shape reads it back)."""
+    g, ms, ns, ks = shape
+
+    def col(v):
+        return str(v[0]) if len(set(v)) == 1 else ",".join(map(str, v))
+
+    return f"{g}:{col(ms)}:{col(ns)}:{col(ks)}"
+
+
 def select_shapes(args) -> list:
     """The shapes to time: the benchmark shapes (unless --only), then --shape, --tests and --random ones."""
     shapes = [] if args.only else list(BENCH_SHAPES)
@@ -145,7 +155,7 @@ def bench_shape(shape, flush, peak, bw, sets=3):
     fl_floor = flops(shape) / peak * 1e6
     by_floor = nvfp4_bytes(shape) / bw * 1e6
     return {
-        "shape": describe(shape), "ok": ok, "message": msg,
+        "shape": describe(shape), "arg": shape_arg(shape), "ok": ok, "message": msg,
         "fastlaunch_us": t_fl, "reference_us": t_ref, "cublas_fp16_us": t_cub, "grouped_bf16_us": t_grp,
         "tflops": flops(shape) / (t_fl * 1e-6) / 1e12, "gbs": nvfp4_bytes(shape) / (t_fl * 1e-6) / 1e9,
         "floor_compute_us": fl_floor, "floor_bytes_us": by_floor, "floor_us": max(fl_floor, by_floor),
@@ -196,7 +206,7 @@ def main(argv=None) -> int:
         slower = [r for r in extra if r["fastlaunch_us"] > r["cublas_fp16_us"]]
         print(f"extra shapes slower than cuBLAS fp16 on pre-dequantised operands: {len(slower)} of {len(extra)}"
               + "".join(f"\n  {r['shape']}: {r['fastlaunch_us']:.1f} us against {r['cublas_fp16_us']:.1f}"
-                        for r in slower))
+                        + f" (--shape {r['arg']})" for r in slower))
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"device": name, "peak_flops": peak, "copy_bw": bw, "seed": args.seed if args.random else None,
