@@ -125,6 +125,19 @@ def test_sweep_modes_set_their_variables():
     assert sweep.describe("half:0") == "no half tiles" and sweep.describe("cublas") == "cuBLAS fp16 per group"
 
 
+def test_sweep_shape_sets_are_valid():
+    sweep = load_tool("sweep_sm90")
+    sets = sweep.shape_sets()
+    assert {"bench", "tests", "hand", "slow", "longk"} <= set(sets)
+    for name, (shapes, names) in sets.items():
+        assert len(shapes) == len(names) == len(set(names)), name
+        for g, ms, ns, ks in shapes:
+            assert len(ms) == len(ns) == len(ks) == g, name
+            assert all(k % 64 == 0 for k in ks), name
+            data = R.generate_input(ms, ns, ks, g, 1, device="cpu")
+            assert fastlaunch.unpack(data) == g, name
+
+
 def test_trace_modes_map_to_the_sweep_settings():
     trace = load_tool("trace_sm90")
     assert trace.trace_env("gemm")["FASTLAUNCH_SM90_ONLY"] == "gemm"

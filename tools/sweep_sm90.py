@@ -8,10 +8,10 @@ conversion or only the GEMM launched (FASTLAUNCH_SM90_ONLY; those results are wr
 torch's fp16 GEMM per group on operands of the same sizes. Shapes: the benchmark shapes, the task's test
 shapes, or the hand-over set (one group of M = 16, 64, 128 or 192 rows, N = 1024, K = 4096: with
 share:split:S, what a split tile's partial sums cost by its valid rows), or the slow set (two single groups
-with few tiles and a long K that random draws found slower than cuBLAS). Prints one table (the data behind
-plan.h's cost model).
+with few tiles and a long K that random draws found slower than cuBLAS), or the long-K set (random draws
+the planner ran on half tiles with a long K). Prints one table (the data behind plan.h's cost model).
 
-python tools/sweep_sm90.py [--set bench|tests|hand|slow] [mode ...]   (modes: auto, cap:W, share:whole, share:split,
+python tools/sweep_sm90.py [--set bench|tests|hand|slow|longk] [mode ...]   (modes: auto, cap:W, share:whole, share:split,
   share:split:S, share:reduce, share:reduce:S, half:0, half:1, only:convert, only:gemm, cublas; default: all but
   split:S, reduce:S and cublas)
 """
@@ -28,6 +28,29 @@ from fastlaunch import shapes as S  # noqa: E402
 HAND_SHAPES = [(1, [m], [1024], [4096]) for m in (16, 64, 128, 192)]
 # single groups with few tiles and a long K, slower than cuBLAS in random draws (seed 255658716)
 SLOW_SHAPES = [(1, [23], [409], [3392]), (1, [289], [1632], [1600])]
+# random draws (seeds 255658716 and 1-10) on which the planner took half tiles with a long K, measured
+# up to ~2x their estimate per K step (docs/sm90_kernel_notes.md, the diag after v69b): the data for
+# refitting the half tiles' cost against reduced and split tiles
+LONGK_SHAPES = [(1, [289], [1632], [1600]), (1, [464], [192], [1536]), (2, [193, 382], [400, 258], [512, 1728]),
+                (3, [21, 301, 438], [1701, 488, 182], [384, 3136, 2752]),
+                (3, [238, 156, 400], [63, 263, 653], [384, 2496, 256]),
+                (6, [346, 305, 55, 41, 30, 206], [413, 190, 510, 834, 1116, 292],
+                 [2432, 2560, 2368, 3328, 1280, 768]),
+                (4, [380, 385, 130, 198], [180, 349, 561, 1014], [1728, 3328, 256, 3776]),
+                (3, [59, 341, 358], [1227, 371, 694], [2560, 64, 1728])]
+
+
+def shape_sets():
+    """--set's choices: name -> (shapes, column names)."""
+    def short(shape):
+        g, ms, ns, ks = shape
+        return f"{ms[0]}x{ns[0]}x{ks[0]}" if g == 1 else f"G={g} M={ms[0]},.."
+
+    return {"bench": (S.BENCH_SHAPES, [f"bench {i + 1}" for i in range(len(S.BENCH_SHAPES))]),
+            "tests": (S.TEST_SHAPES, [f"test {i}" for i in range(len(S.TEST_SHAPES))]),
+            "hand": (HAND_SHAPES, [f"M={ms[0]}" for _g, ms, _n, _k in HAND_SHAPES]),
+            "slow": (SLOW_SHAPES, [short(x) for x in SLOW_SHAPES]),
+            "longk": (LONGK_SHAPES, [short(x) for x in LONGK_SHAPES])}
 WIDTHS = (128, 192)  # plan.h kWidths (fastlaunch._C.tile_widths); a cap must be one of them
 MODES = {"auto": "planner", **{f"cap:{w}": f"widths <= {w}" for w in WIDTHS},
          "share:whole": "whole tiles only", "share:split": "split tiles only",
@@ -90,14 +113,11 @@ def mode_env(mode):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--set", choices=("bench", "tests", "hand", "slow"), default="bench")
+    sets = shape_sets()
+    p.add_argument("--set", choices=tuple(sets), default="bench")
     p.add_argument("modes", nargs="*")
     args = p.parse_args(argv)
-    shapes = {"bench": S.BENCH_SHAPES, "tests": S.TEST_SHAPES, "hand": HAND_SHAPES,
-              "slow": SLOW_SHAPES}[args.set]
-    names = {"bench": [f"bench {i + 1}" for i in range(len(shapes))], "tests": [f"test {i}" for i in range(len(shapes))],
-             "hand": [f"M={ms[0]}" for _g, ms, _n, _k in shapes],
-             "slow": [f"{ms[0]}x{ns[0]}x{ks[0]}" for _g, ms, ns, ks in shapes]}[args.set]
+    shapes, names = sets[args.set]
     rows = []
     for m in args.modes or list(MODES):
         out = subprocess.run([sys.executable, "-c", CHILD, m, json.dumps(shapes)], env=mode_env(m), capture_output=True,
