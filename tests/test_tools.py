@@ -148,6 +148,9 @@ def test_trace_modes_map_to_the_sweep_settings():
     from fastlaunch import shapes as S
     assert trace.shape_list("random:255658716") == S.random_shapes(8, 255658716)
     assert trace.shape_list("tests") == S.TEST_SHAPES and trace.shape_list("bench") == S.BENCH_SHAPES
+    assert trace.shape_list("longk") == load_tool("sweep_sm90").LONGK_SHAPES
+    with pytest.raises(SystemExit, match="--set"):
+        trace.shape_list("benches")
 
 
 def test_trace_summary_skips_events_a_cta_did_not_record():

@@ -3,13 +3,15 @@ FASTLAUNCH_SM90_TRACE) on one call per benchmark shape, L2 flushed before it, be
 of the same call. Prints, per shape, the medians over CTAs of each phase (us) and the spread of CTA
 start and end times. Mode "whole" is the planner's choice, "gemm" launches the GEMM alone
 (FASTLAUNCH_SM90_ONLY; wrong results); any mode of tools/sweep_sm90.py (half:0, share:split, ...) works
-too. --set tests takes the shape indices into the task's test shapes instead of the benchmark shapes,
---set random:SEED into the 8 random shapes of that seed (tools/bench_kernels.py --random 8 --seed SEED).
+too. --set tests takes the shape indices into the task's test shapes instead of the benchmark shapes (as do
+tools/sweep_sm90.py's other sets: hand, slow, longk), --set random:SEED into the 8 random shapes of that
+seed (tools/bench_kernels.py --random 8 --seed SEED).
 Besides the phases: the busiest CTA's time from entry to its consumers' end, and the median CTA's.
 
 --raw FILE also writes every traced call (per mode and shape: event us and each CTA's trace points) as JSON.
 
-python tools/trace_sm90.py [--shapes 3,2,0] [--modes whole,gemm] [--set bench|tests|random:SEED] [--raw FILE]
+python tools/trace_sm90.py [--shapes 3,2,0] [--modes whole,gemm] [--set bench|tests|hand|slow|longk|random:SEED]
+    [--raw FILE]
 """
 import argparse
 import json
@@ -19,7 +21,8 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sweep_sm90 import mode_env  # noqa: E402  (it also puts this clone's package on the path)
+# (sweep_sm90 also puts this clone's package on the path)
+from sweep_sm90 import mode_env, shape_sets  # noqa: E402
 
 from fastlaunch import shapes as S  # noqa: E402
 
@@ -58,10 +61,14 @@ print(json.dumps(out))
 
 
 def shape_list(shape_set):
-    """The shapes a --set names: bench, tests or random:SEED (8 random shapes of that seed)."""
+    """The shapes a --set names: one of tools/sweep_sm90.py's sets (bench, tests, hand, slow, longk) or
+    random:SEED (8 random shapes of that seed)."""
     if shape_set.startswith("random:"):
         return S.random_shapes(8, int(shape_set.split(":", 1)[1]))
-    return S.TEST_SHAPES if shape_set == "tests" else S.BENCH_SHAPES
+    sets = shape_sets()
+    if shape_set not in sets:
+        raise SystemExit(f"--set {shape_set}: expected one of {', '.join(sets)} or random:SEED")
+    return sets[shape_set][0]
 
 
 def traced_runs(shapes, env, label, shape_set="bench"):
@@ -110,7 +117,8 @@ def trace_env(mode):
 
 def main():
     ap = shapes_modes_parser(__doc__, "3,2,0", "whole,gemm")
-    ap.add_argument("--set", default="bench", dest="shape_set", help="bench, tests or random:SEED")
+    ap.add_argument("--set", default="bench", dest="shape_set",
+                    help="bench, tests, hand, slow, longk (tools/sweep_sm90.py's sets) or random:SEED")
     ap.add_argument("--raw", help="write every traced call here (JSON)")
     a = ap.parse_args()
     shape_list(a.shape_set)  # a bad --set fails here
@@ -128,7 +136,7 @@ def main():
     keys = ["event_us", "span_us", "entry_spread_us", "exit_spread_us", "busiest CTA", "median CTA"] + [
         p[0] for p in PHASES]
     print("medians over 5 calls (us); phases: median over CTAs; span: first CTA entry to last CTA exit")
-    tag = {"tests": "t", "bench": "b"}.get(a.shape_set, "r")  # benchmarks count from 1, the others from 0
+    tag = a.shape_set[0]  # b(ench), t(ests), h(and), s(low), l(ongk), r(andom); benchmarks count from 1
     print("| quantity | " + " | ".join(f"{m} {tag}{s + (tag == 'b')}" for m, s, _ in table) + " |")
     print("|---|" + "---|" * len(table))
     for k in keys:
