@@ -237,10 +237,7 @@ int launch_chunk(const DeviceState& dev, const int64_t* buf, int G, int g0, int 
       cfg = st.reduce_config;
       cfg.gridDimX = (unsigned)plan.tiles;
       cfg.gridDimY = sm90::kConsumerWarps;
-      int jv = 1;  // the launch's most float4s of valid A rows per tile (8 rows each)
-      for (int i = 0; i < gc; ++i)
-        jv = std::max(jv, (int)((std::min<int64_t>(p.groups[i].width, p.groups[i].m) + 7) / 8));
-      cfg.gridDimZ = (unsigned)sm90::reduce_chunks(plan.tiles, jv, dev.sm_count);
+      cfg.gridDimZ = (unsigned)sm90::reduce_chunks(plan.tiles, sm90::most_valid_float4s(p), dev.sm_count);
       cfg.hStream = reinterpret_cast<CUstream>(stream);
       FL_DRV_TRY(err, dev.drv, dev.drv.launch_kernel_ex(&cfg, st.reduce_fn, args, nullptr));
     }

@@ -29,6 +29,15 @@ namespace fl::sm90 {
 constexpr int kReduceThreads = 32 * kReduceWarps;
 static_assert(kTileConsumerWarps == (int)kConsumerWarps, "plan.h's count of consumer warps");
 
+// The launch's most float4s (8 A rows each) of valid rows in one tile: the launcher sizes the grid's
+// chunks by it (plan.h reduce_chunks) and the kernel reads its float4s per CTA back from it.
+template <int MAXG>
+__host__ __device__ __forceinline__ int most_valid_float4s(const Params<MAXG>& p) {
+  int jv = 1;
+  for (int g = 0; g < p.num_groups; ++g) jv = max(jv, (min(p.groups[g].width, p.groups[g].m) + 7) / 8);
+  return jv;
+}
+
 template <int MAXG>
 __global__ void __launch_bounds__(kReduceThreads, kReduceCtasPerSm)
     reduce_partials(const __grid_constant__ Params<MAXG> p) {
@@ -37,8 +46,7 @@ __global__ void __launch_bounds__(kReduceThreads, kReduceCtasPerSm)
   ptx::griddep_launch_dependents();
   const int t = blockIdx.x, cwarp = blockIdx.y, z = blockIdx.z;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  int jv = 1;  // the launch's most float4s of valid rows per tile, as reduce_chunks was given
-  for (int g = 0; g < p.num_groups; ++g) jv = max(jv, (min(p.groups[g].width, p.groups[g].m) + 7) / 8);
+  const int jv = most_valid_float4s(p);
   const int per = (jv + (int)gridDim.z - 1) / (int)gridDim.z;  // float4s per CTA (<= kReduceWarps)
   const int ways = kReduceWarps / per;                          // warps per float4
   const Tile tile = decode_tile<kBlockN>(p, t, 0);
