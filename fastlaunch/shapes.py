@@ -22,11 +22,14 @@ BENCH_SHAPES = [
 ]
 
 
+def column(values) -> str:
+    """One value if every group has it, else the groups' values joined by commas."""
+    return str(values[0]) if len(set(values)) == 1 else ",".join(map(str, values))
+
+
 def describe(shape) -> str:
     g, ms, ns, ks = shape
-    def col(v):
-        return str(v[0]) if len(set(v)) == 1 else ",".join(map(str, v))
-    return f"G={g} M={col(ms)} N={col(ns)} K={col(ks)}"
+    return f"G={g} M={column(ms)} N={column(ns)} K={column(ks)}"
 
 
 def flops(shape) -> int:

@@ -28,7 +28,7 @@ import torch
 
 import fastlaunch
 from fastlaunch import reference as R
-from fastlaunch.shapes import BENCH_SHAPES, TEST_SHAPES, describe, flops, nvfp4_bytes, random_shapes
+from fastlaunch.shapes import BENCH_SHAPES, TEST_SHAPES, column, describe, flops, nvfp4_bytes, random_shapes
 from fastlaunch.timing import device_us, l2_flush_buffer, load_pyplot
 
 
@@ -50,11 +50,7 @@ def parse_shape(text: str):
 def shape_arg(shape) -> str:
     """The --shape text of a shape (parse_shape reads it back)."""
     g, ms, ns, ks = shape
-
-    def col(v):
-        return str(v[0]) if len(set(v)) == 1 else ",".join(map(str, v))
-
-    return f"{g}:{col(ms)}:{col(ns)}:{col(ks)}"
+    return f"{g}:{column(ms)}:{column(ns)}:{column(ks)}"
 
 
 def select_shapes(args) -> list:
