@@ -286,8 +286,9 @@ def test_plan_shares_cover_every_step_once(sm_count, share, parts):
     # The CTAs' shares (stream-K) cut the step sequence (tiles in order, each tile's K steps) into
     # non-empty consecutive ranges that cover it exactly, of about equal estimated time; split tiles
     # with `parts` (FASTLAUNCH_SM90_SHARE=split:S) use that many CTAs per tile where steps and SMs allow.
-    # Reduced tiles (share 3 forces them where a launch may take them: up to 16 groups, tiles x parts
-    # within the SMs) cut every tile into `reduce` parts of about equal length, one CTA each.
+    # Reduced tiles (share 3 forces them where a launch may take them: up to 16 groups, their CTAs
+    # within the SMs) cut every tile into min(`reduce`, its K steps) parts of about equal length, one CTA
+    # each.
     plan = fastlaunch._C.plan
     for sizes in PLAN_CASES:
         groups, starts, est, rows, red = plan(sizes, sm_count, share, 0, parts)
