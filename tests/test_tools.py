@@ -138,6 +138,17 @@ def test_sweep_shape_sets_are_valid():
             assert fastlaunch.unpack(data) == g, name
 
 
+def test_sweep_takes_random_sets():
+    sweep = load_tool("sweep_sm90")
+    from fastlaunch import shapes as S
+    shapes, names = sweep.resolve_set("random:431703237")
+    assert shapes == S.random_shapes(8, 431703237) and len(names) == len(set(names)) == 8
+    assert sweep.resolve_set("longk") == sweep.shape_sets()["longk"]
+    for bad in ("random:", "random:x1", "random:-3", "longks"):
+        with pytest.raises(SystemExit, match="--set"):
+            sweep.resolve_set(bad)
+
+
 def test_trace_modes_map_to_the_sweep_settings():
     trace = load_tool("trace_sm90")
     assert trace.trace_env("gemm")["FASTLAUNCH_SM90_ONLY"] == "gemm"

@@ -9,9 +9,10 @@ torch's fp16 GEMM per group on operands of the same sizes. Shapes: the benchmark
 shapes, or the hand-over set (one group of M = 16, 64, 128 or 192 rows, N = 1024, K = 4096: with
 share:split:S, what a split tile's partial sums cost by its valid rows), or the slow set (two single groups
 with few tiles and a long K that random draws found slower than cuBLAS), or the long-K set (random draws
-the planner ran on half tiles with a long K). Prints one table (the data behind plan.h's cost model).
+the planner ran on half tiles with a long K), or random:SEED (the 8 random shapes of that seed). Prints one
+table (the data behind plan.h's cost model); --json also writes it.
 
-python tools/sweep_sm90.py [--set bench|tests|hand|slow|longk] [mode ...]   (modes: auto, cap:W, share:whole, share:split,
+python tools/sweep_sm90.py [--set bench|tests|hand|slow|longk|random:SEED] [--json FILE] [mode ...]   (modes: auto, cap:W, share:whole, share:split,
   share:split:S, share:reduce, share:reduce:S, half:0, half:1, only:convert, only:gemm, cublas; default: all but
   split:S, reduce:S and cublas)
 """
@@ -51,6 +52,23 @@ def shape_sets():
             "hand": (HAND_SHAPES, [f"M={ms[0]}" for _g, ms, _n, _k in HAND_SHAPES]),
             "slow": (SLOW_SHAPES, [short(x) for x in SLOW_SHAPES]),
             "longk": (LONGK_SHAPES, [short(x) for x in LONGK_SHAPES])}
+
+
+def resolve_set(shape_set):
+    """(shapes, column names) of a --set: one of shape_sets() or random:SEED (the 8 random shapes of that
+    seed, as tools/bench_kernels.py --random 8 --seed SEED draws them)."""
+    if shape_set.startswith("random:"):
+        seed = shape_set.split(":", 1)[1]
+        if not seed.isdigit():
+            raise SystemExit(f"--set {shape_set}: expected random:SEED with SEED a non-negative integer")
+        shapes = S.random_shapes(8, int(seed))
+        return shapes, [f"r{i} G={g} M={ms[0]}{',..' if g > 1 else ''}" for i, (g, ms, _n, _k) in enumerate(shapes)]
+    sets = shape_sets()
+    if shape_set not in sets:
+        raise SystemExit(f"--set {shape_set}: expected one of {', '.join(sets)} or random:SEED")
+    return sets[shape_set]
+
+
 WIDTHS = (128, 192)  # plan.h kWidths (fastlaunch._C.tile_widths); a cap must be one of them
 MODES = {"auto": "planner", **{f"cap:{w}": f"widths <= {w}" for w in WIDTHS},
          "share:whole": "whole tiles only", "share:split": "split tiles only",
@@ -114,10 +132,11 @@ def mode_env(mode):
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sets = shape_sets()
-    p.add_argument("--set", choices=tuple(sets), default="bench")
+    p.add_argument("--set", default="bench", help=f"{', '.join(sets)} or random:SEED")
+    p.add_argument("--json", help="also write the shapes, modes and times (us) to this file")
     p.add_argument("modes", nargs="*")
     args = p.parse_args(argv)
-    shapes, names = sets[args.set]
+    shapes, names = resolve_set(args.set)
     rows = []
     for m in args.modes or list(MODES):
         out = subprocess.run([sys.executable, "-c", CHILD, m, json.dumps(shapes)], env=mode_env(m), capture_output=True,
@@ -133,6 +152,10 @@ def main(argv=None):
         correct = "-" if m == "cublas" else r["ok"]
         print(f"| {m} | {describe(m)} | {correct} | " + " | ".join(f"{u:.1f}" for u in us) +
               f" | {statistics.geometric_mean(us):.1f} |")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"set": args.set, "shapes": shapes, "names": names,
+                       "modes": {m: r for m, r in rows}}, f, indent=1)
 
 
 if __name__ == "__main__":

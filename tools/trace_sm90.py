@@ -22,7 +22,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 # (sweep_sm90 also puts this clone's package on the path)
-from sweep_sm90 import mode_env, shape_sets  # noqa: E402
+from sweep_sm90 import mode_env, resolve_set  # noqa: E402
 
 from fastlaunch import shapes as S  # noqa: E402
 
@@ -63,12 +63,7 @@ print(json.dumps(out))
 def shape_list(shape_set):
     """The shapes a --set names: one of tools/sweep_sm90.py's sets (bench, tests, hand, slow, longk) or
     random:SEED (8 random shapes of that seed)."""
-    if shape_set.startswith("random:"):
-        return S.random_shapes(8, int(shape_set.split(":", 1)[1]))
-    sets = shape_sets()
-    if shape_set not in sets:
-        raise SystemExit(f"--set {shape_set}: expected one of {', '.join(sets)} or random:SEED")
-    return sets[shape_set][0]
+    return resolve_set(shape_set)[0]
 
 
 def traced_runs(shapes, env, label, shape_set="bench"):
