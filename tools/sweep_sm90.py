@@ -9,10 +9,11 @@ torch's fp16 GEMM per group on operands of the same sizes. Shapes: the benchmark
 shapes, or the hand-over set (one group of M = 16, 64, 128 or 192 rows, N = 1024, K = 4096: with
 share:split:S, what a split tile's partial sums cost by its valid rows), or the slow set (two single groups
 with few tiles and a long K that random draws found slower than cuBLAS), or the long-K set (random draws
-the planner ran on half tiles with a long K), or random:SEED (the 8 random shapes of that seed). Prints one
+the planner ran on half tiles with a long K), or the alignment set (random draws with N not a multiple of 8,
+each beside the same shape with N rounded up to one), or random:SEED (the 8 random shapes of that seed). Prints one
 table (the data behind plan.h's cost model); --json also writes it.
 
-python tools/sweep_sm90.py [--set bench|tests|hand|slow|longk|random:SEED] [--json FILE] [mode ...]   (modes: auto, cap:W, share:whole, share:split,
+python tools/sweep_sm90.py [--set bench|tests|hand|slow|longk|any|random:SEED] [--json FILE] [mode ...]   (modes: auto, cap:W, share:whole, share:split,
   share:split:S, share:reduce, share:reduce:S, half:0, half:1, only:convert, only:gemm, cublas; default: all but
   split:S, reduce:S and cublas)
 """
@@ -40,6 +41,14 @@ LONGK_SHAPES = [(1, [289], [1632], [1600]), (1, [464], [192], [1536]), (2, [193,
                 (4, [380, 385, 130, 198], [180, 349, 561, 1014], [1728, 3328, 256, 3776]),
                 (3, [59, 341, 358], [1227, 371, 694], [2560, 64, 1728])]
 
+# random draws whose N are not multiples of 8 (C rows stored by the kernels compiled for any alignment),
+# each beside the same shape with every N rounded up to a multiple of 8 (the same tiles): what storing
+# unaligned C rows costs each kind of plan
+ANY_BASES = [(1, [316], [1613], [1408]), (1, [393], [530], [1728]), (2, [168, 403], [1518, 2006], [256, 3904]),
+             (3, [59, 263, 24], [1465, 1656, 75], [3456, 3008, 3136]),
+             (6, [461, 110, 86, 43, 502, 367], [450, 1319, 958, 1044, 1261, 916], [1472, 3904, 64, 2688, 2816, 2880])]
+ANY_SHAPES = [x for g, ms, ns, ks in ANY_BASES for x in ((g, ms, ns, ks), (g, ms, [-(-n // 8) * 8 for n in ns], ks))]
+
 
 def shape_sets():
     """--set's choices: name -> (shapes, column names)."""
@@ -51,7 +60,8 @@ def shape_sets():
             "tests": (S.TEST_SHAPES, [f"test {i}" for i in range(len(S.TEST_SHAPES))]),
             "hand": (HAND_SHAPES, [f"M={ms[0]}" for _g, ms, _n, _k in HAND_SHAPES]),
             "slow": (SLOW_SHAPES, [short(x) for x in SLOW_SHAPES]),
-            "longk": (LONGK_SHAPES, [short(x) for x in LONGK_SHAPES])}
+            "longk": (LONGK_SHAPES, [short(x) for x in LONGK_SHAPES]),
+            "any": (ANY_SHAPES, [f"{short(x)} N%8{'=0' if i % 2 else '>0'}" for i, x in enumerate(ANY_SHAPES)])}
 
 
 def resolve_set(shape_set):

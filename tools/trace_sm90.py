@@ -4,13 +4,13 @@ of the same call. Prints, per shape, the medians over CTAs of each phase (us) an
 start and end times. Mode "whole" is the planner's choice, "gemm" launches the GEMM alone
 (FASTLAUNCH_SM90_ONLY; wrong results); any mode of tools/sweep_sm90.py (half:0, share:split, ...) works
 too. --set tests takes the shape indices into the task's test shapes instead of the benchmark shapes (as do
-tools/sweep_sm90.py's other sets: hand, slow, longk), --set random:SEED into the 8 random shapes of that
+tools/sweep_sm90.py's other sets: hand, slow, longk, any), --set random:SEED into the 8 random shapes of that
 seed (tools/bench_kernels.py --random 8 --seed SEED).
 Besides the phases: the busiest CTA's time from entry to its consumers' end, and the median CTA's.
 
 --raw FILE also writes every traced call (per mode and shape: event us and each CTA's trace points) as JSON.
 
-python tools/trace_sm90.py [--shapes 3,2,0] [--modes whole,gemm] [--set bench|tests|hand|slow|longk|random:SEED]
+python tools/trace_sm90.py [--shapes 3,2,0] [--modes whole,gemm] [--set bench|tests|hand|slow|longk|any|random:SEED]
     [--raw FILE]
 """
 import argparse
@@ -61,7 +61,7 @@ print(json.dumps(out))
 
 
 def shape_list(shape_set):
-    """The shapes a --set names: one of tools/sweep_sm90.py's sets (bench, tests, hand, slow, longk) or
+    """The shapes a --set names: one of tools/sweep_sm90.py's sets (bench, tests, hand, slow, longk, any) or
     random:SEED (8 random shapes of that seed)."""
     return resolve_set(shape_set)[0]
 
@@ -113,7 +113,7 @@ def trace_env(mode):
 def main():
     ap = shapes_modes_parser(__doc__, "3,2,0", "whole,gemm")
     ap.add_argument("--set", default="bench", dest="shape_set",
-                    help="bench, tests, hand, slow, longk (tools/sweep_sm90.py's sets) or random:SEED")
+                    help="bench, tests, hand, slow, longk, any (tools/sweep_sm90.py's sets) or random:SEED")
     ap.add_argument("--raw", help="write every traced call here (JSON)")
     a = ap.parse_args()
     shape_list(a.shape_set)  # a bad --set fails here
