@@ -6,10 +6,11 @@
 // of 8 B rows, chunk q stored at q ^ (a % 8): conflict-free for stmatrix and for the row reads), then
 // each thread stores 16-byte chunks of whole C rows (a warp writes four 128-byte rows per
 // instruction). C rows at any alignment (N not a multiple of 8, or C's pointer off 16 bytes): in the
-// kernels compiled for it (ANY), each row in the aligned 16-byte chunks of global memory it covers
-// (store_row_unaligned); in the others (launches whose every C row is aligned: a separate
-// instantiation, so this code does not move the K loops' register allocation, v58 in
-// docs/sm90_kernel_notes.md) element by element, as is the last chunk of a row past N.
+// kernels compiled for it (ANY), each row in the aligned 16-byte chunks of global memory it covers, the
+// partial chunks at its ends one element per thread (store_row_unaligned, kernels/row_pieces.h); in the
+// others (launches whose every C row is aligned: a separate instantiation, so this code does not move
+// the K loops' register allocation, v58 in docs/sm90_kernel_notes.md) element by element, as is the last
+// chunk of a row past N.
 #pragma once
 #include <cuda_fp16.h>
 
@@ -18,6 +19,7 @@
 #include "nvfp4.cuh"
 #include "ptx/memorder.cuh"
 #include "ptx/stmatrix.cuh"
+#include "row_pieces.h"
 
 namespace fl::sm90 {
 
@@ -25,50 +27,42 @@ namespace fl::sm90 {
 constexpr uint32_t kEpiRows = 64;
 constexpr uint32_t kEpiWgBytes = kEpiRows * 128;
 
-// Elements e, e + 1 (e even) of a buffer row (`brow`, swizzled by `sw`) as one word; e is clamped to the
-// row (elements outside it are not stored).
+// Elements e, e + 1 (e even, 0 <= e <= 62) of a buffer row (`brow`, swizzled by `sw`) as one word.
 __device__ __forceinline__ uint32_t buffer_pair(uint32_t brow, int sw, int e) {
-  e = e < 0 ? 0 : e > 62 ? 62 : e;
   return ptx::lds32(brow + (((e >> 3) ^ sw) << 4) + (e & 7) * 2);
 }
 
-// Elements e0 .. e0 + 7 of `seg` (those in [0, end)) from v, one at a time.
-__device__ __forceinline__ void store_halves(__half* seg, int e0, int end, uint4 v) {
-  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-  for (int x = 0; x < 8; ++x) {
-    const int e = e0 + x;
-    if (e >= 0 && e < end) seg[e] = __ushort_as_half((unsigned short)(w[x / 2] >> (16 * (x % 2))));
-  }
+// Element e (0 <= e < 64) of a buffer row.
+__device__ __forceinline__ __half buffer_half(uint32_t brow, int sw, int e) {
+  return __ushort_as_half(ptx::lds16(brow + (((e >> 3) ^ sw) << 4) + (e & 7) * 2));
 }
 
 // One C row's 64 columns of a pass (the buffer's row `brow`, swizzled by `sw` = its row % 8) to `seg`
-// at any alignment: the row goes out in the 16-byte aligned chunks of global memory it covers, each
-// gathered from the buffer in element pairs (shifted by one element where the row starts at an odd
-// element); only the chunks at the segment's ends (its first, its last, and where it passes `len` =
-// N - n0 columns) go element by element. Eight single-element stores per chunk cost the epilogue
-// ~4 us per tile (the trace of a random shape, docs/sm90_kernel_notes.md). Thread q of the row's
-// eight takes aligned chunk q, thread 0 also chunk 8 (the tail past the last whole chunk).
+// at any alignment, by thread q of the row's eight (kernels/row_pieces.h): its whole aligned 16-byte chunk
+// of global memory, gathered from the buffer in element pairs (shifted by one element where the chunk
+// starts at an odd element), and its element of each partial chunk at the row's ends (`len` = N - n0:
+// the row may end inside the segment).
 __device__ __forceinline__ void store_row_unaligned(uint32_t brow, int sw, __half* seg, int64_t len, int q) {
   const int end = len < 64 ? (int)len : 64;  // the segment's elements: [0, end)
   const int mis = (int)((reinterpret_cast<uintptr_t>(seg) >> 1) & 7);  // half-words past a 16-byte boundary
-  for (int j = q; j <= 8; j += 8) {
-    const int e0 = 8 * j - mis;  // the segment's element at aligned chunk j's start (< 0: before the segment)
-    if (e0 >= end) break;
+  const RowPiece p = row_piece(mis, end, q);
+  if (p.full >= 0) {
+    const int e0 = p.full;
     uint4 v;
     if ((e0 & 1) == 0) {
       v = make_uint4(buffer_pair(brow, sw, e0), buffer_pair(brow, sw, e0 + 2), buffer_pair(brow, sw, e0 + 4),
                      buffer_pair(brow, sw, e0 + 6));
-    } else {
+    } else {  // e0 >= 1 and e0 + 7 <= 63: the pairs from e0 - 1 to e0 + 7 lie in the row
       const uint32_t p0 = buffer_pair(brow, sw, e0 - 1), p1 = buffer_pair(brow, sw, e0 + 1),
                      p2 = buffer_pair(brow, sw, e0 + 3), p3 = buffer_pair(brow, sw, e0 + 5),
                      p4 = buffer_pair(brow, sw, e0 + 7);
       v = make_uint4(__funnelshift_r(p0, p1, 16), __funnelshift_r(p1, p2, 16), __funnelshift_r(p2, p3, 16),
                      __funnelshift_r(p3, p4, 16));
     }
-    if (e0 >= 0 && e0 + 8 <= end) ptx::st_v4(seg + e0, v);
-    else store_halves(seg, e0, end, v);
+    ptx::st_v4(seg + e0, v);
   }
+  if (p.head >= 0) seg[p.head] = buffer_half(brow, sw, p.head);
+  if (p.tail >= 0) seg[p.tail] = buffer_half(brow, sw, p.tail);
 }
 
 __device__ __forceinline__ int tid_in_warpgroup() {
