@@ -23,6 +23,7 @@
 #include <exception>
 
 #include "../kernels/launcher.h"
+#include "../kernels/group_cuts.h"
 #include "../kernels/plan.h"
 
 #define FL_LIKELY(x) __builtin_expect(!!(x), 1)
@@ -544,37 +545,50 @@ PyObject* launch_repeat(PyObject*, PyObject* args) {
 // est_us: the estimated time of the busiest CTA (reduced tiles: and of the reduce kernel). rows: 128, or 64
 // for half tiles. reduce: reduced tiles' parts per tile (a tile of fewer K steps: one per step; each
 // tile's parts are consecutive CTAs), 0 for none.
-PyObject* plan(PyObject*, PyObject* args) {
+// The arguments plan() and cuts() share: (sizes, sm_count, share=0, cap=0, parts=0, half=0), checked; the
+// sizes into m, n, k (kGroupsPerLaunch each). False with a Python error set.
+bool plan_args(PyObject* args, const char* format, int64_t* m, int64_t* n, int64_t* k, int* groups, int* sm_count,
+               fl::sm90::PlanForce* force) {
   PyObject* sizes;
-  int sm_count, share = 0, cap = 0, parts = 0, half = 0;
-  if (!PyArg_ParseTuple(args, "Oi|iiii:plan", &sizes, &sm_count, &share, &cap, &parts, &half)) return nullptr;
+  int share = 0, cap = 0, parts = 0, half = 0;
+  const char* name = std::strchr(format, ':') + 1;
+  if (!PyArg_ParseTuple(args, format, &sizes, sm_count, &share, &cap, &parts, &half)) return false;
   if (half < 0 || half > 2)
-    return raise(PyExc_ValueError, "plan: half must be 0 (either), 1 (half tiles) or 2 (never)");
+    return raise(PyExc_ValueError, "%s: half must be 0 (either), 1 (half tiles) or 2 (never)", name), false;
   if (share < 0 || share > 3)
-    return raise(PyExc_ValueError, "plan: share must be 0 (either), 1 (whole), 2 (split) or 3 (reduced)");
+    return raise(PyExc_ValueError, "%s: share must be 0 (either), 1 (whole), 2 (split) or 3 (reduced)", name), false;
   if (parts < 0 || parts > 64 || (parts && share != 2 && share != 3))
-    return raise(PyExc_ValueError, "plan: parts must be 0, or 1..64 with share 2 (split) or 3 (reduced)");
+    return raise(PyExc_ValueError, "%s: parts must be 0, or 1..64 with share 2 (split) or 3 (reduced)", name), false;
   if (cap != 0 && fl::sm90::width_index(cap) < 0)
-    return raise(PyExc_ValueError, "plan: cap %d is not a compiled tile width", cap);
+    return raise(PyExc_ValueError, "%s: cap %d is not a compiled tile width", name, cap), false;
   Py_ssize_t G = 0;
   PyObject* const* items = nullptr;
-  if (!as_seq(sizes, &items, &G)) return err_sequence("sizes", " of (m, n, k)", sizes);
-  if (G < 1 || G > fl::sm90::kGroupsPerLaunch || sm_count < 1)
-    return raise(PyExc_ValueError, "plan: need 1..%d groups and sm_count >= 1", fl::sm90::kGroupsPerLaunch);
-  int64_t m[fl::sm90::kGroupsPerLaunch], n[fl::sm90::kGroupsPerLaunch], k[fl::sm90::kGroupsPerLaunch];
+  if (!as_seq(sizes, &items, &G)) return err_sequence("sizes", " of (m, n, k)", sizes), false;
+  if (G < 1 || G > fl::sm90::kGroupsPerLaunch || *sm_count < 1)
+    return raise(PyExc_ValueError, "%s: need 1..%d groups and sm_count >= 1", name, fl::sm90::kGroupsPerLaunch), false;
   int64_t tiles = 0;
   for (Py_ssize_t g = 0; g < G; ++g) {
     long long a, b, c;
-    if (!PyArg_ParseTuple(items[g], "LLL", &a, &b, &c)) return nullptr;
+    if (!PyArg_ParseTuple(items[g], "LLL", &a, &b, &c)) return false;
     if (a < 1 || b < 1 || c < fl::kKMultiple || c % fl::kKMultiple || a > fl::kMaxExtent || b > fl::kMaxExtent ||
         c > fl::kMaxExtent)
-      return raise(PyExc_ValueError, "plan: group %zd has unsupported sizes", g);
+      return raise(PyExc_ValueError, "%s: group %zd has unsupported sizes", name, g), false;
     m[g] = a, n[g] = b, k[g] = c;
     tiles += fl::sm90::max_tiles(a, b);
-    if (tiles > fl::kMaxTilesPerLaunch) return raise(PyExc_ValueError, "plan: group %zd: too many tiles", g);
+    if (tiles > fl::kMaxTilesPerLaunch) return raise(PyExc_ValueError, "%s: group %zd: too many tiles", name, g), false;
   }
+  *groups = (int)G;
+  *force = fl::sm90::PlanForce{cap, share, parts, half};
+  return true;
+}
+
+PyObject* plan(PyObject*, PyObject* args) {
+  int64_t m[fl::sm90::kGroupsPerLaunch], n[fl::sm90::kGroupsPerLaunch], k[fl::sm90::kGroupsPerLaunch];
+  int G = 0, sm_count = 0;
+  fl::sm90::PlanForce force;
+  if (!plan_args(args, "Oi|iiii:plan", m, n, k, &G, &sm_count, &force)) return nullptr;
   fl::sm90::LaunchPlan p;
-  fl::sm90::plan_launch(m, n, k, (int)G, sm_count, fl::sm90::PlanForce{cap, share, parts, half}, p);
+  fl::sm90::plan_launch(m, n, k, G, sm_count, force, p);
   int rank[fl::sm90::kGroupsPerLaunch];
   for (Py_ssize_t i = 0; i < G; ++i) rank[p.order[i]] = (int)i;
   PyObject* groups = PyTuple_New(G);
@@ -611,6 +625,37 @@ PyObject* plan(PyObject*, PyObject* args) {
   return out;
 }
 
+// cuts(sizes, sm_count, share=0, cap=0, parts=0, half=0) -> (head, ...): the rows at which the sm90 launcher
+// cuts each group into two (kernels/group_cuts.h choose_cuts; 0: not cut, and all 0 where the launch is not
+// cut), with the same settings as plan(). plan() shows a launch uncut; the launcher plans the cut groups
+// (each group's head rows, then the rest) where this says so.
+PyObject* cuts(PyObject*, PyObject* args) {
+  int64_t m[fl::sm90::kGroupsPerLaunch], n[fl::sm90::kGroupsPerLaunch], k[fl::sm90::kGroupsPerLaunch];
+  int G = 0, sm_count = 0;
+  fl::sm90::PlanForce force;
+  if (!plan_args(args, "Oi|iiii:cuts", m, n, k, &G, &sm_count, &force)) return nullptr;
+  int64_t head[fl::sm90::kGroupsPerLaunch] = {};
+  if (G <= fl::sm90::kGroupsSmall) {
+    fl::sm90::LaunchPlan p;
+    fl::sm90::choose_cuts(m, n, k, G,
+                          [&](const int64_t* pm, const int64_t* pn, const int64_t* pk, int groups) {
+                            fl::sm90::plan_launch(pm, pn, pk, groups, sm_count, force, p);
+                            return p.est_ns;
+                          },
+                          head);
+  }
+  PyObject* out = PyTuple_New(G);
+  for (int g = 0; out && g < G; ++g) {
+    PyObject* h = PyLong_FromLongLong(head[g]);
+    if (!h) {
+      Py_DECREF(out);
+      return nullptr;
+    }
+    PyTuple_SET_ITEM(out, g, h);
+  }
+  return out;
+}
+
 PyMethodDef kMethods[] = {
     {"fast_launch", fast_launch, METH_O,
      "fast_launch(data) -> list[Tensor]\n\nRuns the NVFP4 grouped GEMM on the GPU MODE nvfp4_group_gemm input "
@@ -633,6 +678,11 @@ PyMethodDef kMethods[] = {
      "the reduce kernel). rows: B rows per tile (128, or 64 for half tiles). reduce: parts per tile of reduced "
      "tiles (a tile of fewer K steps: one per step; each tile's parts are consecutive CTAs, their sums added "
      "by a third kernel), 0 for none."},
+    {"cuts", cuts, METH_VARARGS,
+     "cuts(sizes, sm_count, share=0, cap=0, parts=0, half=0) -> tuple[int, ...]\n\nThe rows at which the sm90 "
+     "launcher cuts each group of sizes [(m, n, k), ...] into two launch groups (its head rows, then the rest; "
+     "0: not cut; all 0 where the launch is not cut), with plan()'s settings. plan() shows the launch uncut; "
+     "the launcher plans the cut groups where this says so."},
     {nullptr, nullptr, 0, nullptr},
 };
 

@@ -18,3 +18,7 @@ def plan(
     sizes: Sequence[tuple[int, int, int]], sm_count: int, share: int = 0, cap: int = 0, parts: int = 0,
     half: int = 0,
 ) -> tuple[tuple[tuple[int, int, int, int], ...], tuple[tuple[int, int], ...], float, int, int]: ...
+def cuts(
+    sizes: Sequence[tuple[int, int, int]], sm_count: int, share: int = 0, cap: int = 0, parts: int = 0,
+    half: int = 0,
+) -> tuple[int, ...]: ...

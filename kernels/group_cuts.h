@@ -80,6 +80,34 @@ inline int apply_cuts(const int64_t* buf, int G, const int64_t* head, int64_t* o
   return count;
 }
 
+// Cuts are tried only for launches of at most this many tiles (of the narrowest width), so that
+// planning the launch twice stays cheap beside the launch.
+constexpr int64_t kMaxCutTiles = int64_t{1} << 20;
+
+// Whether the launcher cuts a launch of G <= kGroupsSmall groups (valid sizes m, n, k): head[g] as
+// cut_heads gives it, taken where the cut launch's plan is estimated at least 1% cheaper than the
+// uncut one's. `est(m, n, k, groups)` is a launch's plan estimate (ns): the launcher's memo of plans,
+// or plan_launch itself (fastlaunch._C.cuts). Returns false with every head 0 where it does not cut.
+template <class Est>
+bool choose_cuts(const int64_t* m, const int64_t* n, const int64_t* k, int G, Est&& est, int64_t* head) {
+  int64_t tiles = 0;
+  for (int g = 0; g < G; ++g) tiles += max_tiles(m[g], n[g]);
+  for (int g = 0; g < G; ++g) head[g] = 0;
+  if (G > kGroupsSmall || tiles > kMaxCutTiles) return false;
+  const int Gc = cut_heads(m, n, k, G, head, kGroupsSmall);
+  if (Gc == G) return false;
+  int64_t cm[kGroupsSmall], cn[kGroupsSmall], ck[kGroupsSmall];
+  int v = 0;
+  for (int g = 0; g < G; ++g) {
+    if (head[g] > 0) cm[v] = head[g], cn[v] = n[g], ck[v] = k[g], ++v;
+    cm[v] = m[g] - head[g], cn[v] = n[g], ck[v] = k[g], ++v;
+  }
+  const double whole = est(m, n, k, G);
+  if (est(cm, cn, ck, Gc) < whole * 0.99) return true;
+  for (int g = 0; g < G; ++g) head[g] = 0;
+  return false;
+}
+
 // cut_heads, then apply_cuts (G <= kGroupsSmall): `out` has room for `max_out` groups; G and a plain
 // copy if the cuts would make more (tests/cpp/cuts_probe.cpp).
 inline int cut_groups(const int64_t* buf, int G, int64_t* out, int* src, int max_out) {

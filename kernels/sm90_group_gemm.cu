@@ -392,17 +392,12 @@ const int64_t* launch_cuts(const DeviceState& dev, const int64_t* buf, int G) {
   });
   if (!hit) {
     Entry& e = cache.oldest();
-    const int Gc = sm90::cut_heads(sizes, sizes + G, sizes + 2 * G, G, e.head, sm90::kGroupsSmall);
-    e.cut = false;
-    if (Gc > G) {
-      int64_t cut[8 * sm90::kGroupsSmall];
-      int src[sm90::kGroupsSmall];
-      sm90::apply_cuts(buf, G, e.head, cut, src);
-      // (each plan is read before the next lookup: a lookup may replace an entry of the per-thread memo)
-      const double whole = launch_plan(sizes, sizes + G, sizes + 2 * G, G, dev.sm_count, force).est_ns;
-      const double cuts = launch_plan(cut + 5 * Gc, cut + 6 * Gc, cut + 7 * Gc, Gc, dev.sm_count, force).est_ns;
-      e.cut = cuts < whole * 0.99;
-    }
+    // (each estimate is read before the next lookup: a lookup may replace an entry of the per-thread memo)
+    e.cut = sm90::choose_cuts(sizes, sizes + G, sizes + 2 * G, G,
+                              [&](const int64_t* m, const int64_t* n, const int64_t* k, int groups) {
+                                return launch_plan(m, n, k, groups, dev.sm_count, force).est_ns;
+                              },
+                              e.head);
     std::memcpy(e.key, sizes, bytes);
     e.groups = G, e.sm_count = dev.sm_count, e.force = force;
     hit = &e;
@@ -420,13 +415,9 @@ int sm90_launch(const DeviceState& dev, const int64_t* buf, int G, cudaStream_t 
   if (G <= sm90::kGroupsSmall) {
     Error quiet{nullptr, 0};
     bool valid = true;
-    int64_t tiles = 0;
-    for (int g = 0; g < G && valid; ++g) {
-      const int64_t m = buf[5 * G + g], n = buf[6 * G + g], k = buf[7 * G + g];
-      valid = check_group_sizes(m, n, k, g, quiet) == FL_OK;
-      tiles += valid ? sm90::max_tiles(m, n) : 0;
-    }
-    if (valid && tiles <= (int64_t{1} << 20)) {
+    for (int g = 0; g < G && valid; ++g)
+      valid = check_group_sizes(buf[5 * G + g], buf[6 * G + g], buf[7 * G + g], g, quiet) == FL_OK;
+    if (valid) {
       if (const int64_t* head = launch_cuts(dev, buf, G)) {
         int64_t cut[8 * sm90::kGroupsSmall];
         int src[sm90::kGroupsSmall];

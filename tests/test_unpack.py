@@ -280,6 +280,52 @@ def test_plan_widths_chunks_and_order():
     assert plan([(320, 4096, 1536)], 1)[:2] == (((w, chunks, 32, 0),), ((0, 0), (32 * chunks, 0)))
 
 
+def cut_sizes(sizes, heads):
+    """The launch the launcher plans for `sizes` cut at `heads` (each cut group: its head rows, then the rest)."""
+    out = []
+    for (m, n, k), h in zip(sizes, heads):
+        out += [(h, n, k), (m - h, n, k)] if h else [(m, n, k)]
+    return out
+
+
+def test_cuts_where_the_cut_launch_is_estimated_cheaper():
+    # _C.cuts is the launcher's own choice (kernels/group_cuts.h choose_cuts): benchmark 3's 320 rows as
+    # 128 + 192 (no padding, against 2 x 192); the other benchmarks uncut
+    plan, cuts = fastlaunch._C.plan, fastlaunch._C.cuts
+    from fastlaunch import shapes as S
+    b3 = [(m, n, k) for m, n, k in zip(*S.BENCH_SHAPES[2][1:])]
+    assert cuts(b3, 132) == (0, 128)
+    for g, ms, ns, ks in (S.BENCH_SHAPES[0], S.BENCH_SHAPES[1], S.BENCH_SHAPES[3]):
+        assert cuts(list(zip(ms, ns, ks)), 132) == (0,) * g
+    seen = 0
+    for seed in (255658716, 1, 5):
+        for g, ms, ns, ks in S.random_shapes(8, seed):
+            sizes = list(zip(ms, ns, ks))
+            for args in ((), (0, 0, 0, 2), (3, 0, 0, 0)):
+                heads = cuts(sizes, 132, *args)
+                assert len(heads) == g and all(h == 0 or (h % 128 == 0 and 0 < h < m) for h, m in zip(heads, ms))
+                if any(heads):  # at least 1% cheaper than uncut, in the same settings
+                    seen += 1
+                    assert plan(cut_sizes(sizes, heads), 132, *args)[2] < 0.99 * plan(sizes, 132, *args)[2]
+    assert seen >= 5
+    # launches of more than 16 groups are never cut
+    assert cuts([(320, 3072, 4096)] * 17, 132) == (0,) * 17
+
+
+@pytest.mark.parametrize("fn", ["plan", "cuts"])
+@pytest.mark.parametrize("args, exc, text", [
+    (([(1, 1, 64)], 132, 4), ValueError, "share must be"), (([(1, 1, 64)], 132, 0, 100), ValueError, "cap 100"),
+    (([(1, 1, 64)], 132, 0, 0, 2), ValueError, "parts must be"), (([(1, 1, 64)], 132, 0, 0, 0, 3), ValueError, "half"),
+    (([], 132), ValueError, "need 1.."), (([(1, 1, 64)], 0), ValueError, "sm_count"),
+    (([(1, 1, 63)], 132), ValueError, "group 0 has unsupported sizes"),
+    ((5, 132), TypeError, "sizes must be a tuple or list"),
+    (([(1, 1)], 132), TypeError, "3 arguments"),
+])
+def test_plan_and_cuts_reject_bad_arguments(fn, args, exc, text):
+    with pytest.raises(exc, match=text):
+        getattr(fastlaunch._C, fn)(*args)
+
+
 @pytest.mark.parametrize("share, parts", [(0, 0), (1, 0), (2, 0), (2, 1), (2, 2), (2, 3), (3, 0), (3, 1), (3, 5)])
 @pytest.mark.parametrize("sm_count", [1, 7, 132, 200])
 def test_plan_shares_cover_every_step_once(sm_count, share, parts):
@@ -428,16 +474,20 @@ def test_sweep_tool_knows_the_compiled_widths():
 
 def test_fit_tool_counts_each_ctas_work():
     # tools/fit_sm90.py describes each CTA of a plan by its K steps and epilogues per width and its partial
-    # sums written and read; summed over the CTAs these are the launch's steps, tiles and split cuts. Its
-    # model is the one of 128-row tiles: plans without half tiles.
+    # sums written and read; summed over the CTAs these are the launch's steps, tiles and split cuts, of the
+    # groups as the launcher cuts them. Its model is the one of 128-row tiles: plans without half tiles.
     fit = load_tool("fit_sm90")
     widths = list(fastlaunch._C.tile_widths)
     nw = len(widths)
-    for sizes in PLAN_CASES[:5]:
+    cut_any = False
+    for given in PLAN_CASES[:5] + [[(192, 3072, 4096), (320, 3072, 4096)]]:  # the last: benchmark 3, cut
         for share in (1, 2):
+            heads = fastlaunch._C.cuts(given, 132, share, 0, 0, 2)
+            cut_any |= any(heads)
+            sizes = cut_sizes(given, heads)
             groups, starts, _, rows_n, _ = fastlaunch._C.plan(sizes, 132, share, 0, 0, 2)
             assert rows_n == 128
-            rows = fit.features(sizes, 132, share, 0, widths)
+            rows = fit.features(given, 132, share, 0, widths)
             assert len(rows) == len(starts) - 1
             total = [sum(r[j] for r in rows) for j in range(len(rows[0]))]
             steps = sum(ch * tn * (k // 64) for (m, n, k), (w, ch, tn, _) in zip(sizes, groups))
@@ -446,3 +496,4 @@ def test_fit_tool_counts_each_ctas_work():
             assert sum(total[1:1 + nw]) == steps and sum(total[1 + nw:1 + 2 * nw]) == tiles
             assert total[-2] == cuts and total[-1] == cuts  # every partial written is read once
             assert share == 2 or cuts == 0
+    assert cut_any

@@ -2,9 +2,9 @@
 
 For each benchmark shape under each mode (planner's choice, split or whole tiles forced, each width cap),
 one traced call (FASTLAUNCH_SM90_TRACE; median of 5, L2 flushed) gives every CTA's time from its entry to
-the end of its consumers' work. The plan the kernel ran (fastlaunch._C.plan, same sizes, SM count, mode)
-gives what each CTA did: K steps per tile width, tiles finished per width (epilogues), partial sums
-written and read. A least-squares fit of the times on those counts gives ns per step and per epilogue
+the end of its consumers' work. The plan the kernel ran (fastlaunch._C.plan of the groups as
+fastlaunch._C.cuts cuts them, same SM count and mode) gives what each CTA did: K steps per tile width,
+tiles finished per width (epilogues), partial sums written and read. A least-squares fit of the times on those counts gives ns per step and per epilogue
 of each width and per partial write and read; the table shows the fit, and per run the spread of CTA
 times and of the fit's residuals.
 
@@ -35,6 +35,9 @@ def features(sizes, sm_count, share, cap, widths):
     FASTLAUNCH_SM90_HALF=0 to match)."""
     import fastlaunch
 
+    # the launch the launcher plans: groups cut at 128 rows where it cuts them (benchmark 3's 320 rows)
+    heads = fastlaunch._C.cuts(sizes, sm_count, share, cap, 0, 2)
+    sizes = [x for (m, n, k), h in zip(sizes, heads) for x in ([(h, n, k), (m - h, n, k)] if h else [(m, n, k)])]
     groups, starts, _, _, _ = fastlaunch._C.plan(sizes, sm_count, share, cap, 0, 2)
     order = sorted(range(len(sizes)), key=lambda g: groups[g][3])
     tile_w, tile_k = [], []
