@@ -545,10 +545,19 @@ PyObject* launch_repeat(PyObject*, PyObject* args) {
 // est_us: the estimated time of the busiest CTA (reduced tiles: and of the reduce kernel). rows: 128, or 64
 // for half tiles. reduce: reduced tiles' parts per tile (a tile of fewer K steps: one per step; each
 // tile's parts are consecutive CTAs), 0 for none.
-// The arguments plan() and cuts() share: (sizes, sm_count, share=0, cap=0, parts=0, half=0), checked; the
-// sizes into m, n, k (kGroupsPerLaunch each). False with a Python error set.
-bool plan_args(PyObject* args, const char* format, int64_t* m, int64_t* n, int64_t* k, int* groups, int* sm_count,
-               fl::sm90::PlanForce* force) {
+// The arguments plan() and cuts() share: (sizes, sm_count, share=0, cap=0, parts=0, half=0).
+struct PlanArgs {
+  int64_t m[fl::sm90::kGroupsPerLaunch], n[fl::sm90::kGroupsPerLaunch], k[fl::sm90::kGroupsPerLaunch];
+  int groups = 0, sm_count = 0;
+  fl::sm90::PlanForce force;
+};
+
+// Parses and checks them into `a`; false with a Python error set.
+bool plan_args(PyObject* args, const char* format, PlanArgs& a) {
+  int64_t* m = a.m;
+  int64_t* n = a.n;
+  int64_t* k = a.k;
+  int* sm_count = &a.sm_count;
   PyObject* sizes;
   int share = 0, cap = 0, parts = 0, half = 0;
   const char* name = std::strchr(format, ':') + 1;
@@ -577,18 +586,17 @@ bool plan_args(PyObject* args, const char* format, int64_t* m, int64_t* n, int64
     tiles += fl::sm90::max_tiles(a, b);
     if (tiles > fl::kMaxTilesPerLaunch) return raise(PyExc_ValueError, "%s: group %zd: too many tiles", name, g), false;
   }
-  *groups = (int)G;
-  *force = fl::sm90::PlanForce{cap, share, parts, half};
+  a.groups = (int)G;
+  a.force = fl::sm90::PlanForce{cap, share, parts, half};
   return true;
 }
 
 PyObject* plan(PyObject*, PyObject* args) {
-  int64_t m[fl::sm90::kGroupsPerLaunch], n[fl::sm90::kGroupsPerLaunch], k[fl::sm90::kGroupsPerLaunch];
-  int G = 0, sm_count = 0;
-  fl::sm90::PlanForce force;
-  if (!plan_args(args, "Oi|iiii:plan", m, n, k, &G, &sm_count, &force)) return nullptr;
+  PlanArgs a;
+  if (!plan_args(args, "Oi|iiii:plan", a)) return nullptr;
+  const int G = a.groups;
   fl::sm90::LaunchPlan p;
-  fl::sm90::plan_launch(m, n, k, G, sm_count, force, p);
+  fl::sm90::plan_launch(a.m, a.n, a.k, G, a.sm_count, a.force, p);
   int rank[fl::sm90::kGroupsPerLaunch];
   for (Py_ssize_t i = 0; i < G; ++i) rank[p.order[i]] = (int)i;
   PyObject* groups = PyTuple_New(G);
@@ -630,16 +638,15 @@ PyObject* plan(PyObject*, PyObject* args) {
 // cut), with the same settings as plan(). plan() shows a launch uncut; the launcher plans the cut groups
 // (each group's head rows, then the rest) where this says so.
 PyObject* cuts(PyObject*, PyObject* args) {
-  int64_t m[fl::sm90::kGroupsPerLaunch], n[fl::sm90::kGroupsPerLaunch], k[fl::sm90::kGroupsPerLaunch];
-  int G = 0, sm_count = 0;
-  fl::sm90::PlanForce force;
-  if (!plan_args(args, "Oi|iiii:cuts", m, n, k, &G, &sm_count, &force)) return nullptr;
+  PlanArgs a;
+  if (!plan_args(args, "Oi|iiii:cuts", a)) return nullptr;
+  const int G = a.groups;
   int64_t head[fl::sm90::kGroupsPerLaunch] = {};
   if (G <= fl::sm90::kGroupsSmall) {
     fl::sm90::LaunchPlan p;
-    fl::sm90::choose_cuts(m, n, k, G,
+    fl::sm90::choose_cuts(a.m, a.n, a.k, G,
                           [&](const int64_t* pm, const int64_t* pn, const int64_t* pk, int groups) {
-                            fl::sm90::plan_launch(pm, pn, pk, groups, sm_count, force, p);
+                            fl::sm90::plan_launch(pm, pn, pk, groups, a.sm_count, a.force, p);
                             return p.est_ns;
                           },
                           head);
