@@ -554,14 +554,10 @@ struct PlanArgs {
 
 // Parses and checks them into `a`; false with a Python error set.
 bool plan_args(PyObject* args, const char* format, PlanArgs& a) {
-  int64_t* m = a.m;
-  int64_t* n = a.n;
-  int64_t* k = a.k;
-  int* sm_count = &a.sm_count;
   PyObject* sizes;
   int share = 0, cap = 0, parts = 0, half = 0;
   const char* name = std::strchr(format, ':') + 1;
-  if (!PyArg_ParseTuple(args, format, &sizes, sm_count, &share, &cap, &parts, &half)) return false;
+  if (!PyArg_ParseTuple(args, format, &sizes, &a.sm_count, &share, &cap, &parts, &half)) return false;
   if (half < 0 || half > 2)
     return raise(PyExc_ValueError, "%s: half must be 0 (either), 1 (half tiles) or 2 (never)", name), false;
   if (share < 0 || share > 3)
@@ -573,17 +569,17 @@ bool plan_args(PyObject* args, const char* format, PlanArgs& a) {
   Py_ssize_t G = 0;
   PyObject* const* items = nullptr;
   if (!as_seq(sizes, &items, &G)) return err_sequence("sizes", " of (m, n, k)", sizes), false;
-  if (G < 1 || G > fl::sm90::kGroupsPerLaunch || *sm_count < 1)
+  if (G < 1 || G > fl::sm90::kGroupsPerLaunch || a.sm_count < 1)
     return raise(PyExc_ValueError, "%s: need 1..%d groups and sm_count >= 1", name, fl::sm90::kGroupsPerLaunch), false;
   int64_t tiles = 0;
   for (Py_ssize_t g = 0; g < G; ++g) {
-    long long a, b, c;
-    if (!PyArg_ParseTuple(items[g], "LLL", &a, &b, &c)) return false;
-    if (a < 1 || b < 1 || c < fl::kKMultiple || c % fl::kKMultiple || a > fl::kMaxExtent || b > fl::kMaxExtent ||
-        c > fl::kMaxExtent)
+    long long x, y, z;  // m, n, k
+    if (!PyArg_ParseTuple(items[g], "LLL", &x, &y, &z)) return false;
+    if (x < 1 || y < 1 || z < fl::kKMultiple || z % fl::kKMultiple || x > fl::kMaxExtent || y > fl::kMaxExtent ||
+        z > fl::kMaxExtent)
       return raise(PyExc_ValueError, "%s: group %zd has unsupported sizes", name, g), false;
-    m[g] = a, n[g] = b, k[g] = c;
-    tiles += fl::sm90::max_tiles(a, b);
+    a.m[g] = x, a.n[g] = y, a.k[g] = z;
+    tiles += fl::sm90::max_tiles(x, y);
     if (tiles > fl::kMaxTilesPerLaunch) return raise(PyExc_ValueError, "%s: group %zd: too many tiles", name, g), false;
   }
   a.groups = (int)G;

@@ -27,6 +27,12 @@ def column(values) -> str:
     return str(values[0]) if len(set(values)) == 1 else ",".join(map(str, values))
 
 
+def cut_sizes(sizes, heads):
+    """The groups the sm90 launcher plans for `sizes` [(m, n, k), ...] cut at `heads` (fastlaunch._C.cuts):
+    each cut group as its head rows, then the rest."""
+    return [x for (m, n, k), h in zip(sizes, heads) for x in ([(h, n, k), (m - h, n, k)] if h else [(m, n, k)])]
+
+
 def describe(shape) -> str:
     g, ms, ns, ks = shape
     return f"G={g} M={column(ms)} N={column(ns)} K={column(ks)}"

@@ -9,6 +9,7 @@ import torch
 import fastlaunch
 from conftest import load_tool
 from fastlaunch import reference as R
+from fastlaunch.shapes import cut_sizes
 
 
 def make(ms=(96, 128), ns=(128, 256), ks=(256, 512), seed=0, **kw):
@@ -278,14 +279,6 @@ def test_plan_widths_chunks_and_order():
     # one SM: the cheapest cut wins (320 rows: two tiles of 192 or three of 128)
     w, chunks = (192, 2) if 2 * step_cost(192) < 3 * step_cost(128) else (128, 3)
     assert plan([(320, 4096, 1536)], 1)[:2] == (((w, chunks, 32, 0),), ((0, 0), (32 * chunks, 0)))
-
-
-def cut_sizes(sizes, heads):
-    """The launch the launcher plans for `sizes` cut at `heads` (each cut group: its head rows, then the rest)."""
-    out = []
-    for (m, n, k), h in zip(sizes, heads):
-        out += [(h, n, k), (m - h, n, k)] if h else [(m, n, k)]
-    return out
 
 
 def test_cuts_where_the_cut_launch_is_estimated_cheaper():

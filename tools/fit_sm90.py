@@ -4,9 +4,9 @@ For each benchmark shape under each mode (planner's choice, split or whole tiles
 one traced call (FASTLAUNCH_SM90_TRACE; median of 5, L2 flushed) gives every CTA's time from its entry to
 the end of its consumers' work. The plan the kernel ran (fastlaunch._C.plan of the groups as
 fastlaunch._C.cuts cuts them, same SM count and mode) gives what each CTA did: K steps per tile width,
-tiles finished per width (epilogues), partial sums written and read. A least-squares fit of the times on those counts gives ns per step and per epilogue
-of each width and per partial write and read; the table shows the fit, and per run the spread of CTA
-times and of the fit's residuals.
+tiles finished per width (epilogues), partial sums written and read. A least-squares fit of the times on
+those counts gives ns per step and per epilogue of each width and per partial write and read; the table
+shows the fit, and per run the spread of CTA times and of the fit's residuals.
 
 python tools/fit_sm90.py [--shapes 0,1,2,3] [--modes auto,share:split,share:whole,cap:128]
 """
@@ -34,10 +34,10 @@ def features(sizes, sm_count, share, cap, widths):
     The model is the one of 128-row tiles: plans without half tiles (the traced runs set
     FASTLAUNCH_SM90_HALF=0 to match)."""
     import fastlaunch
+    from fastlaunch.shapes import cut_sizes
 
     # the launch the launcher plans: groups cut at 128 rows where it cuts them (benchmark 3's 320 rows)
-    heads = fastlaunch._C.cuts(sizes, sm_count, share, cap, 0, 2)
-    sizes = [x for (m, n, k), h in zip(sizes, heads) for x in ([(h, n, k), (m - h, n, k)] if h else [(m, n, k)])]
+    sizes = cut_sizes(sizes, fastlaunch._C.cuts(sizes, sm_count, share, cap, 0, 2))
     groups, starts, _, _, _ = fastlaunch._C.plan(sizes, sm_count, share, cap, 0, 2)
     order = sorted(range(len(sizes)), key=lambda g: groups[g][3])
     tile_w, tile_k = [], []

@@ -9,13 +9,13 @@ torch's fp16 GEMM per group on operands of the same sizes. Shapes: the benchmark
 shapes, or the hand-over set (one group of M = 16, 64, 128 or 192 rows, N = 1024, K = 4096: with
 share:split:S, what a split tile's partial sums cost by its valid rows), or the slow set (two single groups
 with few tiles and a long K that random draws found slower than cuBLAS), or the long-K set (random draws
-the planner ran on half tiles with a long K), or the alignment set (random draws with N not a multiple of 8,
-each beside the same shape with N rounded up to one), or random:SEED (the 8 random shapes of that seed). Prints one
-table (the data behind plan.h's cost model); --json also writes it.
+the planner ran on half tiles with a long K), or the alignment set (random draws with N not a multiple of
+8, each beside the same shape with N rounded up to one), or random:SEED (the 8 random shapes of that
+seed). Prints one table (the data behind plan.h's cost model); --json also writes it.
 
-python tools/sweep_sm90.py [--set bench|tests|hand|slow|longk|any|random:SEED] [--json FILE] [mode ...]   (modes: auto, cap:W, share:whole, share:split,
-  share:split:S, share:reduce, share:reduce:S, half:0, half:1, only:convert, only:gemm, cublas; default: all but
-  split:S, reduce:S and cublas)
+python tools/sweep_sm90.py [--set bench|tests|hand|slow|longk|any|random:SEED] [--json FILE] [mode ...]
+  (modes: auto, cap:W, share:whole, share:split, share:split:S, share:reduce, share:reduce:S, half:0, half:1,
+  only:convert, only:gemm, cublas; default: all but split:S, reduce:S and cublas)
 """
 import argparse
 import json

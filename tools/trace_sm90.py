@@ -131,7 +131,7 @@ def main():
     keys = ["event_us", "span_us", "entry_spread_us", "exit_spread_us", "busiest CTA", "median CTA"] + [
         p[0] for p in PHASES]
     print("medians over 5 calls (us); phases: median over CTAs; span: first CTA entry to last CTA exit")
-    tag = a.shape_set[0]  # b(ench), t(ests), h(and), s(low), l(ongk), r(andom); benchmarks count from 1
+    tag = a.shape_set[0]  # b(ench), t(ests), h(and), s(low), l(ongk), a(ny), r(andom); benchmarks from 1
     print("| quantity | " + " | ".join(f"{m} {tag}{s + (tag == 'b')}" for m, s, _ in table) + " |")
     print("|---|" + "---|" * len(table))
     for k in keys:
