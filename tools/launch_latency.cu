@@ -14,18 +14,10 @@
 #include <cstdlib>
 #include <vector>
 
+#include "cuda_check.h"
 #include "sm90_params.cuh"
 
 namespace {
-
-#define CHECK(x)                                                                     \
-  do {                                                                               \
-    cudaError_t e_ = (x);                                                            \
-    if (e_ != cudaSuccess) {                                                         \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                  \
-    }                                                                                \
-  } while (0)
 
 template <int N>
 struct Block {
