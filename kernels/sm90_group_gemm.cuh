@@ -425,17 +425,26 @@ __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_con
       }
     } else if (warp == 1) {
       // ---------------------------------------------------------- A producer
-      // fp16 A comes from the conversion kernel: wait for it. Its tensor map is a kernel parameter.
-      ptx::griddep_wait();
-      if (lane == 0) trace(p.trace, kTrGridWait);
+      // fp16 A comes from the conversion kernel: wait for it. Its tensor map is a kernel parameter. The
+      // first unit's parameters (a chain of dependent constant loads, ~0.5 us on the path to the first
+      // K step) are read, and its map prefetched, while the wait lasts.
       RingPos<kStages> ra;
       bool first = true;
+      Unit w = share.unit<kBN>(p, 0);  // (a CTA of the plan has at least one unit)
+      int a_row = p.groups[w.tile.g].a16_row + w.tile.m0;
+      const CUtensorMap* map = &p.map_a16[p.groups[w.tile.g].width_idx];
+      uint32_t bytes = (uint32_t)p.groups[w.tile.g].width * kA16RowBytes;
+      if (lane == 0) ptx::prefetch_tensormap(map);
+      ptx::griddep_wait_holding((uint32_t)a_row, bytes, map);
+      if (lane == 0) trace(p.trace, kTrGridWait);
       for (int u = 0; u < share.units(); ++u) {
-        const Unit w = share.unit<kBN>(p, u);
-        const Group& gr = p.groups[w.tile.g];
-        const int a_row = gr.a16_row + w.tile.m0;
-        const CUtensorMap* map = &p.map_a16[gr.width_idx];
-        const uint32_t bytes = (uint32_t)gr.width * kA16RowBytes;
+        if (u > 0) {
+          w = share.unit<kBN>(p, u);
+          const Group& gr = p.groups[w.tile.g];
+          a_row = gr.a16_row + w.tile.m0;
+          map = &p.map_a16[gr.width_idx];
+          bytes = (uint32_t)gr.width * kA16RowBytes;
+        }
         for (int kc = w.k0; kc < w.k1; ++kc, ra.next()) {
           ptx::mbar_wait(sm.empty(ra.s), ra.ph ^ 1);
           if (lane == 0) {

@@ -30,6 +30,12 @@ __device__ __forceinline__ void bulk_load(uint32_t dst, const void* src, uint32_
       : "memory");
 }
 
+// Fetches a TMA descriptor (here: a __grid_constant__ kernel parameter, by its generic address) ahead
+// of its first use.
+__device__ __forceinline__ void prefetch_tensormap(const void* map) {
+  asm volatile("prefetch.tensormap [%0];" ::"l"(map) : "memory");
+}
+
 // Orders this thread's generic-proxy shared-memory writes before later async-proxy reads
 // (wgmma operands, TMA stores).
 __device__ __forceinline__ void fence_proxy_async_smem() {
