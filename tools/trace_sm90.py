@@ -24,7 +24,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 # (sweep_sm90 also puts this clone's package on the path)
 from sweep_sm90 import mode_env, resolve_set  # noqa: E402
 
-from fastlaunch import shapes as S  # noqa: E402
 
 EVENTS = ["entry", "init", "gridwait", "maps", "first_tma", "first_full", "first_mainloop", "first_epilogue",
           "consumer_done", "exit"]
