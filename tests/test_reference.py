@@ -72,6 +72,7 @@ def test_generated_wgmma_header_is_current():
     finally:
         sys.path.pop(0)
     assert header.read_text() == gen_wgmma.render(), "run: python tools/gen_wgmma.py"
+    assert gen_wgmma.PROBE_HEADER.read_text() == gen_wgmma.render_probe(), "run: python tools/gen_wgmma.py"
 
 
 def test_main_job_without_gpu_times_the_host_path():

@@ -1,0 +1,252 @@
+// What rate wgmma reaches on the H200 in the shape of the sm90 GEMM's K loop, with nothing else in the
+// way: no loads, no dequantisation beyond a stand-in, every CTA alone on its SM. The GEMM's K loop keeps
+// 93% of its time with its loads and dequantisation removed (docs/sm90_kernel_notes.md, d46all) and ncu
+// saw its tensor pipe at 74%; the step of a 128-wide tile costs ~690 cycles for 512 of MMA. This asks
+// which part of that is the instruction form itself (m64nNk16, A from registers) and which the loop's
+// structure, one change at a time:
+//   N          wgmma N (the tile's width of A rows in the GEMM)
+//   wg         consumer warpgroups per CTA (the GEMM: 2), each its own 64 B rows
+//   depth      k16 groups of 4 wgmma committed per K step; wait_group(depth) after each (the GEMM: 1)
+//   mb         m64 blocks per warpgroup (2: two wgmma per k16 step on two accumulator arrays, one B)
+//   form       RS: A from registers (the GEMM), SS: A from shared memory
+//   ring       a producer warp and full/empty mbarriers per stage, 4 stages, no data (the GEMM's sync)
+//   alu        0: fragments made with ~2 ALU ops each; 1: ~5, with a half2 multiply (the dequantisation)
+//   +64 off/on one more m64n64k16 per k16 step under a guard predicate (WgmmaRSIf): what a skipped
+//              wgmma costs, and N = 128 + 64 as two instructions against one N = 192 (ptxas injects a
+//              warpgroup.arrive before each guarded wgmma, C7519, as it does after a branch)
+// ptxas serialises the depth-2 loop (C7513: it does not see that three fragment sets suffice); the
+// row is kept as that measurement.
+// Per row: FLOP per cycle per SM (clock64 around each warpgroup's loop, median over the grid), its share
+// of the fp16 dense peak (4096 FLOP/cycle/SM: 989 TFLOP/s at 1.83 GHz on 132 SMs), the cycles of one
+// GEMM-like K step (every warpgroup's 4 k16 steps) and TFLOP/s from CUDA events (grid: one CTA per SM).
+//
+//   nvcc -O3 -std=c++17 -arch=sm_90a -I kernels -I tools -o /tmp/wgmma_rate tools/wgmma_rate.cu && /tmp/wgmma_rate
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <vector>
+
+#include "cuda_check.h"
+#include "ptx/mbarrier.cuh"
+#include "ptx/setmaxnreg.cuh"
+#include "ptx/timer.cuh"
+#include "ptx/wgmma.cuh"
+#include "wgmma_probe.cuh"
+
+namespace {
+
+using namespace fl;
+
+constexpr int kRing = 4;           // stages (addresses rotate; the data is zeros)
+constexpr int kRowBytes = 128;     // one K step of fp16 per row, 128-byte swizzle
+constexpr int kSteps = 4104;       // K steps per launch (a multiple of every depth + 1)
+
+enum Form { kRS, kSS };
+
+
+struct Layout {
+  uint32_t base;
+  int n, wgs;
+  __device__ uint32_t full(int s) const { return base + 8u * s; }
+  __device__ uint32_t empty(int s) const { return base + 8u * (kRing + s); }
+  __device__ uint32_t b_stage(int s) const { return base + 1024 + (uint32_t)(s * n * kRowBytes); }
+  __device__ uint32_t a_stage(int s, int wg) const {
+    return base + 1024 + (uint32_t)(kRing * n * kRowBytes + (s * wgs + wg) * 64 * kRowBytes);
+  }
+};
+
+__host__ __device__ constexpr int smem_bytes(int n, int wgs, Form form) {
+  return 1024 + kRing * n * kRowBytes + (form == kSS ? kRing * wgs * 64 * kRowBytes : 0);
+}
+
+// One k16 step's four A registers from a per-step value: fp16 pairs in [1, 2) (alu 0), or nibbles
+// widened and scaled by a half2 multiply, as the dequantisation does (alu 1).
+template <int ALU>
+__device__ __forceinline__ void make_frags(uint32_t (&f)[4][4], uint32_t x) {
+#pragma unroll
+  for (int s = 0; s < 4; ++s)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      const uint32_t v = x + 0x00010001u * (4 * s + r);
+      if constexpr (ALU == 0) {
+        f[s][r] = (v & 0x03FF03FFu) | 0x3C003C00u;
+      } else {
+        const uint32_t nib = ((v >> (s + r)) & 0x00070007u) << 10;
+        const __half2 h = __hmul2(*reinterpret_cast<const __half2*>(&nib), __halves2half2(__float2half(0.5f), __float2half(0.5f)));
+        f[s][r] = *reinterpret_cast<const uint32_t*>(&h) | 0x3C003C00u;
+      }
+    }
+}
+
+template <int N, int WGS, int DEPTH, int MB, Form FORM, bool RING, int ALU, bool GUARD>
+__global__ void __launch_bounds__(128 * (WGS + 1), 1) rate(uint32_t guard_on, float* sink, unsigned long long* cycles) {
+  static_assert(FORM == kRS || (MB == 1 && !GUARD), "SS: one block, no guard");
+  static_assert(kSteps % (DEPTH + 1) == 0, "whole rounds of fragment sets");
+  constexpr int kRegs = WGS == 2 ? 232 : 152;  // 128 x 40 + WGS x 128 x kRegs <= 65536
+  extern __shared__ __align__(1024) uint8_t smem[];
+  const Layout L{ptx::smem_u32(smem), N, WGS};
+  const int wg = threadIdx.x / 128;
+  const int lane = threadIdx.x % 32;
+  for (int i = threadIdx.x; i < smem_bytes(N, WGS, FORM) / 16; i += blockDim.x)
+    reinterpret_cast<uint4*>(smem)[i] = make_uint4(0, 0, 0, 0);
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kRing; ++s) {
+      ptx::mbar_init(L.full(s), 1);
+      ptx::mbar_init(L.empty(s), 4 * WGS);
+    }
+    ptx::fence_mbar_init();
+  }
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // the zeros, for the async proxy
+  __syncthreads();
+  if (wg == WGS) {  // producer warpgroup
+    ptx::setmaxnreg_dec<40>();
+    if (RING && threadIdx.x == 128 * WGS) {
+      for (int k = 0; k < kSteps; ++k) {
+        const int s = k % kRing;
+        ptx::mbar_wait(L.empty(s), ((k / kRing) & 1) ^ 1);
+        ptx::mbar_arrive(L.full(s));
+      }
+    }
+    return;
+  }
+  ptx::setmaxnreg_inc<kRegs>();
+  float acc[N / 2], acc2[MB == 2 ? N / 2 : 1], accg[GUARD ? 32 : 1];
+#pragma unroll
+  for (int i = 0; i < N / 2; ++i) acc[i] = 0.f;
+#pragma unroll
+  for (int i = 0; i < (MB == 2 ? N / 2 : 1); ++i) acc2[i] = 0.f;
+#pragma unroll
+  for (int i = 0; i < (GUARD ? 32 : 1); ++i) accg[i] = 0.f;
+  uint32_t f[DEPTH + 1][4][4], f2[MB == 2 ? DEPTH + 1 : 1][4][4];
+  const uint32_t seed = threadIdx.x * 0x9E3779B9u;
+  constexpr uint32_t kDescHi = (uint32_t)(ptx::smem_desc_swizzle128(0, 8 * kRowBytes) >> 32);
+  const uint64_t t0 = ptx::clock64();
+  for (int kc = 0; kc < kSteps; kc += DEPTH + 1) {
+#pragma unroll
+    for (int j = 0; j <= DEPTH; ++j) {
+      const int k = kc + j;
+      const int s = k % kRing;
+      if (RING) ptx::mbar_wait(L.full(s), (k / kRing) & 1);
+      if constexpr (FORM == kRS) make_frags<ALU>(f[j], seed ^ (uint32_t)k);
+      if constexpr (MB == 2) make_frags<ALU>(f2[j], ~seed ^ (uint32_t)k);
+      ptx::wgmma_fence();
+      const uint32_t b_lo = (uint32_t)ptx::smem_desc_swizzle128(L.b_stage(s), 8 * kRowBytes);
+#pragma unroll
+      for (int s4 = 0; s4 < 4; ++s4) {
+        const uint64_t bd = ((uint64_t)kDescHi << 32) | (b_lo + 2 * s4);
+        const uint32_t acc_in = !(k == 0 && s4 == 0);
+        if constexpr (FORM == kSS) {
+          const uint64_t ad = ptx::smem_desc_swizzle128(L.a_stage(s, wg), 8 * kRowBytes) + 2 * s4;
+          ptx::WgmmaSS<N>::mma(acc, ad, bd, acc_in);
+        } else {
+          ptx::WgmmaRS<N>::mma(acc, f[j][s4][0], f[j][s4][1], f[j][s4][2], f[j][s4][3], bd, acc_in);
+          if constexpr (MB == 2)
+            ptx::WgmmaRS<N>::mma(acc2, f2[j][s4][0], f2[j][s4][1], f2[j][s4][2], f2[j][s4][3], bd, acc_in);
+          if constexpr (GUARD)
+            ptx::WgmmaRSIf<64>::mma(accg, f[j][s4][0], f[j][s4][1], f[j][s4][2], f[j][s4][3], bd, acc_in, guard_on);
+        }
+      }
+      ptx::wgmma_commit();
+      ptx::wgmma_wait<DEPTH>();
+      if (RING) {
+        __syncwarp();
+        if (lane == 0 && k >= DEPTH) ptx::mbar_arrive(L.empty((k - DEPTH) % kRing));
+      }
+    }
+  }
+  ptx::wgmma_wait<0>();
+  const uint64_t t1 = ptx::clock64();
+  float sum = 0.f;
+#pragma unroll
+  for (int i = 0; i < N / 2; ++i) sum += acc[i];
+#pragma unroll
+  for (int i = 0; i < (MB == 2 ? N / 2 : 1); ++i) sum += acc2[i];
+#pragma unroll
+  for (int i = 0; i < (GUARD ? 32 : 1); ++i) sum += accg[i];
+  sink[blockIdx.x * blockDim.x + threadIdx.x] = sum;
+  if (threadIdx.x % 128 == 0) cycles[blockIdx.x * WGS + wg] = t1 - t0;
+}
+
+struct Config {
+  const char* name;
+  const void* fn;
+  int n, wgs, mb, smem;
+  bool guard, guard_on;
+};
+
+template <int N, int WGS, int DEPTH, int MB, Form FORM, bool RING, int ALU, bool GUARD>
+Config make(const char* name, bool guard_on = false) {
+  return Config{name, (const void*)rate<N, WGS, DEPTH, MB, FORM, RING, ALU, GUARD>, N, WGS, MB,
+                smem_bytes(N, WGS, FORM), GUARD, guard_on};
+}
+
+}  // namespace
+
+int main() {
+  const std::vector<Config> configs = {
+      make<128, 2, 1, 1, kRS, true, 0, false>("RS N=128 (the GEMM's form and sync)"),
+      make<192, 2, 1, 1, kRS, true, 0, false>("RS N=192"),
+      make<256, 2, 1, 1, kRS, true, 0, false>("RS N=256"),
+      make<64, 2, 1, 1, kRS, true, 0, false>("RS N=64"),
+      make<80, 2, 1, 1, kRS, true, 0, false>("RS N=80"),
+      make<96, 2, 1, 1, kRS, true, 0, false>("RS N=96"),
+      make<160, 2, 1, 1, kRS, true, 0, false>("RS N=160"),
+      make<128, 2, 1, 1, kRS, false, 0, false>("RS N=128, no ring"),
+      make<128, 2, 0, 1, kRS, true, 0, false>("RS N=128, depth 0"),
+      make<128, 2, 2, 1, kRS, true, 0, false>("RS N=128, depth 2 (ptxas: C7513)"),
+      make<128, 3, 1, 1, kRS, true, 0, false>("RS N=128, 3 warpgroups"),
+      make<128, 2, 1, 2, kRS, true, 0, false>("RS N=128, 2 m-blocks per warpgroup"),
+      make<128, 2, 1, 1, kRS, true, 1, false>("RS N=128, alu 1"),
+      make<192, 2, 1, 1, kRS, true, 1, false>("RS N=192, alu 1"),
+      make<128, 2, 1, 1, kSS, true, 0, false>("SS N=128"),
+      make<192, 2, 1, 1, kSS, true, 0, false>("SS N=192"),
+      make<256, 2, 1, 1, kSS, true, 0, false>("SS N=256"),
+      make<128, 2, 1, 1, kRS, true, 0, true>("RS N=128 + 64 off (ptxas: C7519)", false),
+      make<128, 2, 1, 1, kRS, true, 0, true>("RS N=128 + 64 on (ptxas: C7519)", true),
+  };
+  std::setvbuf(stdout, nullptr, _IONBF, 0);
+  int sms = 0, dev = 0;
+  CHECK(cudaGetDevice(&dev));
+  CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  float* sink = nullptr;
+  unsigned long long* cyc = nullptr;
+  CHECK(cudaMalloc(&sink, (size_t)sms * 512 * sizeof(float)));
+  CHECK(cudaMalloc(&cyc, (size_t)sms * 4 * sizeof(unsigned long long)));
+  cudaEvent_t e0, e1;
+  CHECK(cudaEventCreate(&e0));
+  CHECK(cudaEventCreate(&e1));
+  std::printf("%d SMs, %d K steps of 4 k16 wgmma per warpgroup and launch\n", sms, kSteps);
+  std::printf("%-40s %10s %7s %12s %9s %8s\n", "config", "FLOP/clk", "% peak", "clk/K step", "TFLOP/s", "GHz");
+  for (const Config& c : configs) {
+    CHECK(cudaFuncSetAttribute(c.fn, cudaFuncAttributeMaxDynamicSharedMemorySize, c.smem));
+    uint32_t on = c.guard_on;
+    void* args[] = {&on, &sink, &cyc};
+    const dim3 grid(sms), block(128 * (c.wgs + 1));
+    float best_ms = 1e30f;
+    for (int rep = 0; rep < 4; ++rep) {
+      CHECK(cudaEventRecord(e0));
+      CHECK(cudaLaunchKernel(c.fn, grid, block, args, c.smem, 0));
+      CHECK(cudaEventRecord(e1));
+      CHECK(cudaEventSynchronize(e1));
+      float ms = 0.f;
+      CHECK(cudaEventElapsedTime(&ms, e0, e1));
+      if (rep > 0) best_ms = std::min(best_ms, ms);
+    }
+    std::vector<unsigned long long> h((size_t)sms * c.wgs);
+    CHECK(cudaMemcpy(h.data(), cyc, h.size() * sizeof(h[0]), cudaMemcpyDeviceToHost));
+    std::sort(h.begin(), h.end());
+    const double clk = (double)h[h.size() / 2];
+    const double n_total = (double)c.n * c.mb + (c.guard && c.guard_on ? 64.0 : 0.0);
+    const double flop_sm = (double)c.wgs * kSteps * 4 * 2.0 * 64 * n_total * 16;  // per SM and launch
+    const double per_clk = flop_sm / clk;
+    std::printf("%-40s %10.0f %6.1f%% %12.0f %9.1f %8.2f\n", c.name, per_clk, 100.0 * per_clk / 4096.0,
+                clk / kSteps, flop_sm * sms / (best_ms * 1e-3) / 1e12, clk / (best_ms * 1e6));
+  }
+  CHECK(cudaFree(sink));
+  CHECK(cudaFree(cyc));
+  return 0;
+}
