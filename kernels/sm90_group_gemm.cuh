@@ -395,9 +395,13 @@ __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_con
       // B itself is an input, complete once the conversion kernel has passed its own
       // griddepcontrol.wait (it lets this grid launch only after that).
       if (!p.b_param_maps) ptx::griddep_wait();
+      if (p.trace) {  // trace: the share's bounds are in registers
+        asm volatile("" ::"r"(share.first_t), "r"(share.last_t), "r"(share.end_k));
+        if (lane == 0) trace(p.trace, kTrBShare);
+      }
       int cur_g = -1;
       RingPos<kStages> rb;
-      bool first = true;
+      bool first = true, first_load = true;
       for (int u = 0; u < share.units(); ++u) {
         const Unit w = share.unit<kBN>(p, u);
         const Group& gr = p.groups[w.tile.g];
@@ -419,7 +423,9 @@ __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_con
             ptx::mbar_arrive_expect_tx(full, HALF ? kBRawBytes / 2 + kSfBlockBytes : kBStageBytes);
             ptx::tma_load_2d(st, map_b, kc * (kBlockK / 2), w.tile.n0, full, ptx::kEvictFirst);
             ptx::bulk_load(st + kBRawBytes, sfb + (int64_t)kc * kSfBlockBytes, kSfBlockBytes, full, ptx::kEvictLast);
+            if (first_load) trace(p.trace, kTrBFirstTma);
           }
+          first_load = false;
           __syncwarp();
         }
       }

@@ -11,7 +11,7 @@ namespace fl::sm90 {
 constexpr int kTraceEvents = 16;
 enum TraceEvent {
   kTrEntry, kTrInit, kTrGridWait, kTrMapsReady, kTrFirstTma, kTrFirstFull, kTrFirstMainloop, kTrFirstEpilogue,
-  kTrConsumerDone, kTrExit, kTrSm = kTraceEvents - 1
+  kTrConsumerDone, kTrExit, kTrBShare, kTrBFirstTma, kTrSm = kTraceEvents - 1
 };
 
 __device__ __forceinline__ void trace(uint64_t* tr, int e) {

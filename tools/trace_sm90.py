@@ -26,8 +26,10 @@ from sweep_sm90 import mode_env, resolve_set  # noqa: E402
 
 
 EVENTS = ["entry", "init", "gridwait", "maps", "first_tma", "first_full", "first_mainloop", "first_epilogue",
-          "consumer_done", "exit"]
+          "consumer_done", "exit", "b_share", "b_first_tma"]
 PHASES = [("barrier init", "entry", "init"), ("B maps: griddepcontrol.wait + acquire", "init", "maps"),
+          ("B: its share's bounds read", "init", "b_share"), ("B: its first tile's group", "b_share", "maps"),
+          ("B: first TMA issued", "maps", "b_first_tma"), ("B's first TMA to the first stage", "b_first_tma", "first_full"),
           ("griddepcontrol.wait (A producer)", "init", "gridwait"), ("first A TMA issued", "gridwait", "first_tma"),
           ("first stage lands", "first_tma", "first_full"), ("first tile K loop", "first_full", "first_mainloop"),
           ("first tile epilogue", "first_mainloop", "first_epilogue"), ("other tiles", "first_epilogue", "consumer_done"),
