@@ -11,6 +11,8 @@
 //   form       RS: A from registers (the GEMM), SS: A from shared memory
 //   ring       a producer warp and full/empty mbarriers per stage, 4 stages, no data (the GEMM's sync)
 //   alu        0: fragments made with ~2 ALU ops each; 1: ~5, with a half2 multiply (the dequantisation)
+//   early      three fragment sets; the next step's fragments made before the wait for the previous
+//              step's wgmma, not after it
 //   +64 off/on one more m64n64k16 per k16 step under a guard predicate (WgmmaRSIf): what a skipped
 //              wgmma costs, and N = 128 + 64 as two instructions against one N = 192 (ptxas injects a
 //              warpgroup.arrive before each guarded wgmma, C7519, as it does after a branch)
@@ -90,10 +92,11 @@ __device__ __forceinline__ void make_frags(uint32_t (&f)[4][4], uint32_t x, cons
     }
 }
 
-template <int N, int WGS, int DEPTH, int MB, Form FORM, bool RING, int ALU, bool GUARD>
+template <int N, int WGS, int DEPTH, int MB, Form FORM, bool RING, int ALU, bool GUARD, bool EARLY>
 __global__ void __launch_bounds__(128 * (WGS + 1), 1) rate(uint32_t guard_on, Data data, float* sink, unsigned long long* cycles) {
   static_assert(FORM == kRS || (MB == 1 && !GUARD), "SS: one block, no guard");
   static_assert(kSteps % (DEPTH + 1) == 0, "whole rounds of fragment sets");
+  static_assert(!EARLY || (DEPTH == 2 && FORM == kRS && MB == 1 && !GUARD && RING), "early: three sets, wait(1)");
   constexpr int kRegs = WGS == 2 ? 232 : 152;  // 128 x 40 + WGS x 128 x kRegs <= 65536
   extern __shared__ __align__(1024) uint8_t smem[];
   const Layout L{ptx::smem_u32(smem), N, WGS};
@@ -134,7 +137,34 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1) rate(uint32_t guard_on, Da
   const uint32_t seed = threadIdx.x * 0x9E3779B9u;
   constexpr uint32_t kDescHi = (uint32_t)(ptx::smem_desc_swizzle128(0, 8 * kRowBytes) >> 32);
   const uint64_t t0 = ptx::clock64();
-  for (int kc = 0; kc < kSteps; kc += DEPTH + 1) {
+  if constexpr (EARLY) {
+    // The next step's fragments are made before the wait for the previous step's wgmma (three sets):
+    // the dequantisation overlaps the tensor core's work of this warpgroup's two steps in flight.
+    ptx::mbar_wait(L.full(0), 0);
+    make_frags<ALU>(f[0], seed, data);
+    for (int kc = 0; kc < kSteps; kc += 3) {
+#pragma unroll
+      for (int j = 0; j < 3; ++j) {
+        const int k = kc + j;
+        ptx::wgmma_fence();
+        const uint32_t b_lo = (uint32_t)ptx::smem_desc_swizzle128(L.b_stage(k % kRing), 8 * kRowBytes);
+#pragma unroll
+        for (int s4 = 0; s4 < 4; ++s4) {
+          const uint64_t bd = ((uint64_t)kDescHi << 32) | (b_lo + 2 * s4);
+          ptx::WgmmaRS<N>::mma(acc, f[j][s4][0], f[j][s4][1], f[j][s4][2], f[j][s4][3], bd, !(k == 0 && s4 == 0));
+        }
+        ptx::wgmma_commit();
+        if (k + 1 < kSteps) {
+          ptx::mbar_wait(L.full((k + 1) % kRing), ((k + 1) / kRing) & 1);
+          make_frags<ALU>(f[(j + 1) % 3], seed ^ (uint32_t)(k + 1), data);
+        }
+        ptx::wgmma_wait<1>();
+        __syncwarp();
+        if (lane == 0 && k >= 1) ptx::mbar_arrive(L.empty((k - 1) % kRing));
+      }
+    }
+  }
+  for (int kc = 0; kc < (EARLY ? 0 : kSteps); kc += DEPTH + 1) {
 #pragma unroll
     for (int j = 0; j <= DEPTH; ++j) {
       const int k = kc + j;
@@ -187,9 +217,9 @@ struct Config {
   bool guard, guard_on;
 };
 
-template <int N, int WGS, int DEPTH, int MB, Form FORM, bool RING, int ALU, bool GUARD>
+template <int N, int WGS, int DEPTH, int MB, Form FORM, bool RING, int ALU, bool GUARD, bool EARLY = false>
 Config make(const char* name, bool guard_on = false) {
-  return Config{name, (const void*)rate<N, WGS, DEPTH, MB, FORM, RING, ALU, GUARD>, N, WGS, MB,
+  return Config{name, (const void*)rate<N, WGS, DEPTH, MB, FORM, RING, ALU, GUARD, EARLY>, N, WGS, MB,
                 smem_bytes(N, WGS, FORM), GUARD, guard_on};
 }
 
@@ -211,6 +241,12 @@ int main() {
       make<128, 2, 1, 2, kRS, true, 0, false>("RS N=128, 2 m-blocks per warpgroup"),
       make<128, 2, 1, 1, kRS, true, 1, false>("RS N=128, alu 1"),
       make<192, 2, 1, 1, kRS, true, 1, false>("RS N=192, alu 1"),
+      make<128, 2, 2, 1, kRS, true, 0, false, true>("RS N=128, early"),
+      make<128, 2, 2, 1, kRS, true, 1, false, true>("RS N=128, alu 1, early"),
+      make<192, 2, 2, 1, kRS, true, 1, false, true>("RS N=192, alu 1, early"),
+      make<128, 2, 1, 2, kRS, true, 1, false>("RS N=128, alu 1, 2 m-blocks"),
+      make<128, 3, 1, 1, kRS, true, 1, false>("RS N=128, alu 1, 3 warpgroups"),
+      make<128, 2, 0, 1, kRS, true, 1, false>("RS N=128, alu 1, depth 0"),
       make<128, 2, 1, 1, kSS, true, 0, false>("SS N=128"),
       make<192, 2, 1, 1, kSS, true, 0, false>("SS N=192"),
       make<256, 2, 1, 1, kSS, true, 0, false>("SS N=256"),
