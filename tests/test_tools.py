@@ -1,6 +1,7 @@
 """CPU tests of the benchmark tools' shape selection (the timing itself needs a GPU)."""
 import os
 import random
+import re
 import shutil
 import subprocess
 
@@ -187,3 +188,24 @@ def test_trace_summary_skips_events_a_cta_did_not_record():
     assert res["busiest CTA"] == 12.0 and res["median CTA"] == 8.0
     res = trace.summarise({"us": 9.0, "trace": [cta(0, False)]})
     assert res["first stage lands"] != res["first stage lands"]  # NaN: no CTA recorded it
+
+
+def test_wgmma_rate_probe_compiles_with_only_its_known_serialisations(tmp_path):
+    """tools/wgmma_rate.cu measures wgmma loops as ptxas schedules them: every row but the two it labels
+    (depth 2: C7513; the guarded extra wgmma: C7519) must compile without a wgmma serialisation note, or
+    the row would measure something other than its name."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    nvcc = shutil.which("nvcc") or os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin", "nvcc")
+    if not os.path.exists(nvcc):
+        pytest.skip("no nvcc to build tools/wgmma_rate.cu")
+    r = subprocess.run([nvcc, "-O3", "-std=c++17", "-gencode", "arch=compute_90a,code=sm_90a", "-I",
+                        os.path.join(root, "kernels"), "-I", os.path.join(root, "tools"), "-Xptxas", "-v",
+                        os.path.join(root, "tools", "wgmma_rate.cu"), "-o", str(tmp_path / "wgmma_rate")],
+                       capture_output=True, text=True, check=True)
+    notes = re.findall(r"\((C75\d\d)\).*?function '(\w+)'", r.stderr)
+    kinds = {(code, fn) for code, fn in notes}
+    assert {code for code, _ in kinds} == {"C7513", "C7519"}, kinds
+    assert len({fn for code, fn in kinds if code == "C7513"}) == 1  # the depth-2 row
+    assert len({fn for code, fn in kinds if code == "C7519"}) == 1  # the guarded row's kernel
+    assert "bytes spill" not in r.stderr.replace("0 bytes spill", "")
+    assert (tmp_path / "wgmma_rate").stat().st_size > 0

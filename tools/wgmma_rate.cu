@@ -19,11 +19,14 @@
 // ptxas serialises the depth-2 loop (C7513: it does not see that three fragment sets suffice); the
 // row is kept as that measurement.
 // Each row runs twice: on zeros (B in shared memory all zero) and on random fp16 in both operands (the
-// tensor cores' power, and so the clock, depend on the bits). Per run: FLOP per cycle per SM (clock64 around each warpgroup's loop, median over the grid), its share
-// of the fp16 dense peak (4096 FLOP/cycle/SM: 989 TFLOP/s at 1.83 GHz on 132 SMs), the cycles of one
-// GEMM-like K step (every warpgroup's 4 k16 steps) and TFLOP/s from CUDA events (grid: one CTA per SM).
+// tensor cores' power, and so the clock, depend on the bits). Per run: FLOP per cycle per SM (clock64
+// around each warpgroup's loop, median over the grid), its share of the fp16 dense peak (4096
+// FLOP/cycle/SM: 989 TFLOP/s at 1.83 GHz on 132 SMs), the cycles of one GEMM-like K step (every
+// warpgroup's 4 k16 steps), TFLOP/s from CUDA events (grid: one CTA per SM) and the clock those imply.
+// Results on the H200: docs/sm90_kernel_notes.md (the wgmma_rate rows).
 //
-//   nvcc -O3 -std=c++17 -arch=sm_90a -I kernels -I tools -o /tmp/wgmma_rate tools/wgmma_rate.cu && /tmp/wgmma_rate
+//   nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -I kernels -I tools -o /tmp/wgmma_rate \
+//        tools/wgmma_rate.cu && /tmp/wgmma_rate
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
