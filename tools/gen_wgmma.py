@@ -15,25 +15,31 @@ PROBE_N_VALUES = [64, 128, 192, 256]
 PROBE_HEADER = pathlib.Path(__file__).resolve().parent / "wgmma_probe.cuh"
 
 
-def wrapper(n: int) -> str:
+def wrapper(n: int, guarded: bool = False) -> str:
+    """WgmmaRS<n>, or with `guarded` the probe's WgmmaRSIf<n>: the same instruction under a guard
+    predicate set from one more argument, `on`."""
     nacc = n // 2
     d_regs = ", ".join(f"%{i}" for i in range(nacc))
     a_regs = ", ".join(f"%{nacc + i}" for i in range(4))
     desc = f"%{nacc + 4}"
     scale = f"%{nacc + 5}"
     outs = ", ".join(f'"+f"(d[{i}])' for i in range(nacc))
+    name, on_param, on_input = ("WgmmaRSIf", ", uint32_t on", ', "r"(on)') if guarded else ("WgmmaRS", "", "")
+    preds = (f"\\n.reg .pred p, q;\\nsetp.ne.b32 p, {scale}, 0;\\nsetp.ne.b32 q, %{nacc + 6}, 0;\\n" if guarded
+             else f"\\n.reg .pred p;\\nsetp.ne.b32 p, {scale}, 0;\\n")
+    guard = "@q " if guarded else ""
     return (
         f"template <>\n"
-        f"struct WgmmaRS<{n}> {{\n"
+        f"struct {name}<{n}> {{\n"
         f"  __device__ __forceinline__ static void mma(float (&d)[{nacc}], uint32_t a0, uint32_t a1, uint32_t a2,\n"
-        f"                                             uint32_t a3, uint64_t b_desc, uint32_t scale_d) {{\n"
+        f"                                             uint32_t a3, uint64_t b_desc, uint32_t scale_d{on_param}) {{\n"
         f"    asm volatile(\n"
-        f'        "{{\\n.reg .pred p;\\nsetp.ne.b32 p, {scale}, 0;\\n"\n'
-        f'        "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.f16.f16 "\n'
+        f'        "{{{preds}"\n'
+        f'        "{guard}wgmma.mma_async.sync.aligned.m64n{n}k16.f32.f16.f16 "\n'
         f'        "{{{d_regs}}}, "\n'
         f'        "{{{a_regs}}}, {desc}, p, 1, 1, 0;\\n}}\\n"\n'
         f"        : {outs}\n"
-        f'        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(b_desc), "r"(scale_d));\n'
+        f'        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(b_desc), "r"(scale_d){on_input});\n'
         f"  }}\n"
         f"}};\n"
     )
@@ -55,6 +61,7 @@ def render() -> str:
 
 
 def probe_wrappers(n: int) -> str:
+    """WgmmaSS<n> and WgmmaRSIf<n>."""
     nacc = n // 2
     d_regs = ", ".join(f"%{i}" for i in range(nacc))
     outs = ", ".join(f'"+f"(d[{i}])' for i in range(nacc))
@@ -72,23 +79,7 @@ def probe_wrappers(n: int) -> str:
         f"  }}\n"
         f"}};\n"
     )
-    a_regs = ", ".join(f"%{nacc + i}" for i in range(4))
-    rsif = (
-        f"template <>\n"
-        f"struct WgmmaRSIf<{n}> {{\n"
-        f"  __device__ __forceinline__ static void mma(float (&d)[{nacc}], uint32_t a0, uint32_t a1, uint32_t a2,\n"
-        f"                                             uint32_t a3, uint64_t b_desc, uint32_t scale_d, uint32_t on) {{\n"
-        f"    asm volatile(\n"
-        f'        "{{\\n.reg .pred p, q;\\nsetp.ne.b32 p, %{nacc + 5}, 0;\\nsetp.ne.b32 q, %{nacc + 6}, 0;\\n"\n'
-        f'        "@q wgmma.mma_async.sync.aligned.m64n{n}k16.f32.f16.f16 "\n'
-        f'        "{{{d_regs}}}, "\n'
-        f'        "{{{a_regs}}}, %{nacc + 4}, p, 1, 1, 0;\\n}}\\n"\n'
-        f"        : {outs}\n"
-        f'        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(b_desc), "r"(scale_d), "r"(on));\n'
-        f"  }}\n"
-        f"}};\n"
-    )
-    return ss + "\n" + rsif
+    return ss + "\n" + wrapper(n, guarded=True)
 
 
 def render_probe() -> str:
