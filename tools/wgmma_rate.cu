@@ -139,6 +139,28 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1) rate(uint32_t guard_on, Da
   uint32_t f[DEPTH + 1][4][4], f2[MB == 2 ? DEPTH + 1 : 1][4][4];
   const uint32_t seed = threadIdx.x * 0x9E3779B9u;
   constexpr uint32_t kDescHi = (uint32_t)(ptx::smem_desc_swizzle128(0, 8 * kRowBytes) >> 32);
+  // K step k's wgmma group from fragment set j (stage k % kRing): fence, 4 k16 steps, commit.
+  auto issue = [&](int j, int k) {
+    const int s = k % kRing;
+    ptx::wgmma_fence();
+    const uint32_t b_lo = (uint32_t)ptx::smem_desc_swizzle128(L.b_stage(s), 8 * kRowBytes);
+#pragma unroll
+    for (int s4 = 0; s4 < 4; ++s4) {
+      const uint64_t bd = ((uint64_t)kDescHi << 32) | (b_lo + 2 * s4);
+      const uint32_t acc_in = !(k == 0 && s4 == 0);
+      if constexpr (FORM == kSS) {
+        const uint64_t ad = ptx::smem_desc_swizzle128(L.a_stage(s, wg), 8 * kRowBytes) + 2 * s4;
+        ptx::WgmmaSS<N>::mma(acc, ad, bd, acc_in);
+      } else {
+        ptx::WgmmaRS<N>::mma(acc, f[j][s4][0], f[j][s4][1], f[j][s4][2], f[j][s4][3], bd, acc_in);
+        if constexpr (MB == 2)
+          ptx::WgmmaRS<N>::mma(acc2, f2[j][s4][0], f2[j][s4][1], f2[j][s4][2], f2[j][s4][3], bd, acc_in);
+        if constexpr (GUARD)
+          ptx::WgmmaRSIf<64>::mma(accg, f[j][s4][0], f[j][s4][1], f[j][s4][2], f[j][s4][3], bd, acc_in, guard_on);
+      }
+    }
+    ptx::wgmma_commit();
+  };
   const uint64_t t0 = ptx::clock64();
   if constexpr (EARLY) {
     // The next step's fragments are made before the wait for the previous step's wgmma (three sets):
@@ -149,14 +171,7 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1) rate(uint32_t guard_on, Da
 #pragma unroll
       for (int j = 0; j < 3; ++j) {
         const int k = kc + j;
-        ptx::wgmma_fence();
-        const uint32_t b_lo = (uint32_t)ptx::smem_desc_swizzle128(L.b_stage(k % kRing), 8 * kRowBytes);
-#pragma unroll
-        for (int s4 = 0; s4 < 4; ++s4) {
-          const uint64_t bd = ((uint64_t)kDescHi << 32) | (b_lo + 2 * s4);
-          ptx::WgmmaRS<N>::mma(acc, f[j][s4][0], f[j][s4][1], f[j][s4][2], f[j][s4][3], bd, !(k == 0 && s4 == 0));
-        }
-        ptx::wgmma_commit();
+        issue(j, k);
         if (k + 1 < kSteps) {
           ptx::mbar_wait(L.full((k + 1) % kRing), ((k + 1) / kRing) & 1);
           make_frags<ALU>(f[(j + 1) % 3], seed ^ (uint32_t)(k + 1), data);
@@ -166,37 +181,20 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1) rate(uint32_t guard_on, Da
         if (lane == 0 && k >= 1) ptx::mbar_arrive(L.empty((k - 1) % kRing));
       }
     }
-  }
-  for (int kc = 0; kc < (EARLY ? 0 : kSteps); kc += DEPTH + 1) {
+  } else {
+    for (int kc = 0; kc < kSteps; kc += DEPTH + 1) {
 #pragma unroll
-    for (int j = 0; j <= DEPTH; ++j) {
-      const int k = kc + j;
-      const int s = k % kRing;
-      if (RING) ptx::mbar_wait(L.full(s), (k / kRing) & 1);
-      if constexpr (FORM == kRS) make_frags<ALU>(f[j], seed ^ (uint32_t)k, data);
-      if constexpr (MB == 2) make_frags<ALU>(f2[j], ~seed ^ (uint32_t)k, data);
-      ptx::wgmma_fence();
-      const uint32_t b_lo = (uint32_t)ptx::smem_desc_swizzle128(L.b_stage(s), 8 * kRowBytes);
-#pragma unroll
-      for (int s4 = 0; s4 < 4; ++s4) {
-        const uint64_t bd = ((uint64_t)kDescHi << 32) | (b_lo + 2 * s4);
-        const uint32_t acc_in = !(k == 0 && s4 == 0);
-        if constexpr (FORM == kSS) {
-          const uint64_t ad = ptx::smem_desc_swizzle128(L.a_stage(s, wg), 8 * kRowBytes) + 2 * s4;
-          ptx::WgmmaSS<N>::mma(acc, ad, bd, acc_in);
-        } else {
-          ptx::WgmmaRS<N>::mma(acc, f[j][s4][0], f[j][s4][1], f[j][s4][2], f[j][s4][3], bd, acc_in);
-          if constexpr (MB == 2)
-            ptx::WgmmaRS<N>::mma(acc2, f2[j][s4][0], f2[j][s4][1], f2[j][s4][2], f2[j][s4][3], bd, acc_in);
-          if constexpr (GUARD)
-            ptx::WgmmaRSIf<64>::mma(accg, f[j][s4][0], f[j][s4][1], f[j][s4][2], f[j][s4][3], bd, acc_in, guard_on);
+      for (int j = 0; j <= DEPTH; ++j) {
+        const int k = kc + j;
+        if (RING) ptx::mbar_wait(L.full(k % kRing), (k / kRing) & 1);
+        if constexpr (FORM == kRS) make_frags<ALU>(f[j], seed ^ (uint32_t)k, data);
+        if constexpr (MB == 2) make_frags<ALU>(f2[j], ~seed ^ (uint32_t)k, data);
+        issue(j, k);
+        ptx::wgmma_wait<DEPTH>();
+        if (RING) {
+          __syncwarp();
+          if (lane == 0 && k >= DEPTH) ptx::mbar_arrive(L.empty((k - DEPTH) % kRing));
         }
-      }
-      ptx::wgmma_commit();
-      ptx::wgmma_wait<DEPTH>();
-      if (RING) {
-        __syncwarp();
-        if (lane == 0 && k >= DEPTH) ptx::mbar_arrive(L.empty((k - DEPTH) % kRing));
       }
     }
   }
