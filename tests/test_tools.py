@@ -89,13 +89,21 @@ def test_fixed_cost_shapes_exist():
         assert 0 <= i < len(getattr(S, src))
 
 
-def test_launch_latency_tool_compiles(tmp_path):
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def nvcc_or_skip(what):
+    """The nvcc to build a standalone tool with; skips the test where there is none."""
     nvcc = shutil.which("nvcc") or os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin", "nvcc")
     if not os.path.exists(nvcc):
-        pytest.skip("no nvcc to build tools/launch_latency.cu")
-    subprocess.run([nvcc, "-O2", "-std=c++17", "-arch=sm_90a", "-I", os.path.join(root, "kernels"),
-                    os.path.join(root, "tools", "launch_latency.cu"), "-o", str(tmp_path / "launch_latency")],
+        pytest.skip(f"no nvcc to build {what}")
+    return nvcc
+
+
+def test_launch_latency_tool_compiles(tmp_path):
+    nvcc = nvcc_or_skip("tools/launch_latency.cu")
+    subprocess.run([nvcc, "-O2", "-std=c++17", "-arch=sm_90a", "-I", os.path.join(ROOT, "kernels"),
+                    os.path.join(ROOT, "tools", "launch_latency.cu"), "-o", str(tmp_path / "launch_latency")],
                    check=True)
     assert (tmp_path / "launch_latency").stat().st_size > 0
 
@@ -194,13 +202,10 @@ def test_wgmma_rate_probe_compiles_with_only_its_known_serialisations(tmp_path):
     """tools/wgmma_rate.cu measures wgmma loops as ptxas schedules them: every row but the two it labels
     (depth 2: C7513; the guarded extra wgmma: C7519) must compile without a wgmma serialisation note, or
     the row would measure something other than its name."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    nvcc = shutil.which("nvcc") or os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin", "nvcc")
-    if not os.path.exists(nvcc):
-        pytest.skip("no nvcc to build tools/wgmma_rate.cu")
+    nvcc = nvcc_or_skip("tools/wgmma_rate.cu")
     r = subprocess.run([nvcc, "-O3", "-std=c++17", "-gencode", "arch=compute_90a,code=sm_90a", "-I",
-                        os.path.join(root, "kernels"), "-I", os.path.join(root, "tools"), "-Xptxas", "-v",
-                        os.path.join(root, "tools", "wgmma_rate.cu"), "-o", str(tmp_path / "wgmma_rate")],
+                        os.path.join(ROOT, "kernels"), "-I", os.path.join(ROOT, "tools"), "-Xptxas", "-v",
+                        os.path.join(ROOT, "tools", "wgmma_rate.cu"), "-o", str(tmp_path / "wgmma_rate")],
                        capture_output=True, text=True, check=True)
     notes = re.findall(r"\((C75\d\d)\).*?function '(\w+)'", r.stderr)
     kinds = {(code, fn) for code, fn in notes}
