@@ -10,7 +10,10 @@
 //   mb         m64 blocks per warpgroup (2: two wgmma per k16 step on two accumulator arrays, one B)
 //   form       RS: A from registers (the GEMM), SS: A from shared memory
 //   ring       a producer warp and full/empty mbarriers per stage, 4 stages, no data (the GEMM's sync)
-//   alu        0: fragments made with ~2 ALU ops each; 1: ~5, with a half2 multiply (the dequantisation)
+//   alu        0: fragments made with ~2 ALU ops each; 1: ~5, with a half2 multiply (a stand-in for the
+//              dequantisation); 2: the GEMM's own dequantisation (sm90::dequant_b: two 8-byte and two
+//              1-byte shared loads per thread and m-block, byte permutes, the scale multiply) from
+//              packed B and scale blocks in each ring stage (two wgmma warpgroups at most)
 //   early      three fragment sets; the next step's fragments made before the wait for the previous
 //              step's wgmma, not after it
 //   +64 off/on one more m64n64k16 per k16 step under a guard predicate (WgmmaRSIf): what a skipped
@@ -40,6 +43,7 @@
 #include "ptx/setmaxnreg.cuh"
 #include "ptx/timer.cuh"
 #include "ptx/wgmma.cuh"
+#include "sm90_group_gemm.cuh"
 #include "wgmma_probe.cuh"
 
 namespace {
@@ -53,19 +57,28 @@ constexpr int kSteps = 4104;       // K steps per launch (a multiple of every de
 enum Form { kRS, kSS };
 
 
+// alu 2: per ring stage, one packed B tile with its scale block (the GEMM's B stage) per m-block.
+constexpr uint32_t kQStageBytes = 2 * sm90::kBStageBytes;
+
 struct Layout {
   uint32_t base;
-  int n, wgs;
+  int n, wgs, form;
   __device__ uint32_t full(int s) const { return base + 8u * s; }
   __device__ uint32_t empty(int s) const { return base + 8u * (kRing + s); }
   __device__ uint32_t b_stage(int s) const { return base + 1024 + (uint32_t)(s * n * kRowBytes); }
   __device__ uint32_t a_stage(int s, int wg) const {
     return base + 1024 + (uint32_t)(kRing * n * kRowBytes + (s * wgs + wg) * 64 * kRowBytes);
   }
+  // alu 2: m-block mb's packed B and scales of stage s (after the wgmma operands)
+  __device__ uint32_t q_stage(int s, int mb) const {
+    return base + 1024 + (uint32_t)(kRing * n * kRowBytes + (form == kSS ? kRing * wgs * 64 * kRowBytes : 0)) +
+           s * kQStageBytes + mb * sm90::kBStageBytes;
+  }
 };
 
-__host__ __device__ constexpr int smem_bytes(int n, int wgs, Form form) {
-  return 1024 + kRing * n * kRowBytes + (form == kSS ? kRing * wgs * 64 * kRowBytes : 0);
+__host__ __device__ constexpr int smem_bytes(int n, int wgs, Form form, int alu) {
+  return 1024 + kRing * n * kRowBytes + (form == kSS ? kRing * wgs * 64 * kRowBytes : 0) +
+         (alu == 2 ? kRing * (int)kQStageBytes : 0);
 }
 
 // The values multiplied: "zeros" (B in shared memory all zero, A's fragments in [1, 2)) or "random"
@@ -100,13 +113,20 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1) rate(uint32_t guard_on, Da
   static_assert(FORM == kRS || (MB == 1 && !GUARD), "SS: one block, no guard");
   static_assert(kSteps % (DEPTH + 1) == 0, "whole rounds of fragment sets");
   static_assert(!EARLY || (DEPTH == 2 && FORM == kRS && MB == 1 && !GUARD && RING), "early: three sets, wait(1)");
+  static_assert(ALU < 2 || (WGS <= 2 && !EARLY), "alu 2: the B stage's 128 rows, two warpgroups of 64");
   constexpr int kRegs = WGS == 2 ? 232 : 152;  // 128 x 40 + WGS x 128 x kRegs <= 65536
   extern __shared__ __align__(1024) uint8_t smem[];
-  const Layout L{ptx::smem_u32(smem), N, WGS};
+  const Layout L{ptx::smem_u32(smem), N, WGS, FORM};
   const int wg = threadIdx.x / 128;
   const int lane = threadIdx.x % 32;
-  for (int i = 256 + threadIdx.x; i < smem_bytes(N, WGS, FORM) / 4; i += blockDim.x)  // past the barriers
-    reinterpret_cast<uint32_t*>(smem)[i] = data.fill ? (i * 0x9E3779B1u ^ blockIdx.x) & data.and_mask : 0u;
+  constexpr int kQWord = smem_bytes(N, WGS, FORM, 0) / 4;  // alu 2's B stages start here
+  for (int i = 256 + threadIdx.x; i < smem_bytes(N, WGS, FORM, ALU) / 4; i += blockDim.x) {  // past the barriers
+    uint32_t v = data.fill ? (i * 0x9E3779B1u ^ blockIdx.x) & data.and_mask : 0u;
+    // alu 2, random: packed B random, its scales 1.0 (E4M3 0x38; a random byte may be NaN)
+    if (i >= kQWord && data.fill && (uint32_t)(i - kQWord) * 4 % sm90::kBStageBytes >= sm90::kBRawBytes) v = 0x38383838u;
+    else if (i >= kQWord && data.fill) v = i * 0x9E3779B1u ^ blockIdx.x;
+    reinterpret_cast<uint32_t*>(smem)[i] = v;
+  }
   __syncthreads();
   if (threadIdx.x == 0) {
     for (int s = 0; s < kRing; ++s) {
@@ -187,8 +207,14 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1) rate(uint32_t guard_on, Da
       for (int j = 0; j <= DEPTH; ++j) {
         const int k = kc + j;
         if (RING) ptx::mbar_wait(L.full(k % kRing), (k / kRing) & 1);
-        if constexpr (FORM == kRS) make_frags<ALU>(f[j], seed ^ (uint32_t)k, data);
-        if constexpr (MB == 2) make_frags<ALU>(f2[j], ~seed ^ (uint32_t)k, data);
+        if constexpr (ALU == 2) {
+          const int r0 = 64 * wg + 16 * (threadIdx.x / 32 % 4) + lane / 4;
+          sm90::dequant_b<false>(f[j], L.q_stage(k % kRing, 0), r0, lane % 4, 0);
+          if constexpr (MB == 2) sm90::dequant_b<false>(f2[j], L.q_stage(k % kRing, 1), r0, lane % 4, 0);
+        } else {
+          if constexpr (FORM == kRS) make_frags<ALU>(f[j], seed ^ (uint32_t)k, data);
+          if constexpr (MB == 2) make_frags<ALU>(f2[j], ~seed ^ (uint32_t)k, data);
+        }
         issue(j, k);
         ptx::wgmma_wait<DEPTH>();
         if (RING) {
@@ -221,7 +247,7 @@ struct Config {
 template <int N, int WGS, int DEPTH, int MB, Form FORM, bool RING, int ALU, bool GUARD, bool EARLY = false>
 Config make(const char* name, bool guard_on = false) {
   return Config{name, (const void*)rate<N, WGS, DEPTH, MB, FORM, RING, ALU, GUARD, EARLY>, N, WGS, MB,
-                smem_bytes(N, WGS, FORM), GUARD, guard_on};
+                smem_bytes(N, WGS, FORM, ALU), GUARD, guard_on};
 }
 
 }  // namespace
@@ -248,6 +274,11 @@ int main() {
       make<128, 2, 1, 2, kRS, true, 1, false>("RS N=128, alu 1, 2 m-blocks"),
       make<128, 3, 1, 1, kRS, true, 1, false>("RS N=128, alu 1, 3 warpgroups"),
       make<128, 2, 0, 1, kRS, true, 1, false>("RS N=128, alu 1, depth 0"),
+      make<128, 2, 1, 1, kRS, true, 2, false>("RS N=128, alu 2 (the GEMM's dequant)"),
+      make<192, 2, 1, 1, kRS, true, 2, false>("RS N=192, alu 2"),
+      make<128, 2, 1, 2, kRS, true, 2, false>("RS N=128, alu 2, 2 m-blocks"),
+      make<96, 2, 1, 2, kRS, true, 2, false>("RS N=96, alu 2, 2 m-blocks"),
+      make<64, 2, 1, 2, kRS, true, 2, false>("RS N=64, alu 2, 2 m-blocks"),
       make<128, 2, 1, 1, kSS, true, 0, false>("SS N=128"),
       make<192, 2, 1, 1, kSS, true, 0, false>("SS N=192"),
       make<256, 2, 1, 1, kSS, true, 0, false>("SS N=256"),
