@@ -14,6 +14,10 @@
 //              dequantisation); 2: the GEMM's own dequantisation (sm90::dequant_b: two 8-byte and two
 //              1-byte shared loads per thread and m-block, byte permutes, the scale multiply) from
 //              packed B and scale blocks in each ring stage (two wgmma warpgroups at most)
+//   loads      (alu 2) the producer fills each stage with bulk copies, as the GEMM's producers do: the
+//              wgmma's shared operand (W rows of 128 bytes, from a 4 MB buffer every CTA reads: L2) and
+//              the packed B with its scales per m-block (L2: a 16 MB buffer; DRAM: 2 GB streamed); the
+//              bytes are the buffers' (zeros, or random with no NaN), not the columns' data
 //   early      three fragment sets; the next step's fragments made before the wait for the previous
 //              step's wgmma, not after it
 //   +64 off/on one more m64n64k16 per k16 step under a guard predicate (WgmmaRSIf): what a skipped
@@ -41,6 +45,7 @@
 #include "cuda_check.h"
 #include "ptx/mbarrier.cuh"
 #include "ptx/setmaxnreg.cuh"
+#include "ptx/tma.cuh"
 #include "ptx/timer.cuh"
 #include "ptx/wgmma.cuh"
 #include "sm90_group_gemm.cuh"
@@ -55,6 +60,8 @@ constexpr int kRowBytes = 128;     // one K step of fp16 per row, 128-byte swizz
 constexpr int kSteps = 4104;       // K steps per launch (a multiple of every depth + 1)
 
 enum Form { kRS, kSS };
+enum Loads { kNoLoads, kFromL2, kFromDram };  // what fills the stages (alu 2 only)
+constexpr size_t kABufBytes = size_t{4} << 20, kBL2Bytes = size_t{16} << 20, kBDramBytes = size_t{2} << 30;
 
 
 // alu 2: per ring stage, one packed B tile with its scale block (the GEMM's B stage) per m-block.
@@ -108,8 +115,10 @@ __device__ __forceinline__ void make_frags(uint32_t (&f)[4][4], uint32_t x, cons
     }
 }
 
-template <int N, int WGS, int DEPTH, int MB, Form FORM, bool RING, int ALU, bool GUARD, bool EARLY>
-__global__ void __launch_bounds__(128 * (WGS + 1), 1) rate(uint32_t guard_on, Data data, float* sink, unsigned long long* cycles) {
+template <int N, int WGS, int DEPTH, int MB, Form FORM, bool RING, int ALU, bool GUARD, bool EARLY, Loads LOADS>
+__global__ void __launch_bounds__(128 * (WGS + 1), 1) rate(uint32_t guard_on, Data data, float* sink, unsigned long long* cycles,
+                                                           const uint8_t* abuf, const uint8_t* bbuf) {
+  static_assert(LOADS == kNoLoads || (ALU == 2 && RING && FORM == kRS), "loads: the GEMM's form, ring and dequantisation");
   static_assert(FORM == kRS || (MB == 1 && !GUARD), "SS: one block, no guard");
   static_assert(kSteps % (DEPTH + 1) == 0, "whole rounds of fragment sets");
   static_assert(!EARLY || (DEPTH == 2 && FORM == kRS && MB == 1 && !GUARD && RING), "early: three sets, wait(1)");
@@ -140,10 +149,20 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1) rate(uint32_t guard_on, Da
   if (wg == WGS) {  // producer warpgroup
     ptx::setmaxnreg_dec<40>();
     if (RING && threadIdx.x == 128 * WGS) {
+      constexpr uint32_t kA = N * kRowBytes, kB = sm90::kBStageBytes;
+      const size_t b_slots = (LOADS == kFromDram ? kBDramBytes : kBL2Bytes) / (MB * kB);
       for (int k = 0; k < kSteps; ++k) {
         const int s = k % kRing;
         ptx::mbar_wait(L.empty(s), ((k / kRing) & 1) ^ 1);
-        ptx::mbar_arrive(L.full(s));
+        if constexpr (LOADS == kNoLoads) {
+          ptx::mbar_arrive(L.full(s));
+        } else {
+          ptx::mbar_arrive_expect_tx(L.full(s), kA + MB * kB);
+          ptx::bulk_load(L.b_stage(s), abuf + (size_t)(k % (kABufBytes / kA)) * kA, kA, L.full(s), ptx::kEvictLast);
+          const uint8_t* b = bbuf + (((size_t)blockIdx.x * kSteps + k) % b_slots) * (MB * kB);
+          for (int mb = 0; mb < MB; ++mb)
+            ptx::bulk_load(L.q_stage(s, mb), b + mb * kB, kB, L.full(s), ptx::kEvictFirst);
+        }
       }
     }
     return;
@@ -241,13 +260,20 @@ struct Config {
   const char* name;
   const void* fn;
   int n, wgs, mb, smem;
-  bool guard, guard_on;
+  bool guard, guard_on, loads;
 };
 
-template <int N, int WGS, int DEPTH, int MB, Form FORM, bool RING, int ALU, bool GUARD, bool EARLY = false>
+// The load rows' buffers, "random": bytes of at most 0x3B (no fp16 or E4M3 NaN or infinity).
+__global__ void fill_random(uint32_t* p, size_t words, uint32_t seed) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < words; i += (size_t)gridDim.x * blockDim.x)
+    p[i] = ((uint32_t)i * 0x9E3779B1u ^ seed) & 0x3B3B3B3Bu;
+}
+
+template <int N, int WGS, int DEPTH, int MB, Form FORM, bool RING, int ALU, bool GUARD, bool EARLY = false,
+          Loads LOADS = kNoLoads>
 Config make(const char* name, bool guard_on = false) {
-  return Config{name, (const void*)rate<N, WGS, DEPTH, MB, FORM, RING, ALU, GUARD, EARLY>, N, WGS, MB,
-                smem_bytes(N, WGS, FORM, ALU), GUARD, guard_on};
+  return Config{name, (const void*)rate<N, WGS, DEPTH, MB, FORM, RING, ALU, GUARD, EARLY, LOADS>, N, WGS, MB,
+                smem_bytes(N, WGS, FORM, ALU), GUARD, guard_on, LOADS != kNoLoads};
 }
 
 }  // namespace
@@ -279,6 +305,12 @@ int main() {
       make<128, 2, 1, 2, kRS, true, 2, false>("RS N=128, alu 2, 2 m-blocks"),
       make<96, 2, 1, 2, kRS, true, 2, false>("RS N=96, alu 2, 2 m-blocks"),
       make<64, 2, 1, 2, kRS, true, 2, false>("RS N=64, alu 2, 2 m-blocks"),
+      make<128, 2, 1, 1, kRS, true, 2, false, false, kFromL2>("RS N=128, alu 2, loads from L2"),
+      make<128, 2, 1, 1, kRS, true, 2, false, false, kFromDram>("RS N=128, alu 2, B loads from DRAM"),
+      make<192, 2, 1, 1, kRS, true, 2, false, false, kFromL2>("RS N=192, alu 2, loads from L2"),
+      make<192, 2, 1, 1, kRS, true, 2, false, false, kFromDram>("RS N=192, alu 2, B loads from DRAM"),
+      make<128, 2, 1, 2, kRS, true, 2, false, false, kFromL2>("RS N=128, alu 2, 2 m-blocks, loads from L2"),
+      make<128, 2, 1, 2, kRS, true, 2, false, false, kFromDram>("RS N=128, alu 2, 2 m-blocks, B from DRAM"),
       make<128, 2, 1, 1, kSS, true, 0, false>("SS N=128"),
       make<192, 2, 1, 1, kSS, true, 0, false>("SS N=192"),
       make<256, 2, 1, 1, kSS, true, 0, false>("SS N=256"),
@@ -293,6 +325,9 @@ int main() {
   unsigned long long* cyc = nullptr;
   CHECK(cudaMalloc(&sink, (size_t)sms * 512 * sizeof(float)));
   CHECK(cudaMalloc(&cyc, (size_t)sms * 4 * sizeof(unsigned long long)));
+  uint8_t *abuf = nullptr, *bbuf = nullptr;
+  CHECK(cudaMalloc(&abuf, kABufBytes));
+  CHECK(cudaMalloc(&bbuf, kBDramBytes));
   cudaEvent_t e0, e1;
   CHECK(cudaEventCreate(&e0));
   CHECK(cudaEventCreate(&e1));
@@ -306,7 +341,14 @@ int main() {
     for (const Data& data : {kZeros, kRandom}) {
       uint32_t on = c.guard_on;
       Data d = data;
-      void* args[] = {&on, &d, &sink, &cyc};
+      if (c.loads) {
+        for (auto [buf, bytes] : {std::pair{abuf, kABufBytes}, std::pair{bbuf, kBDramBytes}}) {
+          if (data.fill) fill_random<<<4 * sms, 256>>>(reinterpret_cast<uint32_t*>(buf), bytes / 4, 12345u);
+          else CHECK(cudaMemset(buf, 0, bytes));
+        }
+        CHECK(cudaGetLastError());
+      }
+      void* args[] = {&on, &d, &sink, &cyc, &abuf, &bbuf};
       const dim3 grid(sms), block(128 * (c.wgs + 1));
       float best_ms = 1e30f;
       for (int rep = 0; rep < 4; ++rep) {
@@ -330,6 +372,8 @@ int main() {
     }
     std::printf("\n");
   }
+  CHECK(cudaFree(abuf));
+  CHECK(cudaFree(bbuf));
   CHECK(cudaFree(sink));
   CHECK(cudaFree(cyc));
   return 0;
