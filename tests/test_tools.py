@@ -3,6 +3,7 @@ import os
 import random
 import re
 import shutil
+import statistics
 import subprocess
 
 import pytest
@@ -214,3 +215,29 @@ def test_wgmma_rate_probe_compiles_with_only_its_known_serialisations(tmp_path):
     assert len({fn for code, fn in kinds if code == "C7519"}) == 1  # the guarded row's kernel
     assert "bytes spill" not in r.stderr.replace("0 bytes spill", "")
     assert (tmp_path / "wgmma_rate").stat().st_size > 0
+
+
+def test_cta_balance_groups_ctas_by_what_their_shares_hold():
+    bal = load_tool("cta_balance")
+    assert bal.plan_args("whole") == (0, 0, 0) and bal.plan_args("share:split") == (2, 0, 0)
+    assert bal.plan_args("cap:128") == (0, 128, 0) and bal.plan_args("half:0") == (0, 0, 2)
+    # benchmark 3 under the planner: split tiles; CTA b takes 10 + b us in every traced call
+    fit = load_tool("fit_sm90")
+    g, ms, ns, ks = BENCH_SHAPES[2]
+    rows = fit.features(list(zip(ms, ns, ks)), 132, 0, 0, list(fastlaunch._C.tile_widths), 0)
+    entry, done = fit.EVENTS.index("entry"), fit.EVENTS.index("consumer_done")
+
+    def cta(b):
+        c = [[0, 0] for _ in range(16)]
+        c[entry], c[done] = [1000, 1], [1000 + 1000 * (10 + b), 2]
+        return c
+
+    trace = [cta(b) for b in range(len(rows))] + [[[0, 0]] * 16] * 3  # unused slots stay zero
+    table = bal.kinds({"mode": "whole", "set": "bench", "shape": 2, "runs": [{"us": 1.0, "trace": trace}] * 2}, 132)
+    assert sum(r[3] for r in table) == len(rows) and len({r[:3] for r in table}) == len(table) > 1
+    nw = len(fastlaunch._C.tile_widths)
+    for reads, writes, stored, n, med, lo, hi, _ in table:
+        mine = [10 + b for b, f in enumerate(rows) if (f[-1], f[-2], sum(f[1 + nw:1 + 2 * nw])) == (reads, writes, stored)]
+        assert len(mine) == n and (lo, hi) == (min(mine), max(mine)) and med == statistics.median(mine)
+    # a plan of another SM count is not the traced one
+    assert bal.kinds({"mode": "whole", "set": "bench", "shape": 2, "runs": [{"us": 1.0, "trace": trace}]}, 100) is None

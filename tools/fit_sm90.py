@@ -29,16 +29,18 @@ def cta_us(runs):
     per_run = [[(c[done][0] - c[entry][0]) / 1e3 for c in run["trace"] if c[entry][0] != 0] for run in runs]
     return [statistics.median(x) for x in zip(*per_run)]
 
-def features(sizes, sm_count, share, cap, widths):
+def features(sizes, sm_count, share, cap, widths, half=2):
     """Per CTA of the plan: [1, steps per width..., epilogues per width..., partial writes, partial reads].
-    The model is the one of 128-row tiles: plans without half tiles (the traced runs set
-    FASTLAUNCH_SM90_HALF=0 to match)."""
+    The model is the one of 128-row tiles: plans without half tiles (half 2, as the traced runs set
+    FASTLAUNCH_SM90_HALF=0 to match; tools/cta_balance.py passes the traced run's setting)."""
     import fastlaunch
     from fastlaunch.shapes import cut_sizes
 
     # the launch the launcher plans: groups cut at 128 rows where it cuts them (benchmark 3's 320 rows)
-    sizes = cut_sizes(sizes, fastlaunch._C.cuts(sizes, sm_count, share, cap, 0, 2))
-    groups, starts, _, _, _ = fastlaunch._C.plan(sizes, sm_count, share, cap, 0, 2)
+    sizes = cut_sizes(sizes, fastlaunch._C.cuts(sizes, sm_count, share, cap, 0, half))
+    groups, starts, _, rows, _ = fastlaunch._C.plan(sizes, sm_count, share, cap, 0, half)
+    if rows != 128:
+        raise ValueError(f"a plan of {rows}-row tiles: the features count 128-row tiles only")
     order = sorted(range(len(sizes)), key=lambda g: groups[g][3])
     tile_w, tile_k = [], []
     for g in order:
