@@ -221,6 +221,9 @@ def test_cta_balance_groups_ctas_by_what_their_shares_hold():
     bal = load_tool("cta_balance")
     assert bal.plan_args("whole") == (0, 0, 0) and bal.plan_args("share:split") == (2, 0, 0)
     assert bal.plan_args("cap:128") == (0, 128, 0) and bal.plan_args("half:0") == (0, 0, 2)
+    for mode in ("share:reduce", "share:split:3"):
+        with pytest.raises(ValueError, match="only share:whole and share:split"):
+            bal.plan_args(mode)
     # benchmark 3 under the planner: split tiles; CTA b takes 10 + b us in every traced call
     fit = load_tool("fit_sm90")
     g, ms, ns, ks = BENCH_SHAPES[2]

@@ -24,8 +24,11 @@ from trace_sm90 import shape_list  # noqa: E402
 
 
 def plan_args(mode):
-    """(share, cap, half) of fastlaunch._C.plan for a trace mode (trace_sm90 / sweep_sm90 modes)."""
+    """(share, cap, half) of fastlaunch._C.plan for a trace mode (trace_sm90 / sweep_sm90 modes); ValueError
+    for the share modes it does not cover (split:S, reduced tiles)."""
     kind, _, value = mode.partition(":")
+    if kind == "share" and value not in ("whole", "split"):
+        raise ValueError(f"mode {mode}: only share:whole and share:split are covered")
     share = {"whole": 1, "split": 2}.get(value, 0) if kind == "share" else 0
     cap = int(value) if kind == "cap" else 0
     half = {"0": 2, "1": 1}.get(value, 0) if kind == "half" else 0
