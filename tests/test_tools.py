@@ -225,22 +225,38 @@ def test_cta_balance_groups_ctas_by_what_their_shares_hold():
         with pytest.raises(ValueError, match="only share:whole and share:split"):
             bal.plan_args(mode)
     # benchmark 3 under the planner: split tiles; CTA b takes 10 + b us in every traced call
-    fit = load_tool("fit_sm90")
-    g, ms, ns, ks = BENCH_SHAPES[2]
-    rows = fit.features(list(zip(ms, ns, ks)), 132, 0, 0, list(fastlaunch._C.tile_widths), 0)
-    entry, done = fit.EVENTS.index("entry"), fit.EVENTS.index("consumer_done")
+    ctas = bal.shares(list(zip(*BENCH_SHAPES[2][1:])), 132)
+    steps = {(w, k) for units in ctas for w, lo, hi, k, _ in units}
+    assert steps <= {(w, 64) for w in fastlaunch._C.tile_widths} and len(ctas) > 1
+    ev = load_tool("trace_sm90").EVENTS
+    entry, done = ev.index("entry"), ev.index("consumer_done")
 
     def cta(b):
         c = [[0, 0] for _ in range(16)]
         c[entry], c[done] = [1000, 1], [1000 + 1000 * (10 + b), 2]
         return c
 
-    trace = [cta(b) for b in range(len(rows))] + [[[0, 0]] * 16] * 3  # unused slots stay zero
-    table = bal.kinds({"mode": "whole", "set": "bench", "shape": 2, "runs": [{"us": 1.0, "trace": trace}] * 2}, 132)
-    assert sum(r[3] for r in table) == len(rows) and len({r[:3] for r in table}) == len(table) > 1
-    nw = len(fastlaunch._C.tile_widths)
-    for reads, writes, stored, n, med, lo, hi, _ in table:
-        mine = [10 + b for b, f in enumerate(rows) if (f[-1], f[-2], sum(f[1 + nw:1 + 2 * nw])) == (reads, writes, stored)]
+    trace = [cta(b) for b in range(len(ctas))] + [[[0, 0]] * 16] * 3  # unused slots stay zero
+    raw = {"mode": "whole", "set": "bench", "shape": 2, "runs": [{"us": 1.0, "trace": trace}] * 2}
+    table, fit, busiest = bal.kinds(raw, 132)
+    assert sum(r[3] for r in table) == len(ctas) and len({r[:3] for r in table}) == len(table) > 1
+    assert busiest[0] == 10 + len(ctas) - 1 and len(fit) == 2
+    for reads, writes, stored, n, med, lo, hi, *_ in table:
+        mine = [10 + b for b, units in enumerate(ctas)
+                if (sum(len(u[4]) for u in units), sum(u[2] < u[3] for u in units), sum(u[2] == u[3] for u in units))
+                == (reads, writes, stored)]
         assert len(mine) == n and (lo, hi) == (min(mine), max(mine)) and med == statistics.median(mine)
     # a plan of another SM count is not the traced one
-    assert bal.kinds({"mode": "whole", "set": "bench", "shape": 2, "runs": [{"us": 1.0, "trace": trace}]}, 100) is None
+    assert bal.kinds(dict(raw, runs=[{"us": 1.0, "trace": trace}]), 100) is None
+
+
+def test_cta_balance_critical_path_waits_for_the_partners_flags():
+    bal = load_tool("cta_balance")
+    costs = {"const": 0, "step": {128: 1000}, "store": {128: 500}, "write": 300, "read": 2000}
+    # CTA 0 ends inside tile 0 (steps 0-10 of 20), CTA 1 finishes it from step 10, reading CTA 0's sums:
+    # CTA 0's flag goes up at its end (it has no other unit)
+    lin, cp = bal.predict([[(128, 0, 10, 20, ())], [(128, 10, 20, 20, (0,))]], costs, 700)
+    assert lin == [10.3, 12.5] and cp == [10.3, 11.5]  # 11.5: max(10.0, 10.3) + 0.7 read + 0.5 store
+    # CTA 0 also holds a whole tile after it: its flag goes up after that tile's K loop (30.3 us)
+    lin, cp = bal.predict([[(128, 0, 10, 20, ()), (128, 0, 20, 20, ())], [(128, 10, 20, 20, (0,))]], costs, 700)
+    assert lin == [30.8, 12.5] and cp == [30.8, 31.5]

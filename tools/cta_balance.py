@@ -1,14 +1,21 @@
 """Why a plan's CTAs end apart: every CTA's time in traced calls (entry to the end of its consumers' work,
 the median over the calls) grouped by what its share of the plan holds: partial sums read (one per CTA
 before it that ends inside the tile it finishes), partial sums written (its share ends inside a tile) and
-tiles stored. Kinds whose times differ by more than their steps do show where the planner's estimate
-(kernels/plan.h) misprices a share.
+tiles stored; beside each kind, what two models predict for it:
+- linear: the planner's way (kernels/plan.h): every step, tile store, write and read at a fixed cost;
+- critical path: the same costs, but a CTA that finishes a split tile reads its partners' sums only once
+  their flags are up, and a partner raises its flag after its next unit's K loop, or at its end if it
+  has no other unit (a middle part of a tile); so that CTA's end is the later of its own work and its
+  latest partner's flag, plus the reads and the store.
+The costs are tools/fit_sm90.py's fit on 37633fb (kernels of a0e69d6); the critical path reads at
+--read-ns (1300: its best on benchmark 3's traces, docs/sm90_kernel_notes.md, the cta_balance row).
 
 Input: the JSON that `tools/trace_sm90.py --raw FILE` writes on the GPU. This needs no GPU: the plan the
 launcher ran is found again from the shapes and the run's mode (plain C++, fastlaunch._C.plan), for the
-traced GPU's SM count. Plans of half tiles are not covered (their shares hand nothing over).
+traced GPU's SM count and with this checkout's planner (it must be the traced tree's). Plans of half
+tiles, forced split:S and reduced tiles are not covered.
 
-python tools/cta_balance.py RAW.json [--sm-count 132]
+python tools/cta_balance.py RAW.json [--sm-count 132] [--read-ns 1300]
 """
 import argparse
 import json
@@ -19,8 +26,12 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from fit_sm90 import cta_us, features  # noqa: E402
+from fit_sm90 import cta_us, plan_tiles  # noqa: E402
 from trace_sm90 import shape_list  # noqa: E402
+
+# ns, tools/fit_sm90.py on 37633fb: a CTA's start, a K step and a tile's store by tile width, a split
+# tile's partial sums written and read
+COSTS = {"const": 1456, "step": {128: 359, 192: 457}, "store": {128: 534, 192: 1108}, "write": 2761, "read": 2308}
 
 
 def plan_args(mode):
@@ -35,54 +46,113 @@ def plan_args(mode):
     return share, cap, half
 
 
-def kinds(traced, sm_count):
-    """[(reads, writes, tiles stored, CTAs, median us, min us, max us, median steps)] of one traced shape
-    (trace_sm90's raw entry: mode, set, shape, runs), by kind; None if the plan's CTAs are not the traced
-    ones."""
-    import fastlaunch
-
-    g, ms, ns, ks = shape_list(traced.get("set", "bench"))[traced["shape"]]
-    widths = list(fastlaunch._C.tile_widths)
-    share, cap, half = plan_args(traced["mode"])
-    rows = features(list(zip(ms, ns, ks)), sm_count, share, cap, widths, half)
-    us = cta_us(traced["runs"])
-    if len(rows) != len(us):
-        return None
-    nw = len(widths)
-    by = {}
-    for f, t in zip(rows, us):
-        key = (int(f[-1]), int(f[-2]), int(sum(f[1 + nw:1 + 2 * nw])))
-        by.setdefault(key, []).append((t, sum(f[1:1 + nw])))
+def shares(sizes, sm_count, share=0, cap=0, half=0):
+    """The plan the launcher runs for `sizes` (groups cut where it cuts them), as one list per CTA of its
+    units in the order the kernel runs them (its last tile first): (width, K steps from, to, the tile's K
+    steps, partners), partners being the CTAs before it that end inside that tile when this unit
+    finishes it from inside (their sums are read), else ()."""
+    tile_w, tile_k, starts = plan_tiles(sizes, sm_count, share, cap, half)
     out = []
-    for (reads, writes, stored), v in sorted(by.items()):
-        ts = [t for t, _ in v]
-        out.append((reads, writes, stored, len(v), statistics.median(ts), min(ts), max(ts),
-                    statistics.median(s for _, s in v)))
+    for b in range(len(starts) - 1):
+        (t0, k0), (t1, k1) = starts[b], starts[b + 1]
+        units = []
+        for t in range(t1 if k1 > 0 else t1 - 1, t0 - 1, -1):
+            lo, hi = (k0 if t == t0 else 0), (k1 if t == t1 and k1 > 0 else tile_k[t])
+            partners = []
+            if lo > 0 and hi == tile_k[t]:
+                c = b - 1
+                while c >= 0 and starts[c + 1][0] == t and starts[c + 1][1] > 0:
+                    partners.append(c)
+                    c -= 1
+            units.append((tile_w[t], lo, hi, tile_k[t], tuple(partners)))
+        out.append(units)
     return out
+
+
+def predict(ctas, costs, read_ns):
+    """Per CTA of shares(), us: (linear, critical path); `read_ns`: the critical path's cost of a read."""
+    lin, cp, flag = [], [], []  # flag: when each CTA's handed-over sums are readable (critical path, ns)
+    for units in ctas:
+        lin_ns = t = costs["const"]
+        raised, pending = None, False
+        for w, lo, hi, kst, partners in units:
+            t += (hi - lo) * costs["step"][w]
+            lin_ns += (hi - lo) * costs["step"][w]
+            if pending:  # the previous unit's sums: the flag goes up after this unit's K loop
+                raised, pending = t, False
+            if hi < kst:  # ends inside the tile: its sums handed over
+                t += costs["write"]
+                lin_ns += costs["write"]
+                pending = True
+                continue
+            if partners:
+                t = max([t] + [flag[c] for c in partners]) + len(partners) * read_ns
+                lin_ns += len(partners) * costs["read"]
+            t += costs["store"][w]
+            lin_ns += costs["store"][w]
+        flag.append(t if pending or raised is None else raised)
+        lin.append(lin_ns / 1e3)
+        cp.append(t / 1e3)
+    return lin, cp
+
+
+def kinds(traced, sm_count, read_ns=1300.0, costs=COSTS):
+    """One traced shape (trace_sm90's raw entry: mode, set, shape, runs) by kind: [(reads, writes, tiles
+    stored, CTAs, median us, min us, max us, median steps, median linear us, median critical-path us)],
+    and per model (linear, critical path) the residuals' spread and standard deviation (us); None if the
+    plan's CTAs are not the traced ones."""
+    g, ms, ns, ks = shape_list(traced.get("set", "bench"))[traced["shape"]]
+    ctas = shares(list(zip(ms, ns, ks)), sm_count, *plan_args(traced["mode"]))
+    us = cta_us(traced["runs"])
+    if len(ctas) != len(us):
+        return None
+    lin, cp = predict(ctas, costs, read_ns)
+    by = {}
+    for b, units in enumerate(ctas):
+        key = (sum(len(u[4]) for u in units), sum(u[2] < u[3] for u in units), sum(u[2] == u[3] for u in units))
+        by.setdefault(key, []).append(b)
+    table = []
+    for key, bs in sorted(by.items()):
+        ts = [us[b] for b in bs]
+        table.append(key + (len(bs), statistics.median(ts), min(ts), max(ts),
+                            statistics.median(sum(u[2] - u[1] for u in ctas[b]) for b in bs),
+                            statistics.median(lin[b] for b in bs), statistics.median(cp[b] for b in bs)))
+    fit = []
+    for pred in (lin, cp):
+        res = [u - p for u, p in zip(us, pred)]
+        fit.append((max(res) - min(res), statistics.pstdev(res)))
+    return table, fit, (max(us), max(lin), max(cp))
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("raw", help="JSON from tools/trace_sm90.py --raw")
     p.add_argument("--sm-count", type=int, default=132, help="SMs of the GPU the trace ran on (default 132)")
+    p.add_argument("--read-ns", type=float, default=1300.0, help="the critical path's cost of a read (default 1300)")
     a = p.parse_args(argv)
     with open(a.raw) as f:
         traced = json.load(f)
     for t in traced:
         label = f"{t['mode']} {t.get('set', 'bench')}[{t['shape']}]"
         try:
-            table = kinds(t, a.sm_count)
+            got = kinds(t, a.sm_count, a.read_ns)
         except ValueError as e:
             print(f"{label}: {e}")
             continue
-        if table is None:
+        if got is None:
             print(f"{label}: the plan's CTAs are not the traced ones (another SM count or planner?)")
             continue
-        print(f"\n{label}")
-        print("| partial sums read | written | tiles stored | CTAs | median us | min us | max us | steps (median) |")
-        print("|---|---|---|---|---|---|---|---|")
+        table, fit, busiest = got
+        print(f"\n{label}: busiest CTA {busiest[0]:.2f} us; predicted {busiest[1]:.2f} (linear), "
+              f"{busiest[2]:.2f} (critical path)")
+        print("| partial sums read | written | tiles stored | CTAs | median us | min us | max us | steps (median) "
+              "| linear us | critical path us |")
+        print("|---|---|---|---|---|---|---|---|---|---|")
         for r in table:
-            print(f"| {r[0]} | {r[1]} | {r[2]} | {r[3]} | {r[4]:.2f} | {r[5]:.2f} | {r[6]:.2f} | {r[7]:g} |")
+            print(f"| {r[0]} | {r[1]} | {r[2]} | {r[3]} | {r[4]:.2f} | {r[5]:.2f} | {r[6]:.2f} | {r[7]:g} | {r[8]:.2f} "
+                  f"| {r[9]:.2f} |")
+        for name, (spread, sd) in zip(("linear", "critical path"), fit):
+            print(f"{name}: residuals spread {spread:.2f} us, standard deviation {sd:.2f}")
 
 
 if __name__ == "__main__":

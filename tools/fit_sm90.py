@@ -29,24 +29,31 @@ def cta_us(runs):
     per_run = [[(c[done][0] - c[entry][0]) / 1e3 for c in run["trace"] if c[entry][0] != 0] for run in runs]
     return [statistics.median(x) for x in zip(*per_run)]
 
-def features(sizes, sm_count, share, cap, widths, half=2):
-    """Per CTA of the plan: [1, steps per width..., epilogues per width..., partial writes, partial reads].
-    The model is the one of 128-row tiles: plans without half tiles (half 2, as the traced runs set
-    FASTLAUNCH_SM90_HALF=0 to match; tools/cta_balance.py passes the traced run's setting)."""
+def plan_tiles(sizes, sm_count, share=0, cap=0, half=2):
+    """The plan the launcher runs for `sizes` (groups cut at 128 rows where it cuts them: benchmark 3's 320
+    rows), with plan()'s share, cap and half settings: each tile's width and K steps in the launch's tile
+    order, and the CTAs' starts. ValueError for plans of half or reduced tiles (their shares hand nothing
+    over the way split tiles do)."""
     import fastlaunch
     from fastlaunch.shapes import cut_sizes
 
-    # the launch the launcher plans: groups cut at 128 rows where it cuts them (benchmark 3's 320 rows)
     sizes = cut_sizes(sizes, fastlaunch._C.cuts(sizes, sm_count, share, cap, 0, half))
-    groups, starts, _, rows, _ = fastlaunch._C.plan(sizes, sm_count, share, cap, 0, half)
-    if rows != 128:
-        raise ValueError(f"a plan of {rows}-row tiles: the features count 128-row tiles only")
-    order = sorted(range(len(sizes)), key=lambda g: groups[g][3])
+    groups, starts, _, rows, red = fastlaunch._C.plan(sizes, sm_count, share, cap, 0, half)
+    if rows != 128 or red:
+        raise ValueError(f"a plan of {'reduced tiles' if red else f'{rows}-row tiles'}: only 128-row tiles are covered")
     tile_w, tile_k = [], []
-    for g in order:
+    for g in sorted(range(len(sizes)), key=lambda g: groups[g][3]):
         w, chunks, tn, _ = groups[g]
         tile_w += [w] * (chunks * tn)
         tile_k += [sizes[g][2] // 64] * (chunks * tn)
+    return tile_w, tile_k, starts
+
+
+def features(sizes, sm_count, share, cap, widths):
+    """Per CTA of the plan: [1, steps per width..., epilogues per width..., partial writes, partial reads].
+    The model is the one of 128-row tiles: plans without half tiles (the traced runs set
+    FASTLAUNCH_SM90_HALF=0 to match)."""
+    tile_w, tile_k, starts = plan_tiles(sizes, sm_count, share, cap)
     rows = []
     for b in range(len(starts) - 1):
         (t0, k0), (t1, k1) = starts[b], starts[b + 1]
