@@ -225,7 +225,7 @@ def test_cta_balance_groups_ctas_by_what_their_shares_hold():
         with pytest.raises(ValueError, match="only share:whole and share:split"):
             bal.plan_args(mode)
     # benchmark 3 under the planner: split tiles; CTA b takes 10 + b us in every traced call
-    ctas = bal.shares(list(zip(*BENCH_SHAPES[2][1:])), 132)
+    ctas = bal.cta_units(list(zip(*BENCH_SHAPES[2][1:])), 132, 0, 0, 0)  # as the traced mode "whole" plans
     steps = {(w, k) for units in ctas for w, lo, hi, k, _ in units}
     assert steps <= {(w, 64) for w in fastlaunch._C.tile_widths} and len(ctas) > 1
     ev = load_tool("trace_sm90").EVENTS

@@ -26,7 +26,7 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from fit_sm90 import cta_us, plan_tiles  # noqa: E402
+from fit_sm90 import cta_units, cta_us  # noqa: E402
 from trace_sm90 import shape_list  # noqa: E402
 
 # ns, tools/fit_sm90.py on 37633fb: a CTA's start, a K step and a tile's store by tile width, a split
@@ -46,31 +46,8 @@ def plan_args(mode):
     return share, cap, half
 
 
-def shares(sizes, sm_count, share=0, cap=0, half=0):
-    """The plan the launcher runs for `sizes` (groups cut where it cuts them), as one list per CTA of its
-    units in the order the kernel runs them (its last tile first): (width, K steps from, to, the tile's K
-    steps, partners), partners being the CTAs before it that end inside that tile when this unit
-    finishes it from inside (their sums are read), else ()."""
-    tile_w, tile_k, starts = plan_tiles(sizes, sm_count, share, cap, half)
-    out = []
-    for b in range(len(starts) - 1):
-        (t0, k0), (t1, k1) = starts[b], starts[b + 1]
-        units = []
-        for t in range(t1 if k1 > 0 else t1 - 1, t0 - 1, -1):
-            lo, hi = (k0 if t == t0 else 0), (k1 if t == t1 and k1 > 0 else tile_k[t])
-            partners = []
-            if lo > 0 and hi == tile_k[t]:
-                c = b - 1
-                while c >= 0 and starts[c + 1][0] == t and starts[c + 1][1] > 0:
-                    partners.append(c)
-                    c -= 1
-            units.append((tile_w[t], lo, hi, tile_k[t], tuple(partners)))
-        out.append(units)
-    return out
-
-
 def predict(ctas, costs, read_ns):
-    """Per CTA of shares(), us: (linear, critical path); `read_ns`: the critical path's cost of a read."""
+    """Per CTA of cta_units(), us: (linear, critical path); `read_ns`: the critical path's cost of a read."""
     lin, cp, flag = [], [], []  # flag: when each CTA's handed-over sums are readable (critical path, ns)
     for units in ctas:
         lin_ns = t = costs["const"]
@@ -102,7 +79,7 @@ def kinds(traced, sm_count, read_ns=1300.0, costs=COSTS):
     and per model (linear, critical path) the residuals' spread and standard deviation (us); None if the
     plan's CTAs are not the traced ones."""
     g, ms, ns, ks = shape_list(traced.get("set", "bench"))[traced["shape"]]
-    ctas = shares(list(zip(ms, ns, ks)), sm_count, *plan_args(traced["mode"]))
+    ctas = cta_units(list(zip(ms, ns, ks)), sm_count, *plan_args(traced["mode"]))
     us = cta_us(traced["runs"])
     if len(ctas) != len(us):
         return None

@@ -49,28 +49,42 @@ def plan_tiles(sizes, sm_count, share=0, cap=0, half=2):
     return tile_w, tile_k, starts
 
 
+def cta_units(sizes, sm_count, share=0, cap=0, half=2):
+    """The plan the launcher runs for `sizes` (plan_tiles), as one list per CTA of its units in the order
+    the kernel runs them (its last tile first): (width, K steps from, to, the tile's K steps, partners),
+    partners being the CTAs before it that end inside that tile when this unit finishes it from inside
+    (their sums are read), else ()."""
+    tile_w, tile_k, starts = plan_tiles(sizes, sm_count, share, cap, half)
+    out = []
+    for b in range(len(starts) - 1):
+        (t0, k0), (t1, k1) = starts[b], starts[b + 1]
+        units = []
+        for t in range(t1 if k1 > 0 else t1 - 1, t0 - 1, -1):
+            lo, hi = (k0 if t == t0 else 0), (k1 if t == t1 and k1 > 0 else tile_k[t])
+            partners = []
+            if lo > 0 and hi == tile_k[t]:
+                c = b - 1
+                while c >= 0 and starts[c + 1][0] == t and starts[c + 1][1] > 0:
+                    partners.append(c)
+                    c -= 1
+            units.append((tile_w[t], lo, hi, tile_k[t], tuple(partners)))
+        out.append(units)
+    return out
+
+
 def features(sizes, sm_count, share, cap, widths):
     """Per CTA of the plan: [1, steps per width..., epilogues per width..., partial writes, partial reads].
     The model is the one of 128-row tiles: plans without half tiles (the traced runs set
     FASTLAUNCH_SM90_HALF=0 to match)."""
-    tile_w, tile_k, starts = plan_tiles(sizes, sm_count, share, cap)
     rows = []
-    for b in range(len(starts) - 1):
-        (t0, k0), (t1, k1) = starts[b], starts[b + 1]
+    for units in cta_units(sizes, sm_count, share, cap):
         f = [1.0] + [0.0] * (2 * len(widths) + 2)
-        last = t1 if k1 > 0 else t1 - 1
-        for t in range(t0, last + 1):
-            lo = k0 if t == t0 else 0
-            hi = k1 if (t == t1 and k1 > 0) else tile_k[t]
-            wi = widths.index(tile_w[t])
+        for w, lo, hi, kst, partners in units:
+            wi = widths.index(w)
             f[1 + wi] += hi - lo
-            if hi == tile_k[t]:
+            if hi == kst:
                 f[1 + len(widths) + wi] += 1
-                if lo > 0:  # finishes a split tile: reads the partial sums of the CTAs before it in it
-                    c = b - 1
-                    while c >= 0 and starts[c + 1][0] == t and starts[c + 1][1] > 0:
-                        f[-1] += 1
-                        c -= 1
+                f[-1] += len(partners)  # a split tile finished: its partners' partial sums read
             else:
                 f[-2] += 1
         rows.append(f)
