@@ -63,13 +63,19 @@ enum Form { kRS, kSS };
 enum Loads { kNoLoads, kFromL2, kFromDram };  // what fills the stages (alu 2 only)
 constexpr size_t kABufBytes = size_t{4} << 20, kBL2Bytes = size_t{16} << 20, kBDramBytes = size_t{2} << 30;
 
-
 // alu 2: per ring stage, one packed B tile with its scale block (the GEMM's B stage) per m-block.
 constexpr uint32_t kQStageBytes = 2 * sm90::kBStageBytes;
 
+// Dynamic shared memory: barriers, the wgmma operands' stages, alu 2's B stages.
+__host__ __device__ constexpr int smem_bytes(int n, int wgs, Form form, int alu) {
+  return 1024 + kRing * n * kRowBytes + (form == kSS ? kRing * wgs * 64 * kRowBytes : 0) +
+         (alu == 2 ? kRing * (int)kQStageBytes : 0);
+}
+
 struct Layout {
   uint32_t base;
-  int n, wgs, form;
+  int n, wgs;
+  Form form;
   __device__ uint32_t full(int s) const { return base + 8u * s; }
   __device__ uint32_t empty(int s) const { return base + 8u * (kRing + s); }
   __device__ uint32_t b_stage(int s) const { return base + 1024 + (uint32_t)(s * n * kRowBytes); }
@@ -78,15 +84,9 @@ struct Layout {
   }
   // alu 2: m-block mb's packed B and scales of stage s (after the wgmma operands)
   __device__ uint32_t q_stage(int s, int mb) const {
-    return base + 1024 + (uint32_t)(kRing * n * kRowBytes + (form == kSS ? kRing * wgs * 64 * kRowBytes : 0)) +
-           s * kQStageBytes + mb * sm90::kBStageBytes;
+    return base + (uint32_t)smem_bytes(n, wgs, form, 0) + s * kQStageBytes + mb * sm90::kBStageBytes;
   }
 };
-
-__host__ __device__ constexpr int smem_bytes(int n, int wgs, Form form, int alu) {
-  return 1024 + kRing * n * kRowBytes + (form == kSS ? kRing * wgs * 64 * kRowBytes : 0) +
-         (alu == 2 ? kRing * (int)kQStageBytes : 0);
-}
 
 // The values multiplied: "zeros" (B in shared memory all zero, A's fragments in [1, 2)) or "random"
 // (both operands random fp16 of magnitude below 1, either sign): the same instructions, other bits.
