@@ -349,32 +349,45 @@ inline double estimate_cp(const LaunchPlan& p, const int64_t* tile0, bool few) {
   return busiest;
 }
 
-// Split tiles cut for the critical path: CTAs filled in order, each to the furthest end (step by step)
-// at which it ends within `limit` and, where it ends inside a tile, its flag leaves the tile's finisher
-// time for its reads and store within `limit` (no part shorter than kMinPartSteps, and none that leaves
-// fewer). Returns the CTAs used (more than `ctas`: the limit does not fit); if `write`, sets their starts.
+// Split tiles cut for the critical path: CTAs filled in order, each to the furthest end at which it ends
+// within `limit` and, where it ends inside a tile, its flag leaves the tile's finisher time for its reads
+// and store within `limit` (no part shorter than kMinPartSteps, and none that leaves fewer): whole tiles
+// while they fit, then the furthest step inside the next one (a binary search: the end and the flag
+// only grow with the steps). Returns the CTAs used (more than `ctas`: the limit does not fit); if
+// `write`, sets their starts.
 inline int fill_cp(LaunchPlan& p, const int64_t* tile0, int ctas, double limit, bool few, bool write) {
   int b = 0, parts = 0;
   int64_t t = 0, k = 0;
   double pflag = 0;
   while (t < p.tiles) {
     if (b >= ctas) return ctas + 1;
+    const double pf = k > 0 ? pflag : 0;
+    const int pn = k > 0 ? parts : 0;
     int64_t bt = -1, bk = 0;
-    double bflag = 0;
-    for (int64_t tt = t, kk = k;;) {
-      const TileCost c = tile_cost(p, tile0, tt, few);
-      const int64_t ct = kk + 1 < c.kst ? tt : tt + 1, ck = kk + 1 < c.kst ? kk + 1 : 0;
-      double flag = 0;
-      if (cta_cp(p, tile0, t, k, ct, ck, k > 0 ? pflag : 0, k > 0 ? parts : 0, few, &flag) > limit) break;
-      bool ok = true;
-      if (ck > 0) {
-        const int64_t lo = ct == t ? k : 0;
-        const int reads = ct == t && k > 0 ? parts + 1 : 1;
-        ok = ck - lo >= kMinPartSteps && c.kst - ck >= kMinPartSteps && flag + reads * c.read + c.store <= limit;
+    double bflag = 0, flag = 0;
+    for (int64_t tt = t; tt < p.tiles; ++tt) {
+      if (cta_cp(p, tile0, t, k, tt + 1, 0, pf, pn, few, &flag) <= limit) {  // to the tile's end
+        bt = tt + 1, bk = 0;
+        continue;
       }
-      if (ok) bt = ct, bk = ck, bflag = flag;
-      if (ct >= p.tiles) break;
-      tt = ct, kk = ck;
+      // inside tile tt: the largest step count whose end and flag fit
+      const TileCost c = tile_cost(p, tile0, tt, few);
+      const int64_t lo = tt == t ? k : 0;
+      const int reads = tt == t && k > 0 ? parts + 1 : 1;
+      auto fits = [&](int64_t ck, double* f) {
+        return cta_cp(p, tile0, t, k, tt, ck, pf, pn, few, f) <= limit && *f + reads * c.read + c.store <= limit;
+      };
+      int64_t good = -1, a = lo + kMinPartSteps, z = c.kst - kMinPartSteps;
+      while (a <= z) {
+        const int64_t mid = (a + z) / 2;
+        if (fits(mid, &flag)) good = mid, a = mid + 1;
+        else z = mid - 1;
+      }
+      if (good >= 0) {
+        fits(good, &flag);
+        bt = tt, bk = good, bflag = flag;
+      }
+      break;
     }
     if (bt < 0) return ctas + 1;
     if (bk > 0) {
