@@ -279,6 +279,154 @@ inline int fill_whole(LaunchPlan& p, int ctas, double limit, bool write) {
   return b + 1;
 }
 
+// The critical path of split tiles (v81 in docs/sm90_kernel_notes.md): a CTA that finishes a split tile
+// reads its partners' partial sums only once their flags are up, and a partner raises its flag after
+// its next unit's K loop (its units run from its last tile backwards), or at its end if it has no other
+// unit (a middle part of a tile). So a finishing CTA ends at the later of its own work and its latest
+// partner's flag, plus the reads and the store: traces of benchmark 3 (tools/cta_balance.py) follow
+// this within ~0.4 us per CTA (standard deviation) where the even cuts' estimate is off by up to 6 us.
+// A read after the wait costs kPartReadCpNs (the data is in L2 by then).
+constexpr double kPartReadCpNs = 1300;
+constexpr int64_t kMaxCpSteps = int64_t{1} << 18;  // launches of more steps keep the even cuts (cost of planning)
+
+// A tile's costs for the critical path: its width, K steps, a step, its store, a part's write and read.
+struct TileCost {
+  int64_t kst;
+  double step, store, write, read;
+};
+// tile0: the launch-order groups' first tiles (p.groups + 1 entries, the last p.tiles).
+inline TileCost tile_cost(const LaunchPlan& p, const int64_t* tile0, int64_t t, bool few) {
+  int lo = 0, hi = p.groups;  // the group of tile t: tile0[lo] <= t < tile0[lo + 1]
+  while (hi - lo > 1) {
+    const int mid = (lo + hi) / 2;
+    (tile0[mid] <= t ? lo : hi) = mid;
+  }
+  const GroupTiles& g = p.group[p.order[lo]];
+  const int64_t m0 = ((t - tile0[lo]) % g.chunks) * g.width;
+  const int64_t rows = g.m - m0 < g.width ? g.m - m0 : g.width;
+  return {g.kst, g.step_ns, g.tile_ns - (double)g.kst * g.step_ns, part_write_ns(few, rows, g.width),
+          few ? part_read_ns(few, rows, g.width) : kPartReadCpNs};
+}
+
+// The critical-path end of a CTA holding the steps from (t0, k0) up to (t1, k1), whose partners (if it
+// starts inside a tile) raise their flags by `pflag`, `parts` of them; `flag`: when its own handed-over
+// sums are readable (if it ends inside a tile).
+inline double cta_cp(const LaunchPlan& p, const int64_t* tile0, int64_t t0, int64_t k0, int64_t t1, int64_t k1,
+                     double pflag, int parts, bool few, double* flag) {
+  double t = 0;
+  bool pending = false;
+  *flag = 0;
+  for (int64_t tt = k1 > 0 ? t1 : t1 - 1; tt >= t0; --tt) {
+    const TileCost c = tile_cost(p, tile0, tt, few);
+    const int64_t lo = tt == t0 ? k0 : 0, hi = tt == t1 && k1 > 0 ? k1 : c.kst;
+    t += (double)(hi - lo) * c.step;
+    if (pending) *flag = t, pending = false;
+    if (hi < c.kst) {
+      t += c.write, pending = true;
+      continue;
+    }
+    if (lo > 0 && parts > 0) t = (t > pflag ? t : pflag) + parts * c.read;
+    t += c.store;
+  }
+  if (pending) *flag = t;
+  return t;
+}
+
+// The busiest CTA of p's shares on the critical path.
+inline double estimate_cp(const LaunchPlan& p, const int64_t* tile0, bool few) {
+  double busiest = 0, pflag = 0;
+  int parts = 0;
+  for (int b = 0; b < p.ctas; ++b) {
+    const int64_t t0 = p.start_tile[b], k0 = p.start_k[b], t1 = p.start_tile[b + 1], k1 = p.start_k[b + 1];
+    double flag = 0;
+    const double end = cta_cp(p, tile0, t0, k0, t1, k1, k0 > 0 ? pflag : 0, k0 > 0 ? parts : 0, few, &flag);
+    if (end > busiest) busiest = end;
+    if (k1 > 0) {  // its partners for the next CTA: those of this tile so far, and this one
+      if (t1 == t0 && k0 > 0) pflag = pflag > flag ? pflag : flag, ++parts;
+      else pflag = flag, parts = 1;
+    }
+  }
+  return busiest;
+}
+
+// Split tiles cut for the critical path: CTAs filled in order, each to the furthest end at which it ends
+// within `limit` and, where it ends inside a tile, its flag leaves the tile's finisher time for its reads
+// and store within `limit` (no part shorter than kMinPartSteps, and none that leaves fewer): whole tiles
+// while they fit, then the furthest step inside the next one (a binary search: the end and the flag
+// only grow with the steps). Returns the CTAs used (more than `ctas`: the limit does not fit); if
+// `write`, sets their starts.
+inline int fill_cp(LaunchPlan& p, const int64_t* tile0, int ctas, double limit, bool few, bool write) {
+  int b = 0, parts = 0;
+  int64_t t = 0, k = 0;
+  double pflag = 0;
+  while (t < p.tiles) {
+    if (b >= ctas) return ctas + 1;
+    const double pf = k > 0 ? pflag : 0;
+    const int pn = k > 0 ? parts : 0;
+    int64_t bt = -1, bk = 0;
+    double bflag = 0, flag = 0;
+    for (int64_t tt = t; tt < p.tiles; ++tt) {
+      if (cta_cp(p, tile0, t, k, tt + 1, 0, pf, pn, few, &flag) <= limit) {  // to the tile's end
+        bt = tt + 1, bk = 0;
+        continue;
+      }
+      // inside tile tt: the largest step count whose end and flag fit
+      const TileCost c = tile_cost(p, tile0, tt, few);
+      const int64_t lo = tt == t ? k : 0;
+      const int reads = tt == t && k > 0 ? parts + 1 : 1;
+      auto fits = [&](int64_t ck, double* f) {
+        return cta_cp(p, tile0, t, k, tt, ck, pf, pn, few, f) <= limit && *f + reads * c.read + c.store <= limit;
+      };
+      int64_t good = -1, a = lo + kMinPartSteps, z = c.kst - kMinPartSteps;
+      while (a <= z) {
+        const int64_t mid = (a + z) / 2;
+        if (fits(mid, &flag)) good = mid, a = mid + 1;
+        else z = mid - 1;
+      }
+      if (good >= 0) {
+        fits(good, &flag);
+        bt = tt, bk = good, bflag = flag;
+      }
+      break;
+    }
+    if (bt < 0) return ctas + 1;
+    if (bk > 0) {
+      if (bt == t && k > 0) pflag = pflag > bflag ? pflag : bflag, ++parts;
+      else pflag = bflag, parts = 1;
+    } else {
+      pflag = 0, parts = 0;
+    }
+    t = bt, k = bk, ++b;
+    if (write) p.start_tile[b] = (int32_t)t, p.start_k[b] = (int32_t)k;
+  }
+  return b;
+}
+
+// Replaces p's even split cuts by fill_cp's under the smallest limit that fits, where that is at least 1%
+// under the even cuts' critical path; p's est_ns (what plans of other kinds are compared with) stays the
+// even cuts'.
+inline void cut_for_critical_path(LaunchPlan& p, bool few) {
+  if (p.steps > kMaxCpSteps) return;
+  int64_t tile0[kGroupsPerLaunch + 1];
+  tile0[0] = 0;
+  for (int i = 0; i < p.groups; ++i) {
+    const GroupTiles& g = p.group[p.order[i]];
+    tile0[i + 1] = tile0[i] + g.chunks * g.tiles_n;
+  }
+  const double even = estimate_cp(p, tile0, few);
+  const int ctas = p.ctas;
+  // the smallest limit, in steps of 1% from 99% of the even cuts' critical path down to 70%, under which
+  // the fill fits (a larger limit can fail where a smaller one fits: the fill is greedy)
+  double hi = 0;
+  for (int pct = 99; pct >= 70; --pct)
+    if (fill_cp(p, tile0, ctas, even * pct / 100, few, false) <= ctas) hi = even * pct / 100;
+  if (hi == 0) return;  // the even cuts stay
+  p.ctas = fill_cp(p, tile0, ctas, hi, few, true);
+  p.start_tile[p.ctas] = (int32_t)p.tiles, p.start_k[p.ctas] = 0;
+  p.splits = 0;
+  for (int b = 1; b <= p.ctas; ++b) p.splits += p.start_k[b] > 0;
+}
+
 // Cuts the plan's steps into at most `ctas` shares (split tiles) of about equal estimated time, or
 // (`whole`) into consecutive whole tiles with the smallest busiest share; fills ctas,
 // start_tile/start_k, splits and est_ns (with the partial sums' costs: `few`, fewer CTAs than SMs).
@@ -467,6 +615,8 @@ inline void plan_launch(const int64_t* m, const int64_t* n, const int64_t* k, in
       cand.reduce = 0;
     }
   }
+  // split plans (not forced to S CTAs per tile): cut again for the critical path where that is shorter
+  if (!out.half && !out.reduce && !force.parts && out.splits > 0) cut_for_critical_path(out, out.ctas < most);
 }
 
 }  // namespace sm90

@@ -490,3 +490,23 @@ def test_fit_tool_counts_each_ctas_work():
             assert total[-2] == cuts and total[-1] == cuts  # every partial written is read once
             assert share == 2 or cuts == 0
     assert cut_any
+
+
+def test_split_plans_cut_for_the_critical_path():
+    # Benchmark 3's launch (its 320-row group cut as 128 + 192) on 132 SMs: the even cuts split 52 tiles in
+    # three (a middle part whose flag comes at its CTA's end, which the tile's finisher waits for); the
+    # critical-path cuts (kernels/plan.h cut_for_critical_path) split every tile in at most two, each part
+    # at least two K steps, and still cover every step once (test_plan_shares_cover_every_step_once).
+    from fastlaunch.shapes import BENCH_SHAPES, cut_sizes
+
+    g, ms, ns, ks = BENCH_SHAPES[2]
+    sizes = cut_sizes(list(zip(ms, ns, ks)), fastlaunch._C.cuts(list(zip(ms, ns, ks)), 132))
+    groups, starts, _, rows, red = fastlaunch._C.plan(sizes, 132)
+    assert rows == 128 and not red and len(starts) - 1 <= 132
+    parts = {}
+    for (t0, k0), (t1, k1) in zip(starts, starts[1:]):
+        if k1 > 0:
+            parts[t1] = parts.get(t1, 1) + 1
+            lo = k0 if t0 == t1 else 0
+            assert k1 - lo >= 2 and 64 - k1 >= 2
+    assert parts and max(parts.values()) == 2
