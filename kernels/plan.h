@@ -294,18 +294,22 @@ struct TileCost {
   int64_t kst;
   double step, store, write, read;
 };
-// tile0: the launch-order groups' first tiles (p.groups + 1 entries, the last p.tiles).
-inline TileCost tile_cost(const LaunchPlan& p, const int64_t* tile0, int64_t t, bool few) {
-  int lo = 0, hi = p.groups;  // the group of tile t: tile0[lo] <= t < tile0[lo + 1]
-  while (hi - lo > 1) {
-    const int mid = (lo + hi) / 2;
-    (tile0[mid] <= t ? lo : hi) = mid;
+// tile0: the launch-order groups' first tiles (p.groups + 1 entries, the last p.tiles); `g`: a guess at
+// tile t's group in launch order (the walks below go tile by tile), set to it.
+inline TileCost tile_cost(const LaunchPlan& p, const int64_t* tile0, int64_t t, bool few, int& g) {
+  if (t < tile0[g] || t >= tile0[g + 1]) {  // the group of tile t: tile0[lo] <= t < tile0[lo + 1]
+    int lo = 0, hi = p.groups;
+    while (hi - lo > 1) {
+      const int mid = (lo + hi) / 2;
+      (tile0[mid] <= t ? lo : hi) = mid;
+    }
+    g = lo;
   }
-  const GroupTiles& g = p.group[p.order[lo]];
-  const int64_t m0 = ((t - tile0[lo]) % g.chunks) * g.width;
-  const int64_t rows = g.m - m0 < g.width ? g.m - m0 : g.width;
-  return {g.kst, g.step_ns, g.tile_ns - (double)g.kst * g.step_ns, part_write_ns(few, rows, g.width),
-          few ? part_read_ns(few, rows, g.width) : kPartReadCpNs};
+  const GroupTiles& gt = p.group[p.order[g]];
+  const int64_t m0 = ((t - tile0[g]) % gt.chunks) * gt.width;
+  const int64_t rows = gt.m - m0 < gt.width ? gt.m - m0 : gt.width;
+  return {gt.kst, gt.step_ns, gt.tile_ns - (double)gt.kst * gt.step_ns, part_write_ns(few, rows, gt.width),
+          few ? part_read_ns(few, rows, gt.width) : kPartReadCpNs};
 }
 
 // The critical-path end of a CTA holding the steps from (t0, k0) up to (t1, k1), whose partners (if it
@@ -315,9 +319,10 @@ inline double cta_cp(const LaunchPlan& p, const int64_t* tile0, int64_t t0, int6
                      double pflag, int parts, bool few, double* flag) {
   double t = 0;
   bool pending = false;
+  int g = 0;
   *flag = 0;
   for (int64_t tt = k1 > 0 ? t1 : t1 - 1; tt >= t0; --tt) {
-    const TileCost c = tile_cost(p, tile0, tt, few);
+    const TileCost c = tile_cost(p, tile0, tt, few, g);
     const int64_t lo = tt == t0 ? k0 : 0, hi = tt == t1 && k1 > 0 ? k1 : c.kst;
     t += (double)(hi - lo) * c.step;
     if (pending) *flag = t, pending = false;
@@ -353,31 +358,43 @@ inline double estimate_cp(const LaunchPlan& p, const int64_t* tile0, bool few) {
 // within `limit` and, where it ends inside a tile, its flag leaves the tile's finisher time for its reads
 // and store within `limit` (no part shorter than kMinPartSteps, and none that leaves fewer): whole tiles
 // while they fit, then the furthest step inside the next one (a binary search: the end and the flag
-// only grow with the steps). Returns the CTAs used (more than `ctas`: the limit does not fit); if
-// `write`, sets their starts.
+// only grow with the steps). A CTA's end and flag are cta_cp's, summed as the fill goes (its units run
+// from its last tile backwards, so its first tile's unit, the only one that may wait, runs last).
+// Returns the CTAs used (more than `ctas`: the limit does not fit); if `write`, sets their starts.
 inline int fill_cp(LaunchPlan& p, const int64_t* tile0, int ctas, double limit, bool few, bool write) {
-  int b = 0, parts = 0;
+  int b = 0, parts = 0, g = 0;
   int64_t t = 0, k = 0;
   double pflag = 0;
   while (t < p.tiles) {
     if (b >= ctas) return ctas + 1;
-    const double pf = k > 0 ? pflag : 0;
-    const int pn = k > 0 ? parts : 0;
+    const TileCost c0 = tile_cost(p, tile0, t, few, g);
+    const bool wait = k > 0 && parts > 0;  // it finishes its first tile after its partners' flags
+    const double first = (double)(c0.kst - k) * c0.step;
+    // the CTA's end, given its time up to its first tile's reads
+    auto end_at = [&](double x) { return (wait ? (x > pflag ? x : pflag) + parts * c0.read : x) + c0.store; };
+    double later = 0, prev = first;  // the whole tiles after the first so far; the last one's steps
     int64_t bt = -1, bk = 0;
-    double bflag = 0, flag = 0;
+    double bflag = 0;
     for (int64_t tt = t; tt < p.tiles; ++tt) {
-      if (cta_cp(p, tile0, t, k, tt + 1, 0, pf, pn, few, &flag) <= limit) {  // to the tile's end
-        bt = tt + 1, bk = 0;
+      const TileCost c = tt == t ? c0 : tile_cost(p, tile0, tt, few, g);
+      const double steps = tt == t ? first : (double)c.kst * c.step;
+      const double with = tt == t ? 0 : later + steps + c.store;
+      if (end_at(with + first) <= limit) {  // to the tile's end
+        bt = tt + 1, bk = 0, later = with, prev = steps;
         continue;
       }
-      // inside tile tt: the largest step count whose end and flag fit
-      const TileCost c = tile_cost(p, tile0, tt, few);
+      // inside tile tt: the largest step count whose end and flag fit (a part that ends inside a tile
+      // raises its flag after the next unit's steps; one that is all inside its first tile, at its end)
       const int64_t lo = tt == t ? k : 0;
       const int reads = tt == t && k > 0 ? parts + 1 : 1;
       auto fits = [&](int64_t ck, double* f) {
-        return cta_cp(p, tile0, t, k, tt, ck, pf, pn, few, f) <= limit && *f + reads * c.read + c.store <= limit;
+        const double own = (double)(ck - lo) * c.step + c.write;
+        const double end = tt == t ? own : end_at(own + later + first);
+        *f = tt == t ? own : own + prev;
+        return end <= limit && *f + reads * c.read + c.store <= limit;
       };
       int64_t good = -1, a = lo + kMinPartSteps, z = c.kst - kMinPartSteps;
+      double flag = 0;
       while (a <= z) {
         const int64_t mid = (a + z) / 2;
         if (fits(mid, &flag)) good = mid, a = mid + 1;
@@ -415,10 +432,15 @@ inline void cut_for_critical_path(LaunchPlan& p, bool few) {
   }
   const double even = estimate_cp(p, tile0, few);
   const int ctas = p.ctas;
+  // no limit under the launch's steps and stores spread evenly over its CTAs fits (every CTA ends after
+  // its own steps and stores, and every tile is stored once)
+  double work = 0;
+  for (int i = 0; i < p.groups; ++i) work += (double)(p.group[i].chunks * p.group[i].tiles_n) * p.group[i].tile_ns;
+  const double least = work / ctas * (1 - 1e-9);
   // the smallest limit, in steps of 1% from 99% of the even cuts' critical path down to 70%, under which
   // the fill fits (a larger limit can fail where a smaller one fits: the fill is greedy)
   double hi = 0;
-  for (int pct = 99; pct >= 70; --pct)
+  for (int pct = 99; pct >= 70 && even * pct / 100 >= least; --pct)
     if (fill_cp(p, tile0, ctas, even * pct / 100, few, false) <= ctas) hi = even * pct / 100;
   if (hi == 0) return;  // the even cuts stay
   p.ctas = fill_cp(p, tile0, ctas, hi, few, true);
