@@ -257,14 +257,30 @@ inline TileRows tile_rows(const LaunchPlan& p, int64_t t) {
 
 // Whole tiles: consecutive tiles into CTAs, each filled up to `limit` ns; returns the CTAs used
 // (more than `ctas`: does not fit) and, if `write`, sets start_tile (start_k 0) of each.
+// A CTA that starts a group's tile run empty takes `fresh` tiles (the limit over the tile's cost) and
+// then finds room for `after` more (none, but for rounding): such CTAs are counted in one step, not
+// walked, where after <= 0 (the same cuts as walking them).
 inline int fill_whole(LaunchPlan& p, int ctas, double limit, bool write) {
   int b = 0;
   double load = 0;
   int64_t tile = 0;
   for (int i = 0; i < p.groups; ++i) {
     const GroupTiles& g = p.group[p.order[i]];
+    const int64_t fresh = (int64_t)(limit / g.tile_ns);  // tiles that fit an empty CTA
+    const double full = (double)fresh * g.tile_ns;      // its load after them
+    const int64_t after = fresh > 0 ? (int64_t)((limit - full) / g.tile_ns) : 0;
     for (int64_t left = g.chunks * g.tiles_n; left > 0;) {
-      int64_t fit = (int64_t)((limit - load) / g.tile_ns);
+      if (load == 0 && fresh > 0 && after <= 0 && left >= fresh) {
+        // CTAs of `fresh` tiles each; each closes when the next tile does not fit, but the last stays
+        // open when it takes the group's last tile (the next group may fit beside it)
+        const int64_t n = left / fresh, rest = left % fresh, closes = rest ? n : n - 1;
+        if (b + closes >= ctas) return ctas + 1;
+        for (int64_t j = 1; write && j <= closes; ++j) p.start_tile[b + j] = (int32_t)(tile + j * fresh), p.start_k[b + j] = 0;
+        b += (int)closes, tile += n * fresh, left = rest;
+        load = rest ? 0 : full;
+        continue;
+      }
+      const int64_t fit = (int64_t)((limit - load) / g.tile_ns);
       if (fit <= 0) {
         if (load == 0) return ctas + 1;  // one tile is over the limit
         if (++b >= ctas) return ctas + 1;
