@@ -228,12 +228,16 @@ struct StepWalk {
   }
 };
 
-// The steps before tile boundary or cut `(t, k)`'s estimated time: each whole tile before it (its
-// steps and epilogue), then k steps of tile t.
-inline double cost_at(const LaunchPlan& p, int64_t t, int64_t k) {
-  StepWalk w(p);
+// Moves `w` on to tile t's group (t at or after its current group's first tile).
+inline void walk_to(StepWalk& w, int64_t t) {
   while (t >= w.tile0 + w.tiles() && w.next()) {
   }
+}
+
+// The steps before tile boundary or cut `(t, k)`'s estimated time: each whole tile before it (its
+// steps and epilogue), then k steps of tile t; `w` is moved on to t's group.
+inline double cost_at(StepWalk& w, int64_t t, int64_t k) {
+  walk_to(w, t);
   return w.cost0 + (double)(t - w.tile0) * w.g().tile_ns + (double)k * w.g().step_ns;
 }
 
@@ -247,12 +251,6 @@ inline TileRows tile_rows_at(const StepWalk& w, int64_t t) {
   const GroupTiles& g = w.g();
   const int64_t m0 = ((t - w.tile0) % g.chunks) * g.width;
   return {g.m - m0 < g.width ? g.m - m0 : g.width, g.width};
-}
-inline TileRows tile_rows(const LaunchPlan& p, int64_t t) {
-  StepWalk w(p);
-  while (t >= w.tile0 + w.tiles() && w.next()) {
-  }
-  return tile_rows_at(w, t);
 }
 
 // Whole tiles: consecutive tiles into CTAs, each filled up to `limit` ns; returns the CTAs used
@@ -377,12 +375,14 @@ inline double estimate_cp(const LaunchPlan& p, const int64_t* tile0, bool few) {
 // only grow with the steps). A CTA's end and flag are cta_cp's, summed as the fill goes (its units run
 // from its last tile backwards, so its first tile's unit, the only one that may wait, runs last).
 // Returns the CTAs used (more than `ctas`: the limit does not fit); if `write`, sets their starts.
-inline int fill_cp(LaunchPlan& p, const int64_t* tile0, int ctas, double limit, bool few, bool write) {
+// `work`: the launch's steps and stores (every CTA ends after its own, so the fill stops as soon as the
+// work left does not fit the CTAs left).
+inline int fill_cp(LaunchPlan& p, const int64_t* tile0, int ctas, double limit, bool few, bool write, double work) {
   int b = 0, parts = 0, g = 0;
   int64_t t = 0, k = 0;
   double pflag = 0;
   while (t < p.tiles) {
-    if (b >= ctas) return ctas + 1;
+    if (b >= ctas || work > limit * (ctas - b) * (1 + 1e-9)) return ctas + 1;
     const TileCost c0 = tile_cost(p, tile0, t, few, g);
     const bool wait = k > 0 && parts > 0;  // it finishes its first tile after its partners' flags
     const double first = (double)(c0.kst - k) * c0.step;
@@ -423,6 +423,13 @@ inline int fill_cp(LaunchPlan& p, const int64_t* tile0, int ctas, double limit, 
       break;
     }
     if (bt < 0) return ctas + 1;
+    // the share's steps and stores off the work left
+    if (bk > 0 && bt == t) {
+      work -= (double)(bk - k) * c0.step;
+    } else {
+      work -= first + c0.store + later;
+      if (bk > 0) work -= (double)bk * tile_cost(p, tile0, bt, few, g).step;
+    }
     if (bk > 0) {
       if (bt == t && k > 0) pflag = pflag > bflag ? pflag : bflag, ++parts;
       else pflag = bflag, parts = 1;
@@ -457,9 +464,9 @@ inline void cut_for_critical_path(LaunchPlan& p, bool few) {
   // the fill fits (a larger limit can fail where a smaller one fits: the fill is greedy)
   double hi = 0;
   for (int pct = 99; pct >= 70 && even * pct / 100 >= least; --pct)
-    if (fill_cp(p, tile0, ctas, even * pct / 100, few, false) <= ctas) hi = even * pct / 100;
+    if (fill_cp(p, tile0, ctas, even * pct / 100, few, false, work) <= ctas) hi = even * pct / 100;
   if (hi == 0) return;  // the even cuts stay
-  p.ctas = fill_cp(p, tile0, ctas, hi, few, true);
+  p.ctas = fill_cp(p, tile0, ctas, hi, few, true, work);
   p.start_tile[p.ctas] = (int32_t)p.tiles, p.start_k[p.ctas] = 0;
   p.splits = 0;
   for (int b = 1; b <= p.ctas; ++b) p.splits += p.start_k[b] > 0;
@@ -522,17 +529,19 @@ inline void share_out(LaunchPlan& p, int ctas, bool whole, bool few = false) {
   // inside a tile) and those it reads (a share that starts inside a tile and finishes it: one per
   // CTA before it that ends inside that tile)
   p.splits = 0, p.est_ns = 0;
-  double begin = 0;  // cost_at the share's start (0 for the first): the previous share's end
+  double begin = 0;          // cost_at the share's start (0 for the first): the previous share's end
+  StepWalk ends(p), own(p);  // at the shares' ends, at their first tiles (both only move on)
   for (int b = 0; b < ctas; ++b) {
-    const double end = cost_at(p, p.start_tile[b + 1], p.start_k[b + 1]);
+    const double end = cost_at(ends, p.start_tile[b + 1], p.start_k[b + 1]);
     double t = end - begin;
     begin = end;
     if (p.start_k[b + 1] > 0) {
-      const TileRows r = tile_rows(p, p.start_tile[b + 1]);
+      const TileRows r = tile_rows_at(ends, p.start_tile[b + 1]);
       t += part_write_ns(few, r.rows, r.width), ++p.splits;
     }
     if (p.start_k[b] > 0 && p.start_tile[b + 1] > p.start_tile[b]) {
-      const TileRows r = tile_rows(p, p.start_tile[b]);
+      walk_to(own, p.start_tile[b]);
+      const TileRows r = tile_rows_at(own, p.start_tile[b]);
       const double read = part_read_ns(few, r.rows, r.width);
       for (int c = b - 1; c >= 0 && p.start_tile[c + 1] == p.start_tile[b] && p.start_k[c + 1] > 0; --c) t += read;
     }
@@ -556,9 +565,8 @@ inline void share_reduce(LaunchPlan& p, int64_t parts) {
   int b = 0;
   double busiest = 0, kb = 0;
   for (int64_t t = 0; t < p.tiles; ++t) {
-    while (t >= w.tile0 + w.tiles() && w.next()) {
-    }
-    const TileRows r = tile_rows_at(w, t);  // (the walk is at t's group already)
+    walk_to(w, t);
+    const TileRows r = tile_rows_at(w, t);
     const int64_t kst = w.kst(), n = tile_parts(parts, kst);
     kb += (double)(n * part_rows(r.rows, r.width) * kBlockN * 4) / 1024;
     for (int64_t i = 0; i < n; ++i, ++b) {

@@ -32,7 +32,7 @@ int prepare_convert(CUfunction* fn, Error& err) {
 }
 
 // The plan of a launch (plan.h), kept per thread for the last few launch shapes: a serving loop
-// repeats a few shapes, and planning cuts the shares (plan.h: 20-90 us on a miss for the benchmark,
+// repeats a few shapes, and planning cuts the shares (plan.h: 10-80 us on a miss for the benchmark,
 // test and random shapes on one CPU core).
 const sm90::LaunchPlan& launch_plan(const int64_t* m, const int64_t* n, const int64_t* k, int groups, int sm_count,
                                     const sm90::PlanForce& force) {

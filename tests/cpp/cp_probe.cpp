@@ -119,7 +119,7 @@ int main() {
     for (int i = 0; i <= 40 && bad.empty(); ++i) {
       const double limit = work / ctas + (1.3 * even - work / ctas) * i / 40;
       sm90::LaunchPlan q = p;
-      const int used = sm90::fill_cp(q, tile0, ctas, limit, few, true);
+      const int used = sm90::fill_cp(q, tile0, ctas, limit, few, true, work);
       ++checked;
       if (used > ctas) continue;
       q.ctas = used;
