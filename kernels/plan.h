@@ -460,11 +460,13 @@ inline void cut_for_critical_path(LaunchPlan& p, bool few) {
   double work = 0;
   for (int i = 0; i < p.groups; ++i) work += (double)(p.group[i].chunks * p.group[i].tiles_n) * p.group[i].tile_ns;
   const double least = work / ctas * (1 - 1e-9);
-  // the smallest limit, in steps of 1% from 99% of the even cuts' critical path down to 70%, under which
-  // the fill fits (a larger limit can fail where a smaller one fits: the fill is greedy)
+  // the smallest limit, in steps of 1% of the even cuts' critical path from 70% (or the least above) up
+  // to 99%, under which the fill fits (a larger limit can fail where a smaller one fits: the fill is
+  // greedy, so the scan stops at the first that fits, not at the first that fails)
   double hi = 0;
-  for (int pct = 99; pct >= 70 && even * pct / 100 >= least; --pct)
-    if (fill_cp(p, tile0, ctas, even * pct / 100, few, false, work) <= ctas) hi = even * pct / 100;
+  for (int pct = 70; pct <= 99 && hi == 0; ++pct)
+    if (even * pct / 100 >= least && fill_cp(p, tile0, ctas, even * pct / 100, few, false, work) <= ctas)
+      hi = even * pct / 100;
   if (hi == 0) return;  // the even cuts stay
   p.ctas = fill_cp(p, tile0, ctas, hi, few, true, work);
   p.start_tile[p.ctas] = (int32_t)p.tiles, p.start_k[p.ctas] = 0;

@@ -260,3 +260,14 @@ def test_cta_balance_critical_path_waits_for_the_partners_flags():
     # CTA 0 also holds a whole tile after it: its flag goes up after that tile's K loop (30.3 us)
     lin, cp = bal.predict([[(128, 0, 10, 20, ()), (128, 0, 20, 20, ())], [(128, 10, 20, 20, (0,))]], costs, 700)
     assert lin == [30.8, 12.5] and cp == [30.8, 31.5]
+
+
+def test_plan_time_covers_every_launch_set():
+    pt = load_tool("plan_time")
+    seed = random.randrange(1 << 30)
+    rows = pt.rows(1, 2, seed, 132)
+    assert [r[1] for r in rows] == [1, 1, 1, 1, len(TEST_SHAPES), 2, 2], f"seed {seed}"
+    for label, n, pm, px, cm, cx in rows:
+        assert 0 < pm <= px < 1e6 and 0 < cm <= cx < 1e6, (label, seed)
+    with pytest.raises(SystemExit):
+        pt.main(["--reps", "0"])
