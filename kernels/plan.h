@@ -303,6 +303,19 @@ inline int fill_whole(LaunchPlan& p, int ctas, double limit, bool write) {
 constexpr double kPartReadCpNs = 1300;
 constexpr int64_t kMaxCpSteps = int64_t{1} << 18;  // launches of more steps keep the even cuts (cost of planning)
 
+// The launch-order groups' first tiles: tile0[i] for i <= p.groups (the last p.tiles).
+inline void first_tiles(const LaunchPlan& p, int64_t* tile0) {
+  tile0[0] = 0;
+  for (int i = 0; i < p.groups; ++i) tile0[i + 1] = tile0[i] + p.group[p.order[i]].chunks * p.group[p.order[i]].tiles_n;
+}
+
+// The estimated time of every tile of the plan: all its steps and stores.
+inline double plan_work(const LaunchPlan& p) {
+  double work = 0;
+  for (int i = 0; i < p.groups; ++i) work += (double)(p.group[i].chunks * p.group[i].tiles_n) * p.group[i].tile_ns;
+  return work;
+}
+
 // A tile's costs for the critical path: its width, K steps, a step, its store, a part's write and read.
 struct TileCost {
   int64_t kst;
@@ -390,7 +403,7 @@ inline int fill_cp(LaunchPlan& p, const int64_t* tile0, int ctas, double limit, 
     auto end_at = [&](double x) { return (wait ? (x > pflag ? x : pflag) + parts * c0.read : x) + c0.store; };
     double later = 0, prev = first;  // the whole tiles after the first so far; the last one's steps
     int64_t bt = -1, bk = 0;
-    double bflag = 0;
+    double bflag = 0, bstep = 0;  // (ending inside tile bt: its flag, its step's cost)
     for (int64_t tt = t; tt < p.tiles; ++tt) {
       const TileCost c = tt == t ? c0 : tile_cost(p, tile0, tt, few, g);
       const double steps = tt == t ? first : (double)c.kst * c.step;
@@ -418,7 +431,7 @@ inline int fill_cp(LaunchPlan& p, const int64_t* tile0, int ctas, double limit, 
       }
       if (good >= 0) {
         fits(good, &flag);
-        bt = tt, bk = good, bflag = flag;
+        bt = tt, bk = good, bflag = flag, bstep = c.step;
       }
       break;
     }
@@ -428,7 +441,7 @@ inline int fill_cp(LaunchPlan& p, const int64_t* tile0, int ctas, double limit, 
       work -= (double)(bk - k) * c0.step;
     } else {
       work -= first + c0.store + later;
-      if (bk > 0) work -= (double)bk * tile_cost(p, tile0, bt, few, g).step;
+      if (bk > 0) work -= (double)bk * bstep;
     }
     if (bk > 0) {
       if (bt == t && k > 0) pflag = pflag > bflag ? pflag : bflag, ++parts;
@@ -448,17 +461,12 @@ inline int fill_cp(LaunchPlan& p, const int64_t* tile0, int ctas, double limit, 
 inline void cut_for_critical_path(LaunchPlan& p, bool few) {
   if (p.steps > kMaxCpSteps) return;
   int64_t tile0[kGroupsPerLaunch + 1];
-  tile0[0] = 0;
-  for (int i = 0; i < p.groups; ++i) {
-    const GroupTiles& g = p.group[p.order[i]];
-    tile0[i + 1] = tile0[i] + g.chunks * g.tiles_n;
-  }
+  first_tiles(p, tile0);
   const double even = estimate_cp(p, tile0, few);
   const int ctas = p.ctas;
   // no limit under the launch's steps and stores spread evenly over its CTAs fits (every CTA ends after
   // its own steps and stores, and every tile is stored once)
-  double work = 0;
-  for (int i = 0; i < p.groups; ++i) work += (double)(p.group[i].chunks * p.group[i].tiles_n) * p.group[i].tile_ns;
+  const double work = plan_work(p);
   const double least = work / ctas * (1 - 1e-9);
   // the smallest limit, in steps of 1% of the even cuts' critical path from 70% (or the least above) up
   // to 99%, under which the fill fits (a larger limit can fail where a smaller one fits: the fill is
@@ -585,6 +593,27 @@ inline void share_reduce(LaunchPlan& p, int64_t parts) {
   p.est_ns = busiest + kReduceNs + kReduceNsPerKB * kb;
 }
 
+// A plan's groups before it is shared out: each group's widest even tiles under `cap` (half: half
+// tiles), their tiles and K steps in all, and the launch order (by tile cost, costliest first; equal
+// costs keep group order).
+inline void set_groups(LaunchPlan& p, const int64_t* m, const int64_t* n, const int64_t* k, int groups, int cap,
+                       bool half) {
+  p.groups = groups;
+  p.half = half;
+  p.tiles = p.steps = 0;
+  for (int g = 0; g < groups; ++g) {
+    p.group[g] = group_tiles(m[g], n[g], k[g], cap, half);
+    p.tiles += p.group[g].chunks * p.group[g].tiles_n;
+    p.steps += p.group[g].chunks * p.group[g].tiles_n * (k[g] / kBlockK);
+    int at = g;  // insertion sort
+    while (at > 0 && p.group[p.order[at - 1]].tile_ns < p.group[g].tile_ns) {
+      p.order[at] = p.order[at - 1];
+      --at;
+    }
+    p.order[at] = g;
+  }
+}
+
 // The plan for a launch of `groups` groups (sizes m, n, k each) on `sm_count` SMs: for every cap
 // on the tile width (each compiled width, widest first; only `force.cap` if it is not 0), each group's
 // widest even tiles under it, groups ordered by tile cost, then the steps shared out over the CTAs
@@ -614,21 +643,7 @@ inline void plan_launch(const int64_t* m, const int64_t* n, const int64_t* k, in
     for (int i = kNumWidths - 1; i >= 0; --i) {
       const int cap = kWidths[i];
       if (force.cap && cap != force.cap) continue;
-      cand.groups = groups;
-      cand.half = half;
-      cand.tiles = cand.steps = 0;
-      for (int g = 0; g < groups; ++g) {
-        cand.group[g] = group_tiles(m[g], n[g], k[g], cap, half);
-        cand.tiles += cand.group[g].chunks * cand.group[g].tiles_n;
-        cand.steps += cand.group[g].chunks * cand.group[g].tiles_n * (k[g] / kBlockK);
-        // insertion sort by tile cost, costliest first; equal costs keep group order
-        int at = g;
-        while (at > 0 && cand.group[cand.order[at - 1]].tile_ns < cand.group[g].tile_ns) {
-          cand.order[at] = cand.order[at - 1];
-          --at;
-        }
-        cand.order[at] = g;
-      }
+      set_groups(cand, m, n, k, groups, cap, half);
       for (int whole = 1; whole >= 0; --whole) {
         // (share 3 forces reduced tiles where allowed; these plans stay the fallback)
         if ((force.share == 1 || force.share == 2) && force.share != 2 - whole) continue;

@@ -95,25 +95,14 @@ int main() {
     }
     // the split plan (widest cap) as plan_launch builds it before its critical-path cut
     sm90::LaunchPlan p;
-    p.groups = G;
-    p.tiles = p.steps = 0;
-    for (int g = 0; g < G; ++g) {
-      p.group[g] = sm90::group_tiles(m[g], n[g], k[g], sm90::kMaxWidth, false);
-      p.tiles += p.group[g].chunks * p.group[g].tiles_n;
-      p.steps += p.group[g].chunks * p.group[g].tiles_n * (k[g] / sm90::kBlockK);
-      int at = g;
-      while (at > 0 && p.group[p.order[at - 1]].tile_ns < p.group[g].tile_ns) p.order[at] = p.order[at - 1], --at;
-      p.order[at] = g;
-    }
+    sm90::set_groups(p, m, n, k, G, sm90::kMaxWidth, false);
     const int ctas = (int)(p.steps < sms ? p.steps : sms);
     const bool few = p.steps < sms;
     sm90::share_out(p, ctas, false, few);
     int64_t tile0[sm90::kGroupsSmall + 1];
-    tile0[0] = 0;
-    for (int i = 0; i < G; ++i) tile0[i + 1] = tile0[i] + p.group[p.order[i]].chunks * p.group[p.order[i]].tiles_n;
+    sm90::first_tiles(p, tile0);
     const double even = sm90::estimate_cp(p, tile0, few);
-    double work = 0;
-    for (int g = 0; g < G; ++g) work += (double)(p.group[g].chunks * p.group[g].tiles_n) * p.group[g].tile_ns;
+    const double work = sm90::plan_work(p);
     int fit = 0, checked = 0;
     std::string bad;
     for (int i = 0; i <= 40 && bad.empty(); ++i) {
