@@ -15,34 +15,43 @@ PROBE_N_VALUES = [64, 128, 192, 256]
 PROBE_HEADER = pathlib.Path(__file__).resolve().parent / "wgmma_probe.cuh"
 
 
+def specialisation(name: str, n: int, params: str, preds: str, op: str, operands: str, inputs: str) -> str:
+    """`name`<n>'s mma(): d, the N/2 accumulators, in %0.. and then `params`; the asm declares and sets
+    the predicates (`preds`), issues `op` (m64nNk16, fp32 += fp16 x fp16) on d and `operands`, and reads
+    `inputs`."""
+    nacc = n // 2
+    d_regs = ", ".join(f"%{i}" for i in range(nacc))
+    outs = ", ".join(f'"+f"(d[{i}])' for i in range(nacc))
+    return (
+        f"template <>\n"
+        f"struct {name}<{n}> {{\n"
+        f"  __device__ __forceinline__ static void mma(float (&d)[{nacc}], {params}) {{\n"
+        f"    asm volatile(\n"
+        f'        "{{{preds}"\n'
+        f'        "{op}.m64n{n}k16.f32.f16.f16 "\n'
+        f'        "{{{d_regs}}}, "\n'
+        f'        "{operands};\\n}}\\n"\n'
+        f"        : {outs}\n"
+        f"        : {inputs});\n"
+        f"  }}\n"
+        f"}};\n"
+    )
+
+
 def wrapper(n: int, guarded: bool = False) -> str:
     """WgmmaRS<n>, or with `guarded` the probe's WgmmaRSIf<n>: the same instruction under a guard
     predicate set from one more argument, `on`."""
     nacc = n // 2
-    d_regs = ", ".join(f"%{i}" for i in range(nacc))
     a_regs = ", ".join(f"%{nacc + i}" for i in range(4))
-    desc = f"%{nacc + 4}"
     scale = f"%{nacc + 5}"
-    outs = ", ".join(f'"+f"(d[{i}])' for i in range(nacc))
-    name, on_param, on_input = ("WgmmaRSIf", ", uint32_t on", ', "r"(on)') if guarded else ("WgmmaRS", "", "")
     preds = (f"\\n.reg .pred p, q;\\nsetp.ne.b32 p, {scale}, 0;\\nsetp.ne.b32 q, %{nacc + 6}, 0;\\n" if guarded
              else f"\\n.reg .pred p;\\nsetp.ne.b32 p, {scale}, 0;\\n")
-    guard = "@q " if guarded else ""
-    return (
-        f"template <>\n"
-        f"struct {name}<{n}> {{\n"
-        f"  __device__ __forceinline__ static void mma(float (&d)[{nacc}], uint32_t a0, uint32_t a1, uint32_t a2,\n"
-        f"                                             uint32_t a3, uint64_t b_desc, uint32_t scale_d{on_param}) {{\n"
-        f"    asm volatile(\n"
-        f'        "{{{preds}"\n'
-        f'        "{guard}wgmma.mma_async.sync.aligned.m64n{n}k16.f32.f16.f16 "\n'
-        f'        "{{{d_regs}}}, "\n'
-        f'        "{{{a_regs}}}, {desc}, p, 1, 1, 0;\\n}}\\n"\n'
-        f"        : {outs}\n"
-        f'        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(b_desc), "r"(scale_d){on_input});\n'
-        f"  }}\n"
-        f"}};\n"
-    )
+    return specialisation(
+        "WgmmaRSIf" if guarded else "WgmmaRS", n,
+        "uint32_t a0, uint32_t a1, uint32_t a2,\n                                             uint32_t a3, "
+        "uint64_t b_desc, uint32_t scale_d" + (", uint32_t on" if guarded else ""),
+        preds, ("@q " if guarded else "") + "wgmma.mma_async.sync.aligned", f"{{{a_regs}}}, %{nacc + 4}, p, 1, 1, 0",
+        '"r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(b_desc), "r"(scale_d)' + (', "r"(on)' if guarded else ""))
 
 
 def render() -> str:
@@ -63,22 +72,9 @@ def render() -> str:
 def probe_wrappers(n: int) -> str:
     """WgmmaSS<n> and WgmmaRSIf<n>."""
     nacc = n // 2
-    d_regs = ", ".join(f"%{i}" for i in range(nacc))
-    outs = ", ".join(f'"+f"(d[{i}])' for i in range(nacc))
-    ss = (
-        f"template <>\n"
-        f"struct WgmmaSS<{n}> {{\n"
-        f"  __device__ __forceinline__ static void mma(float (&d)[{nacc}], uint64_t a_desc, uint64_t b_desc, uint32_t scale_d) {{\n"
-        f"    asm volatile(\n"
-        f'        "{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{nacc + 2}, 0;\\n"\n'
-        f'        "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.f16.f16 "\n'
-        f'        "{{{d_regs}}}, "\n'
-        f'        "%{nacc}, %{nacc + 1}, p, 1, 1, 0, 0;\\n}}\\n"\n'
-        f"        : {outs}\n"
-        f'        : "l"(a_desc), "l"(b_desc), "r"(scale_d));\n'
-        f"  }}\n"
-        f"}};\n"
-    )
+    ss = specialisation("WgmmaSS", n, "uint64_t a_desc, uint64_t b_desc, uint32_t scale_d",
+                        f"\\n.reg .pred p;\\nsetp.ne.b32 p, %{nacc + 2}, 0;\\n", "wgmma.mma_async.sync.aligned",
+                        f"%{nacc}, %{nacc + 1}, p, 1, 1, 0, 0", '"l"(a_desc), "l"(b_desc), "r"(scale_d)')
     return ss + "\n" + wrapper(n, guarded=True)
 
 
