@@ -273,7 +273,8 @@ inline int fill_whole(LaunchPlan& p, int ctas, double limit, bool write) {
         // open when it takes the group's last tile (the next group may fit beside it)
         const int64_t n = left / fresh, rest = left % fresh, closes = rest ? n : n - 1;
         if (b + closes >= ctas) return ctas + 1;
-        for (int64_t j = 1; write && j <= closes; ++j) p.start_tile[b + j] = (int32_t)(tile + j * fresh), p.start_k[b + j] = 0;
+        for (int64_t j = 1; write && j <= closes; ++j)
+          p.start_tile[b + j] = (int32_t)(tile + j * fresh), p.start_k[b + j] = 0;
         b += (int)closes, tile += n * fresh, left = rest;
         load = rest ? 0 : full;
         continue;
