@@ -235,7 +235,10 @@ __device__ __forceinline__ void consumer_unit(const Params<MAXG>& p, const Smem&
   float(&acc)[W / 2] = *reinterpret_cast<float(*)[W / 2]>(&all[0]);
   const Group& gr = p.groups[w.tile.g];
   uint32_t fa[4][4], fb[4][4];
-  if (tr) {  // trace: when the first stage lands
+  // trace: when the first stage lands. The condition is the warp's (the traced thread's warp waits too):
+  // a branch on `tr` alone is divergent to ptxas, which then kept the K loops' ring position and wgmma
+  // descriptors out of uniform registers (v87 in docs/sm90_kernel_notes.md: 9% more instructions per step).
+  if (__any_sync(0xffffffffu, tr != nullptr)) {
     ptx::mbar_wait(sm.full(pos.r.s), pos.r.ph);
     trace(tr, kTrFirstFull);
   }
