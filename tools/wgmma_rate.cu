@@ -20,6 +20,10 @@
 //              bytes are the buffers' (zeros, or random with no NaN), not the columns' data
 //   early      three fragment sets; the next step's fragments made before the wait for the previous
 //              step's wgmma, not after it
+//   beside     (alu 2) the GEMM's dequantisation runs every step but its fragments feed no wgmma (they
+//              are folded into one register kept to the end; RS: the wgmma reads fragments made once
+//              before the loop; SS: both operands from shared memory): what its work costs the tensor
+//              cores when nothing waits for its result, with and without A read from registers
 //   +64 off/on one more m64n64k16 per k16 step under a guard predicate (WgmmaRSIf): what a skipped
 //              wgmma costs, and N = 128 + 64 as two instructions against one N = 192 (ptxas injects a
 //              warpgroup.arrive before each guarded wgmma, C7519, as it does after a branch)
@@ -33,13 +37,14 @@
 // Results on the H200: docs/sm90_kernel_notes.md (the wgmma_rate rows).
 //
 //   nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -I kernels -I tools -o /tmp/wgmma_rate \
-//        tools/wgmma_rate.cu && /tmp/wgmma_rate
+//        tools/wgmma_rate.cu && /tmp/wgmma_rate [text]     (text: only the rows whose name holds it)
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <vector>
 
 #include "cuda_check.h"
@@ -115,7 +120,8 @@ __device__ __forceinline__ void make_frags(uint32_t (&f)[4][4], uint32_t x, cons
     }
 }
 
-template <int N, int WGS, int DEPTH, int MB, Form FORM, bool RING, int ALU, bool GUARD, bool EARLY, Loads LOADS>
+template <int N, int WGS, int DEPTH, int MB, Form FORM, bool RING, int ALU, bool GUARD, bool EARLY, Loads LOADS,
+          bool BESIDE>
 __global__ void __launch_bounds__(128 * (WGS + 1), 1) rate(uint32_t guard_on, Data data, float* sink, unsigned long long* cycles,
                                                            const uint8_t* abuf, const uint8_t* bbuf) {
   static_assert(LOADS == kNoLoads || (ALU == 2 && RING && FORM == kRS), "loads: the GEMM's form, ring and dequantisation");
@@ -123,6 +129,7 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1) rate(uint32_t guard_on, Da
   static_assert(kSteps % (DEPTH + 1) == 0, "whole rounds of fragment sets");
   static_assert(!EARLY || (DEPTH == 2 && FORM == kRS && MB == 1 && !GUARD && RING), "early: three sets, wait(1)");
   static_assert(ALU < 2 || (WGS <= 2 && !EARLY), "alu 2: the B stage's 128 rows, two warpgroups of 64");
+  static_assert(!BESIDE || (ALU == 2 && MB == 1), "beside: the GEMM's dequantisation, one block");
   constexpr int kRegs = WGS == 2 ? 232 : 152;  // 128 x 40 + WGS x 128 x kRegs <= 65536
   extern __shared__ __align__(1024) uint8_t smem[];
   const Layout L{ptx::smem_u32(smem), N, WGS, FORM};
@@ -177,6 +184,10 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1) rate(uint32_t guard_on, Da
   for (int i = 0; i < (GUARD ? 32 : 1); ++i) accg[i] = 0.f;
   uint32_t f[DEPTH + 1][4][4], f2[MB == 2 ? DEPTH + 1 : 1][4][4];
   const uint32_t seed = threadIdx.x * 0x9E3779B9u;
+  uint32_t keep = 0;  // beside: every dequantised fragment folded in
+  if constexpr (BESIDE && FORM == kRS)
+#pragma unroll
+    for (int j = 0; j <= DEPTH; ++j) make_frags<0>(f[j], seed ^ (uint32_t)j, data);
   constexpr uint32_t kDescHi = (uint32_t)(ptx::smem_desc_swizzle128(0, 8 * kRowBytes) >> 32);
   // K step k's wgmma group from fragment set j (stage k % kRing): fence, 4 k16 steps, commit.
   auto issue = [&](int j, int k) {
@@ -226,7 +237,13 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1) rate(uint32_t guard_on, Da
       for (int j = 0; j <= DEPTH; ++j) {
         const int k = kc + j;
         if (RING) ptx::mbar_wait(L.full(k % kRing), (k / kRing) & 1);
-        if constexpr (ALU == 2) {
+        if constexpr (BESIDE) {
+          const int r0 = 64 * wg + 16 * (threadIdx.x / 32 % 4) + lane / 4;
+          uint32_t g[4][4];
+          sm90::dequant_b<false>(g, L.q_stage(k % kRing, 0), r0, lane % 4, 0);
+#pragma unroll
+          for (int a = 0; a < 4; ++a) keep ^= g[a][0] ^ g[a][1] ^ g[a][2] ^ g[a][3];
+        } else if constexpr (ALU == 2) {
           const int r0 = 64 * wg + 16 * (threadIdx.x / 32 % 4) + lane / 4;
           sm90::dequant_b<false>(f[j], L.q_stage(k % kRing, 0), r0, lane % 4, 0);
           if constexpr (MB == 2) sm90::dequant_b<false>(f2[j], L.q_stage(k % kRing, 1), r0, lane % 4, 0);
@@ -252,6 +269,7 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1) rate(uint32_t guard_on, Da
   for (int i = 0; i < (MB == 2 ? N / 2 : 1); ++i) sum += acc2[i];
 #pragma unroll
   for (int i = 0; i < (GUARD ? 32 : 1); ++i) sum += accg[i];
+  sum += (float)(keep & 1u);
   sink[blockIdx.x * blockDim.x + threadIdx.x] = sum;
   if (threadIdx.x % 128 == 0) cycles[blockIdx.x * WGS + wg] = t1 - t0;
 }
@@ -270,15 +288,15 @@ __global__ void fill_random(uint32_t* p, size_t words, uint32_t seed) {
 }
 
 template <int N, int WGS, int DEPTH, int MB, Form FORM, bool RING, int ALU, bool GUARD, bool EARLY = false,
-          Loads LOADS = kNoLoads>
+          Loads LOADS = kNoLoads, bool BESIDE = false>
 Config make(const char* name, bool guard_on = false) {
-  return Config{name, (const void*)rate<N, WGS, DEPTH, MB, FORM, RING, ALU, GUARD, EARLY, LOADS>, N, WGS, MB,
+  return Config{name, (const void*)rate<N, WGS, DEPTH, MB, FORM, RING, ALU, GUARD, EARLY, LOADS, BESIDE>, N, WGS, MB,
                 smem_bytes(N, WGS, FORM, ALU), GUARD, guard_on, LOADS != kNoLoads};
 }
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
   const std::vector<Config> configs = {
       make<128, 2, 1, 1, kRS, true, 0, false>("RS N=128 (the GEMM's form and sync)"),
       make<192, 2, 1, 1, kRS, true, 0, false>("RS N=192"),
@@ -316,6 +334,10 @@ int main() {
       make<256, 2, 1, 1, kSS, true, 0, false>("SS N=256"),
       make<128, 2, 1, 1, kRS, true, 0, true>("RS N=128 + 64 off (ptxas: C7519)", false),
       make<128, 2, 1, 1, kRS, true, 0, true>("RS N=128 + 64 on (ptxas: C7519)", true),
+      make<128, 2, 1, 1, kRS, true, 2, false, false, kNoLoads, true>("RS N=128, alu 2 beside"),
+      make<192, 2, 1, 1, kRS, true, 2, false, false, kNoLoads, true>("RS N=192, alu 2 beside"),
+      make<128, 2, 1, 1, kSS, true, 2, false, false, kNoLoads, true>("SS N=128, alu 2 beside"),
+      make<192, 2, 1, 1, kSS, true, 2, false, false, kNoLoads, true>("SS N=192, alu 2 beside"),
   };
   std::setvbuf(stdout, nullptr, _IONBF, 0);
   int sms = 0, dev = 0;
@@ -336,6 +358,7 @@ int main() {
   std::printf("%-40s | %8s %6s %7s %7s %5s | %8s %6s %7s %7s %5s\n", "config", "FLOP/clk", "%peak", "clk/K", "TFLOP/s",
               "GHz", "FLOP/clk", "%peak", "clk/K", "TFLOP/s", "GHz");
   for (const Config& c : configs) {
+    if (argc > 1 && !std::strstr(c.name, argv[1])) continue;
     CHECK(cudaFuncSetAttribute(c.fn, cudaFuncAttributeMaxDynamicSharedMemorySize, c.smem));
     std::printf("%-40s", c.name);
     for (const Data& data : {kZeros, kRandom}) {
