@@ -14,10 +14,15 @@
 //              dequantisation); 2: the GEMM's own dequantisation (sm90::dequant_b: two 8-byte and two
 //              1-byte shared loads per thread and m-block, byte permutes, the scale multiply) from
 //              packed B and scale blocks in each ring stage (two wgmma warpgroups at most)
-//   loads      (alu 2) the producer fills each stage with bulk copies, as the GEMM's producers do: the
-//              wgmma's shared operand (W rows of 128 bytes, from a 4 MB buffer every CTA reads: L2) and
-//              the packed B with its scales per m-block (L2: a 16 MB buffer; DRAM: 2 GB streamed); the
-//              bytes are the buffers' (zeros, or random with no NaN), not the columns' data
+//   loads      (alu 2) the producer fills each stage with bulk copies: the wgmma's shared operand (W
+//              rows of 128 bytes, from a 4 MB buffer every CTA reads: L2) and the packed B with its
+//              scales per m-block (L2: a 16 MB buffer; DRAM: 2 GB streamed); the bytes are the
+//              buffers' (zeros, or random with no NaN), not the columns' data. "tma": as the GEMM's
+//              producers do, the shared operand through a 2D tensor map (128-byte swizzle, W rows of a
+//              matrix with the GEMM's row pitch at K = 7168, 14336 bytes) and B through one (128 rows x
+//              32 bytes of a matrix 3584 bytes wide per m-block), each CTA moving to new B rows every
+//              112 steps as the GEMM moves to its next tile, the scales by bulk copies; "2 producers":
+//              A and B from two producer warps, the full barrier waiting for both
 //   early      three fragment sets; the next step's fragments made before the wait for the previous
 //              step's wgmma, not after it
 //   beside     (alu 2) the GEMM's dequantisation runs every step but its fragments feed no wgmma (they
@@ -38,6 +43,7 @@
 //
 //   nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -I kernels -I tools -o /tmp/wgmma_rate \
 //        tools/wgmma_rate.cu && /tmp/wgmma_rate [text]     (text: only the rows whose name holds it)
+#include <cuda.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -65,8 +71,11 @@ constexpr int kRowBytes = 128;     // one K step of fp16 per row, 128-byte swizz
 constexpr int kSteps = 4104;       // K steps per launch (a multiple of every depth + 1)
 
 enum Form { kRS, kSS };
-enum Loads { kNoLoads, kFromL2, kFromDram };  // what fills the stages (alu 2 only)
+enum Loads { kNoLoads, kFromL2, kFromDram, kTmaL2, kTmaDram, kTmaDram2 };  // what fills the stages (alu 2 only)
 constexpr size_t kABufBytes = size_t{4} << 20, kBL2Bytes = size_t{16} << 20, kBDramBytes = size_t{2} << 30;
+// tma rows: the matrices the tensor maps describe (the GEMM's rows at K = 7168), 112 K steps per row
+constexpr uint32_t kAPitch = 7168 * 2, kBPitch = 7168 / 2, kTmaSteps = 112;
+constexpr uint32_t kARows = (uint32_t)(kABufBytes / kAPitch);
 
 // alu 2: per ring stage, one packed B tile with its scale block (the GEMM's B stage) per m-block.
 constexpr uint32_t kQStageBytes = 2 * sm90::kBStageBytes;
@@ -123,7 +132,11 @@ __device__ __forceinline__ void make_frags(uint32_t (&f)[4][4], uint32_t x, cons
 template <int N, int WGS, int DEPTH, int MB, Form FORM, bool RING, int ALU, bool GUARD, bool EARLY, Loads LOADS,
           bool BESIDE>
 __global__ void __launch_bounds__(128 * (WGS + 1), 1) rate(uint32_t guard_on, Data data, float* sink, unsigned long long* cycles,
-                                                           const uint8_t* abuf, const uint8_t* bbuf) {
+                                                           const uint8_t* abuf, const uint8_t* bbuf,
+                                                           const __grid_constant__ CUtensorMap map_a,
+                                                           const __grid_constant__ CUtensorMap map_b) {
+  constexpr bool kTma = LOADS == kTmaL2 || LOADS == kTmaDram || LOADS == kTmaDram2;
+  constexpr bool kTwo = LOADS == kTmaDram2;
   static_assert(LOADS == kNoLoads || (ALU == 2 && RING && FORM == kRS), "loads: the GEMM's form, ring and dequantisation");
   static_assert(FORM == kRS || (MB == 1 && !GUARD), "SS: one block, no guard");
   static_assert(kSteps % (DEPTH + 1) == 0, "whole rounds of fragment sets");
@@ -146,7 +159,7 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1) rate(uint32_t guard_on, Da
   __syncthreads();
   if (threadIdx.x == 0) {
     for (int s = 0; s < kRing; ++s) {
-      ptx::mbar_init(L.full(s), 1);
+      ptx::mbar_init(L.full(s), kTwo ? 2 : 1);
       ptx::mbar_init(L.empty(s), 4 * WGS);
     }
     ptx::fence_mbar_init();
@@ -155,7 +168,33 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1) rate(uint32_t guard_on, Da
   __syncthreads();
   if (wg == WGS) {  // producer warpgroup
     ptx::setmaxnreg_dec<40>();
-    if (RING && threadIdx.x == 128 * WGS) {
+    if constexpr (kTma) {
+      // tma rows: thread 128 WGS loads A (and B with one producer), thread 128 WGS + 32 B (two)
+      const bool a_thread = threadIdx.x == 128 * WGS, b_thread = kTwo ? threadIdx.x == 128 * WGS + 32 : a_thread;
+      if (!a_thread && !b_thread) return;
+      constexpr uint32_t kA = N * kRowBytes, kB = sm90::kBStageBytes;
+      const uint32_t b_rows = (uint32_t)((LOADS == kTmaL2 ? kBL2Bytes : kBDramBytes) / kBPitch);
+      const uint32_t b_tiles = b_rows / (MB * 128);
+      const int a_row = (int)((blockIdx.x % (kARows / N)) * N);
+      for (int k = 0; k < kSteps; ++k) {
+        const int s = k % kRing, kc = k % kTmaSteps;
+        ptx::mbar_wait(L.empty(s), ((k / kRing) & 1) ^ 1);
+        if (a_thread) {
+          ptx::mbar_arrive_expect_tx(L.full(s), kTwo ? kA : kA + MB * kB);
+          ptx::tma_load_2d(L.b_stage(s), &map_a, kc * kRowBytes, a_row, L.full(s), ptx::kEvictLast);
+        }
+        if (b_thread) {
+          if (kTwo) ptx::mbar_arrive_expect_tx(L.full(s), MB * kB);
+          const uint32_t tile = (blockIdx.x + (uint32_t)(k / kTmaSteps) * gridDim.x) % b_tiles;
+          for (int mb = 0; mb < MB; ++mb) {
+            ptx::tma_load_2d(L.q_stage(s, mb), &map_b, kc * 32, (int)(tile * MB * 128 + mb * 128), L.full(s),
+                             ptx::kEvictFirst);
+            const uint8_t* sf = abuf + ((size_t)(blockIdx.x * kSteps + k) * MB + mb) % 4096 * sm90::kSfBlockBytes;
+            ptx::bulk_load(L.q_stage(s, mb) + sm90::kBRawBytes, sf, sm90::kSfBlockBytes, L.full(s), ptx::kEvictLast);
+          }
+        }
+      }
+    } else if (RING && threadIdx.x == 128 * WGS) {
       constexpr uint32_t kA = N * kRowBytes, kB = sm90::kBStageBytes;
       const size_t b_slots = (LOADS == kFromDram ? kBDramBytes : kBL2Bytes) / (MB * kB);
       for (int k = 0; k < kSteps; ++k) {
@@ -279,6 +318,7 @@ struct Config {
   const void* fn;
   int n, wgs, mb, smem;
   bool guard, guard_on, loads;
+  Loads kind;
 };
 
 // The load rows' buffers, "random": bytes of at most 0x3B (no fp16 or E4M3 NaN or infinity).
@@ -291,7 +331,7 @@ template <int N, int WGS, int DEPTH, int MB, Form FORM, bool RING, int ALU, bool
           Loads LOADS = kNoLoads, bool BESIDE = false>
 Config make(const char* name, bool guard_on = false) {
   return Config{name, (const void*)rate<N, WGS, DEPTH, MB, FORM, RING, ALU, GUARD, EARLY, LOADS, BESIDE>, N, WGS, MB,
-                smem_bytes(N, WGS, FORM, ALU), GUARD, guard_on, LOADS != kNoLoads};
+                smem_bytes(N, WGS, FORM, ALU), GUARD, guard_on, LOADS != kNoLoads, LOADS};
 }
 
 }  // namespace
@@ -338,6 +378,13 @@ int main(int argc, char** argv) {
       make<192, 2, 1, 1, kRS, true, 2, false, false, kNoLoads, true>("RS N=192, alu 2 beside"),
       make<128, 2, 1, 1, kSS, true, 2, false, false, kNoLoads, true>("SS N=128, alu 2 beside"),
       make<192, 2, 1, 1, kSS, true, 2, false, false, kNoLoads, true>("SS N=192, alu 2 beside"),
+      make<128, 2, 1, 1, kRS, true, 2, false, false, kTmaL2>("RS N=128, alu 2, tma from L2"),
+      make<128, 2, 1, 1, kRS, true, 2, false, false, kTmaDram>("RS N=128, alu 2, tma B from DRAM"),
+      make<128, 2, 1, 1, kRS, true, 2, false, false, kTmaDram2>("RS N=128, alu 2, tma B from DRAM, 2 producers"),
+      make<192, 2, 1, 1, kRS, true, 2, false, false, kTmaDram2>("RS N=192, alu 2, tma B from DRAM, 2 producers"),
+      make<128, 2, 1, 2, kRS, true, 2, false, false, kTmaL2>("RS N=128, alu 2, 2 m-blocks, tma from L2"),
+      make<128, 2, 1, 2, kRS, true, 2, false, false, kTmaDram>("RS N=128, alu 2, 2 m-blocks, tma B from DRAM"),
+      make<128, 2, 1, 2, kRS, true, 2, false, false, kTmaDram2>("RS N=128, alu 2, 2 m-blocks, tma, 2 producers"),
   };
   std::setvbuf(stdout, nullptr, _IONBF, 0);
   int sms = 0, dev = 0;
@@ -350,6 +397,33 @@ int main(int argc, char** argv) {
   uint8_t *abuf = nullptr, *bbuf = nullptr;
   CHECK(cudaMalloc(&abuf, kABufBytes));
   CHECK(cudaMalloc(&bbuf, kBDramBytes));
+  // tma rows' tensor maps (the GEMM's encoding: bytes, 2D, L2 promotion 256 B), through the driver's entry
+  // point (no link to libcuda)
+  using EncodeFn = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
+                                const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
+                                CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+  EncodeFn encode = nullptr;
+  {
+    cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+    CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", reinterpret_cast<void**>(&encode), 12000,
+                                           cudaEnableDefault, &found));
+    if (found != cudaDriverEntryPointSuccess || !encode) {
+      std::fprintf(stderr, "cuTensorMapEncodeTiled not found\n");
+      return 1;
+    }
+  }
+  auto byte_map = [&](CUtensorMap* m, void* base, uint64_t pitch, uint64_t rows, uint32_t box_bytes, uint32_t box_rows,
+                      CUtensorMapSwizzle swizzle) {
+    const cuuint64_t dims[2] = {pitch, rows};
+    const cuuint64_t strides[1] = {pitch};
+    const cuuint32_t box[2] = {box_bytes, box_rows};
+    const cuuint32_t elem[2] = {1, 1};
+    if (encode(m, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, base, dims, strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
+               swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS) {
+      std::fprintf(stderr, "tensor map encoding failed\n");
+      std::exit(1);
+    }
+  };
   cudaEvent_t e0, e1;
   CHECK(cudaEventCreate(&e0));
   CHECK(cudaEventCreate(&e1));
@@ -371,7 +445,13 @@ int main(int argc, char** argv) {
         }
         CHECK(cudaGetLastError());
       }
-      void* args[] = {&on, &d, &sink, &cyc, &abuf, &bbuf};
+      CUtensorMap map_a{}, map_b{};
+      if (c.kind == kTmaL2 || c.kind == kTmaDram || c.kind == kTmaDram2) {
+        byte_map(&map_a, abuf, kAPitch, kARows, kRowBytes, (uint32_t)c.n, CU_TENSOR_MAP_SWIZZLE_128B);
+        const size_t bbytes = c.kind == kTmaL2 ? kBL2Bytes : kBDramBytes;
+        byte_map(&map_b, bbuf, kBPitch, bbytes / kBPitch, 32, 128, CU_TENSOR_MAP_SWIZZLE_NONE);
+      }
+      void* args[] = {&on, &d, &sink, &cyc, &abuf, &bbuf, &map_a, &map_b};
       const dim3 grid(sms), block(128 * (c.wgs + 1));
       float best_ms = 1e30f;
       for (int rep = 0; rep < 4; ++rep) {
