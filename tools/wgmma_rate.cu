@@ -54,6 +54,7 @@
 #include <vector>
 
 #include "cuda_check.h"
+#include "launcher_impl.h"
 #include "ptx/mbarrier.cuh"
 #include "ptx/setmaxnreg.cuh"
 #include "ptx/tma.cuh"
@@ -397,30 +398,24 @@ int main(int argc, char** argv) {
   uint8_t *abuf = nullptr, *bbuf = nullptr;
   CHECK(cudaMalloc(&abuf, kABufBytes));
   CHECK(cudaMalloc(&bbuf, kBDramBytes));
-  // tma rows' tensor maps (the GEMM's encoding: bytes, 2D, L2 promotion 256 B), through the driver's entry
-  // point (no link to libcuda)
-  using EncodeFn = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
-                                const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
-                                CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-  EncodeFn encode = nullptr;
+  // tma rows' tensor maps, encoded as the launcher encodes the GEMM's (launcher_impl.h encode_byte_map),
+  // through the driver's entry point (no link to libcuda)
+  Driver drv;
   {
     cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
-    CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", reinterpret_cast<void**>(&encode), 12000,
-                                           cudaEnableDefault, &found));
-    if (found != cudaDriverEntryPointSuccess || !encode) {
+    CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", reinterpret_cast<void**>(&drv.tensor_map_encode_tiled),
+                                           12000, cudaEnableDefault, &found));
+    if (found != cudaDriverEntryPointSuccess || !drv.tensor_map_encode_tiled) {
       std::fprintf(stderr, "cuTensorMapEncodeTiled not found\n");
       return 1;
     }
   }
+  char msg[256] = "";
+  Error err{msg, sizeof(msg)};
   auto byte_map = [&](CUtensorMap* m, void* base, uint64_t pitch, uint64_t rows, uint32_t box_bytes, uint32_t box_rows,
                       CUtensorMapSwizzle swizzle) {
-    const cuuint64_t dims[2] = {pitch, rows};
-    const cuuint64_t strides[1] = {pitch};
-    const cuuint32_t box[2] = {box_bytes, box_rows};
-    const cuuint32_t elem[2] = {1, 1};
-    if (encode(m, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, base, dims, strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
-               swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS) {
-      std::fprintf(stderr, "tensor map encoding failed\n");
+    if (encode_byte_map(drv, m, base, pitch, rows, box_bytes, box_rows, swizzle, err) != FL_OK) {
+      std::fprintf(stderr, "%s\n", msg);
       std::exit(1);
     }
   };
