@@ -73,6 +73,7 @@ constexpr int kSteps = 4104;       // K steps per launch (a multiple of every de
 
 enum Form { kRS, kSS };
 enum Loads { kNoLoads, kFromL2, kFromDram, kTmaL2, kTmaDram, kTmaDram2 };  // what fills the stages (alu 2 only)
+__host__ __device__ constexpr bool is_tma(Loads l) { return l == kTmaL2 || l == kTmaDram || l == kTmaDram2; }
 constexpr size_t kABufBytes = size_t{4} << 20, kBL2Bytes = size_t{16} << 20, kBDramBytes = size_t{2} << 30;
 // tma rows: the matrices the tensor maps describe (the GEMM's rows at K = 7168), 112 K steps per row
 constexpr uint32_t kAPitch = 7168 * 2, kBPitch = 7168 / 2, kTmaSteps = 112;
@@ -136,7 +137,7 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1) rate(uint32_t guard_on, Da
                                                            const uint8_t* abuf, const uint8_t* bbuf,
                                                            const __grid_constant__ CUtensorMap map_a,
                                                            const __grid_constant__ CUtensorMap map_b) {
-  constexpr bool kTma = LOADS == kTmaL2 || LOADS == kTmaDram || LOADS == kTmaDram2;
+  constexpr bool kTma = is_tma(LOADS);
   constexpr bool kTwo = LOADS == kTmaDram2;
   static_assert(LOADS == kNoLoads || (ALU == 2 && RING && FORM == kRS), "loads: the GEMM's form, ring and dequantisation");
   static_assert(FORM == kRS || (MB == 1 && !GUARD), "SS: one block, no guard");
@@ -430,6 +431,12 @@ int main(int argc, char** argv) {
     if (argc > 1 && !std::strstr(c.name, argv[1])) continue;
     CHECK(cudaFuncSetAttribute(c.fn, cudaFuncAttributeMaxDynamicSharedMemorySize, c.smem));
     std::printf("%-40s", c.name);
+    CUtensorMap map_a{}, map_b{};
+    if (is_tma(c.kind)) {
+      byte_map(&map_a, abuf, kAPitch, kARows, kRowBytes, (uint32_t)c.n, CU_TENSOR_MAP_SWIZZLE_128B);
+      const size_t bbytes = c.kind == kTmaL2 ? kBL2Bytes : kBDramBytes;
+      byte_map(&map_b, bbuf, kBPitch, bbytes / kBPitch, 32, 128, CU_TENSOR_MAP_SWIZZLE_NONE);
+    }
     for (const Data& data : {kZeros, kRandom}) {
       uint32_t on = c.guard_on;
       Data d = data;
@@ -439,12 +446,6 @@ int main(int argc, char** argv) {
           else CHECK(cudaMemset(buf, 0, bytes));
         }
         CHECK(cudaGetLastError());
-      }
-      CUtensorMap map_a{}, map_b{};
-      if (c.kind == kTmaL2 || c.kind == kTmaDram || c.kind == kTmaDram2) {
-        byte_map(&map_a, abuf, kAPitch, kARows, kRowBytes, (uint32_t)c.n, CU_TENSOR_MAP_SWIZZLE_128B);
-        const size_t bbytes = c.kind == kTmaL2 ? kBL2Bytes : kBDramBytes;
-        byte_map(&map_b, bbuf, kBPitch, bbytes / kBPitch, 32, 128, CU_TENSOR_MAP_SWIZZLE_NONE);
       }
       void* args[] = {&on, &d, &sink, &cyc, &abuf, &bbuf, &map_a, &map_b};
       const dim3 grid(sms), block(128 * (c.wgs + 1));
