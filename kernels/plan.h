@@ -246,12 +246,13 @@ struct TileRows {
   int64_t rows;
   int width;
 };
-// ... with `w` at tile t's group
-inline TileRows tile_rows_at(const StepWalk& w, int64_t t) {
-  const GroupTiles& g = w.g();
-  const int64_t m0 = ((t - w.tile0) % g.chunks) * g.width;
+// ... for the group's tile `local` (its index among the group's tiles)
+inline TileRows group_tile_rows(const GroupTiles& g, int64_t local) {
+  const int64_t m0 = (local % g.chunks) * g.width;
   return {g.m - m0 < g.width ? g.m - m0 : g.width, g.width};
 }
+// ... with `w` at tile t's group
+inline TileRows tile_rows_at(const StepWalk& w, int64_t t) { return group_tile_rows(w.g(), t - w.tile0); }
 
 // Whole tiles: consecutive tiles into CTAs, each filled up to `limit` ns; returns the CTAs used
 // (more than `ctas`: does not fit) and, if `write`, sets start_tile (start_k 0) of each.
@@ -334,8 +335,7 @@ inline TileCost tile_cost(const LaunchPlan& p, const int64_t* tile0, int64_t t, 
     g = lo;
   }
   const GroupTiles& gt = p.group[p.order[g]];
-  const int64_t m0 = ((t - tile0[g]) % gt.chunks) * gt.width;
-  const int64_t rows = gt.m - m0 < gt.width ? gt.m - m0 : gt.width;
+  const int64_t rows = group_tile_rows(gt, t - tile0[g]).rows;
   return {gt.kst, gt.step_ns, gt.tile_ns - (double)gt.kst * gt.step_ns, part_write_ns(few, rows, gt.width),
           few ? part_read_ns(few, rows, gt.width) : kPartReadCpNs};
 }
