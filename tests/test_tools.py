@@ -271,3 +271,26 @@ def test_plan_time_covers_every_launch_set():
         assert 0 < pm <= px < 1e6 and 0 < cm <= cx < 1e6, (label, seed)
     with pytest.raises(SystemExit):
         pt.main(["--reps", "0"])
+
+
+def test_cta_balance_first_unit_steps():
+    """first_steps: each CTA's first K loop over its first unit's steps, the median over the CTAs."""
+    bal = load_tool("cta_balance")
+    ctas = bal.cta_units(list(zip(*BENCH_SHAPES[2][1:])), 132, 0, 0, 0)
+    ev = load_tool("trace_sm90").EVENTS
+    entry, full, loop = ev.index("entry"), ev.index("first_full"), ev.index("first_mainloop")
+
+    def cta(b, units):
+        steps = units[0][2] - units[0][1]
+        c = [[0, 0] for _ in range(16)]
+        c[entry], c[full] = [1000, 1], [5000, 100]
+        c[loop] = [5000 + steps * (300 + b), 100 + steps * (500 + b)]  # 300 + b ns, 500 + b cycles per step
+        return c
+
+    trace = [cta(b, u) for b, u in enumerate(ctas)] + [[[0, 0]] * 16] * 3
+    raw = {"mode": "whole", "set": "bench", "shape": 2, "runs": [{"us": 1.0, "trace": trace}] * 3}
+    ns, cyc, steps = bal.first_steps(raw, 132)
+    mid = statistics.median(range(len(ctas)))
+    assert (ns, cyc) == (300 + mid, 500 + mid)
+    assert steps == statistics.median(u[0][2] - u[0][1] for u in ctas) and steps > 0
+    assert bal.first_steps(raw, 100) is None  # a plan of another SM count is not the traced one

@@ -10,6 +10,9 @@ tiles stored; beside each kind, what two models predict for it:
 The costs are tools/fit_sm90.py's fit on 37633fb (kernels of a0e69d6); the critical path reads at
 --read-ns (1300: its best on benchmark 3's traces, docs/sm90_kernel_notes.md, the cta_balance row).
 
+Beside the table: each CTA's first unit's K loop over its K steps (ns and cycles per step, the median
+over the CTAs), the K loop's own rate inside the GEMM.
+
 Input: the JSON that `tools/trace_sm90.py --raw FILE` writes on the GPU. This needs no GPU: the plan the
 launcher ran is found again from the shapes and the run's mode (plain C++, fastlaunch._C.plan), for the
 traced GPU's SM count and with this checkout's planner (it must be the traced tree's). Plans of half
@@ -27,7 +30,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from fit_sm90 import cta_units, cta_us  # noqa: E402
-from trace_sm90 import shape_list  # noqa: E402
+from trace_sm90 import EVENTS, shape_list  # noqa: E402
 
 # ns, tools/fit_sm90.py on 37633fb: a CTA's start, a K step and a tile's store by tile width, a split
 # tile's partial sums written and read
@@ -101,6 +104,25 @@ def kinds(traced, sm_count, read_ns=1300.0, costs=COSTS):
     return table, fit, (max(us), max(lin), max(cp))
 
 
+def first_steps(traced, sm_count):
+    """One traced shape: each CTA's first unit's K loop (its first stage landed to the loop's end) over that
+    unit's K steps, as (median ns per step, median cycles per step, median steps) over the CTAs (each CTA
+    the median over the calls); None if the plan's CTAs are not the traced ones."""
+    g, ms, ns, ks = shape_list(traced.get("set", "bench"))[traced["shape"]]
+    ctas = cta_units(list(zip(ms, ns, ks)), sm_count, *plan_args(traced["mode"]))
+    full, loop = EVENTS.index("first_full"), EVENTS.index("first_mainloop")
+    if len(cta_us(traced["runs"])) != len(ctas):
+        return None
+    per_ns, per_cyc = [], []
+    for b, units in enumerate(ctas):
+        steps = units[0][2] - units[0][1]
+        calls = [run["trace"][b] for run in traced["runs"]]
+        per_ns.append(statistics.median((c[loop][0] - c[full][0]) / steps for c in calls))
+        per_cyc.append(statistics.median((c[loop][1] - c[full][1]) / steps for c in calls))
+    return (statistics.median(per_ns), statistics.median(per_cyc),
+            statistics.median(u[0][2] - u[0][1] for u in ctas))
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("raw", help="JSON from tools/trace_sm90.py --raw")
@@ -122,6 +144,9 @@ def main(argv=None):
         table, fit, busiest = got
         print(f"\n{label}: busiest CTA {busiest[0]:.2f} us; predicted {busiest[1]:.2f} (linear), "
               f"{busiest[2]:.2f} (critical path)")
+        step_ns, step_cyc, steps = first_steps(t, a.sm_count)
+        print(f"first unit's K loop per step (median over CTAs): {step_ns:.0f} ns, {step_cyc:.0f} cycles "
+              f"(its steps: median {steps:g})")
         print("| partial sums read | written | tiles stored | CTAs | median us | min us | max us | steps (median) "
               "| linear us | critical path us |")
         print("|---|---|---|---|---|---|---|---|---|---|")
