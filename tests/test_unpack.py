@@ -510,3 +510,35 @@ def test_split_plans_cut_for_the_critical_path():
             lo = k0 if t0 == t1 else 0
             assert k1 - lo >= 2 and 64 - k1 >= 2
     assert parts and max(parts.values()) == 2
+
+
+def test_fit_tool_residuals_by_group_and_call_to_call():
+    # tools/fit_sm90.py's readings of a traced run: the CTAs whose share lies in one launch group, by that
+    # group's rows (after the launcher's cut), and how far the CTAs' differences repeat between calls.
+    fit = load_tool("fit_sm90")
+    ev = load_tool("trace_sm90").EVENTS
+    entry, done = ev.index("entry"), ev.index("consumer_done")
+    sizes = [(192, 3072, 4096), (320, 3072, 4096)]  # benchmark 3: the 320-row group cut as 128 + 192
+    _, tile_k, tile_m, starts = fit.plan_tiles(sizes, 132)
+    assert set(tile_m) == {128, 192} and len(tile_m) == len(tile_k) == starts[-1][0]
+    n = len(starts) - 1
+    by = fit.residual_by_group(sizes, 132, 0, 0, [0.5 + b for b in range(n)])
+    assert set(by) <= {128, 192} and 0 < sum(c for c, *_ in by.values()) <= n
+    for m, (c, mean, lo, hi) in by.items():
+        mine = [0.5 + b for b in range(n)
+                if {tile_m[t] for t in range(starts[b][0], starts[b + 1][0] + (starts[b + 1][1] > 0))} == {m}]
+        assert c == len(mine) and (lo, hi) == (min(mine), max(mine)) and mean == pytest.approx(sum(mine) / c)
+
+    def call(times):
+        cs = [[[0, 0] for _ in range(16)] for _ in times]
+        for c, t in zip(cs, times):
+            c[entry], c[done] = [1000, 1], [1000 + int(1000 * t), 2]
+        return {"us": 1.0, "trace": cs + [[[0, 0]] * 16]}  # an unused slot stays zero
+
+    times = [10.0, 12.0, 11.0, 15.0]
+    assert fit.call_to_call([call(times), call([t + 3 for t in times])]) == pytest.approx(1.0)
+    assert fit.call_to_call([call(times), call([30 - t for t in times])]) == pytest.approx(-1.0)
+    a, b = call(times), call(times)
+    assert fit.same_sms([a, b])
+    b["trace"][1][fit.SM_SLOT] = [7, 0]  # CTA 1 on another SM in the second call
+    assert not fit.same_sms([a, b])

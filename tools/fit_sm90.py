@@ -6,10 +6,17 @@ the end of its consumers' work. The plan the kernel ran (fastlaunch._C.plan of t
 fastlaunch._C.cuts cuts them, same SM count and mode) gives what each CTA did: K steps per tile width,
 tiles finished per width (epilogues), partial sums written and read. A least-squares fit of the times on
 those counts gives ns per step and per epilogue of each width and per partial write and read; the table
-shows the fit, and per run the spread of CTA times and of the fit's residuals.
+shows the fit, and per run the spread of CTA times and of the fit's residuals, how far the CTAs'
+differences repeat between the traced calls (the mean correlation over pairs of calls) and whether the
+CTAs ran on the same SMs in every call; then the residuals of the CTAs whose share lies in one launch
+group, by that group's rows.
 
-python tools/fit_sm90.py [--shapes 0,1,2,3] [--modes auto,share:split,share:whole,cap:128]
+--raw FILE fits the calls `tools/trace_sm90.py --raw FILE` traced instead (no GPU needed; its modes and shapes
+filtered by --modes and --shapes, the plans found for --sm-count SMs).
+
+python tools/fit_sm90.py [--shapes 0,1,2,3] [--modes auto,share:split,share:whole,cap:128] [--raw FILE [--sm-count 132]]
 """
+import json
 import os
 import statistics
 import sys
@@ -31,8 +38,8 @@ def cta_us(runs):
 
 def plan_tiles(sizes, sm_count, share=0, cap=0, half=2):
     """The plan the launcher runs for `sizes` (groups cut at 128 rows where it cuts them: benchmark 3's 320
-    rows), with plan()'s share, cap and half settings: each tile's width and K steps in the launch's tile
-    order, and the CTAs' starts. ValueError for plans of half or reduced tiles (their shares hand nothing
+    rows), with plan()'s share, cap and half settings: each tile's width, K steps and launch group's rows
+    (M, after the cut) in the launch's tile order, and the CTAs' starts. ValueError for plans of half or reduced tiles (their shares hand nothing
     over the way split tiles do)."""
     import fastlaunch
     from fastlaunch.shapes import cut_sizes
@@ -41,12 +48,13 @@ def plan_tiles(sizes, sm_count, share=0, cap=0, half=2):
     groups, starts, _, rows, red = fastlaunch._C.plan(sizes, sm_count, share, cap, 0, half)
     if rows != 128 or red:
         raise ValueError(f"a plan of {'reduced tiles' if red else f'{rows}-row tiles'}: only 128-row tiles are covered")
-    tile_w, tile_k = [], []
+    tile_w, tile_k, tile_m = [], [], []
     for g in sorted(range(len(sizes)), key=lambda g: groups[g][3]):
         w, chunks, tn, _ = groups[g]
         tile_w += [w] * (chunks * tn)
         tile_k += [sizes[g][2] // 64] * (chunks * tn)
-    return tile_w, tile_k, starts
+        tile_m += [sizes[g][0]] * (chunks * tn)
+    return tile_w, tile_k, tile_m, starts
 
 
 def cta_units(sizes, sm_count, share=0, cap=0, half=2):
@@ -54,7 +62,7 @@ def cta_units(sizes, sm_count, share=0, cap=0, half=2):
     the kernel runs them (its last tile first): (width, K steps from, to, the tile's K steps, partners),
     partners being the CTAs before it that end inside that tile when this unit finishes it from inside
     (their sums are read), else ()."""
-    tile_w, tile_k, starts = plan_tiles(sizes, sm_count, share, cap, half)
+    tile_w, tile_k, _, starts = plan_tiles(sizes, sm_count, share, cap, half)
     out = []
     for b in range(len(starts) - 1):
         (t0, k0), (t1, k1) = starts[b], starts[b + 1]
@@ -91,29 +99,80 @@ def features(sizes, sm_count, share, cap, widths):
     return rows
 
 
+def call_to_call(runs):
+    """How far the CTAs' differences repeat between traced calls: each call's CTA times (entry to the
+    consumers' end) less that call's mean, the Pearson correlation of every pair of calls, their mean."""
+    done, entry = EVENTS.index("consumer_done"), EVENTS.index("entry")
+    devs = []
+    for run in runs:
+        t = [(c[done][0] - c[entry][0]) / 1e3 for c in run["trace"] if c[entry][0] != 0]
+        mean = statistics.fmean(t)
+        devs.append([x - mean for x in t])
+    rs = [statistics.correlation(a, b) for i, a in enumerate(devs) for b in devs[i + 1:]]
+    return statistics.fmean(rs) if rs else float("nan")
+
+
+SM_SLOT = 15  # the trace slot holding each CTA's SM id (kernels/sm90_trace.cuh kTrSm)
+
+
+def same_sms(runs):
+    """Whether every traced call put each CTA on the same SM as the first call."""
+    entry = EVENTS.index("entry")
+    sms = [[c[SM_SLOT][0] for c in run["trace"] if c[entry][0] != 0] for run in runs]
+    return all(x == sms[0] for x in sms)
+
+
+def residual_by_group(sizes, sm_count, share, cap, res):
+    """The fit's residuals (us) of the CTAs whose share lies in one launch group, by that group's rows:
+    {M: (CTAs, mean, min, max)}."""
+    _, tile_k, tile_m, starts = plan_tiles(sizes, sm_count, share, cap)
+    by = {}
+    for b, r in enumerate(res):
+        (t0, _), (t1, k1) = starts[b], starts[b + 1]
+        ms = {tile_m[t] for t in range(t0, t1 + 1 if k1 > 0 else t1)}
+        if len(ms) == 1:
+            by.setdefault(ms.pop(), []).append(r)
+    return {m: (len(v), statistics.fmean(v), min(v), max(v)) for m, v in sorted(by.items())}
+
+
+def traced(a, shapes):
+    """(mode, one shape's traced calls) for every mode and shape: traced now, or read from --raw."""
+    if a.raw:
+        with open(a.raw) as f:
+            for sh in json.load(f):
+                if sh["mode"] in a.modes.split(",") and sh["shape"] in shapes and sh.get("set", "bench") == "bench":
+                    yield sh["mode"], sh
+        return
+    for mode in a.modes.split(","):
+        env = dict(mode_env(mode), FASTLAUNCH_SM90_HALF="0")  # the model's tiles (features)
+        for sh in traced_runs(shapes, env, mode) or []:
+            yield mode, sh
+
+
 def main():
-    a = shapes_modes_parser(__doc__, "0,1,2,3", "auto,share:split,share:whole,cap:128").parse_args()
+    ap = shapes_modes_parser(__doc__, "0,1,2,3", "auto,share:split,share:whole,cap:128")
+    ap.add_argument("--raw", help="JSON from tools/trace_sm90.py --raw: fit its calls, trace none")
+    ap.add_argument("--sm-count", type=int, default=132, help="with --raw: the traced GPU's SMs (default 132)")
+    a = ap.parse_args()
     import fastlaunch
     from fastlaunch.shapes import BENCH_SHAPES
 
     widths = list(fastlaunch._C.tile_widths)
-    sm_count = torch.cuda.get_device_properties(0).multi_processor_count
+    sm_count = a.sm_count if a.raw else torch.cuda.get_device_properties(0).multi_processor_count
     shapes = [int(x) for x in a.shapes.split(",")]
     X, y, runs = [], [], []
-    for mode in a.modes.split(","):
+    for mode, sh in traced(a, shapes):
         share = {"share:whole": 1, "share:split": 2}.get(mode, 0)
         cap = int(mode[4:]) if mode.startswith("cap:") else 0
-        env = dict(mode_env(mode), FASTLAUNCH_SM90_HALF="0")  # the model's tiles (features)
-        for sh in traced_runs(shapes, env, mode) or []:
-            g, ms, ns, ks = BENCH_SHAPES[sh["shape"]]
-            f = features(list(zip(ms, ns, ks)), sm_count, share, cap, widths)
-            us = cta_us(sh["runs"])
-            if len(f) != len(us):
-                print(f"{mode} b{sh['shape'] + 1}: {len(us)} CTAs traced, the plan has {len(f)}: skipped")
-                continue
-            runs.append((mode, sh["shape"], len(X), len(f)))
-            X += f
-            y += us
+        g, ms, ns, ks = BENCH_SHAPES[sh["shape"]]
+        f = features(list(zip(ms, ns, ks)), sm_count, share, cap, widths)
+        us = cta_us(sh["runs"])
+        if len(f) != len(us):
+            print(f"{mode} b{sh['shape'] + 1}: {len(us)} CTAs traced, the plan has {len(f)}: skipped")
+            continue
+        runs.append((mode, sh["shape"], len(X), len(f), sh["runs"], share, cap))
+        X += f
+        y += us
     Xt, yt = torch.tensor(X, dtype=torch.float64), torch.tensor(y, dtype=torch.float64)
     coef = torch.linalg.lstsq(Xt, yt.unsqueeze(1)).solution.squeeze(1)
     res = yt - Xt @ coef
@@ -124,11 +183,18 @@ def main():
     print("|---|---|")
     for n, c in zip(names, coef.tolist()):
         print(f"| {n} | {c * 1e3:.0f} |")
-    print("| mode | bench | CTAs | busiest CTA us | CTA spread us | residual spread us |")
-    print("|---|---|---|---|---|---|")
-    for mode, s, i0, n in runs:
+    print("| mode | bench | CTAs | busiest CTA us | CTA spread us | residual spread us | call-to-call r | same SMs |")
+    print("|---|---|---|---|---|---|---|---|")
+    for mode, s, i0, n, calls, _, _ in runs:
         ys, rs = yt[i0:i0 + n], res[i0:i0 + n]
-        print(f"| {mode} | {s + 1} | {n} | {ys.max():.1f} | {ys.max() - ys.min():.1f} | {rs.max() - rs.min():.1f} |")
+        print(f"| {mode} | {s + 1} | {n} | {ys.max():.1f} | {ys.max() - ys.min():.1f} | {rs.max() - rs.min():.1f} "
+              f"| {call_to_call(calls):.2f} | {'yes' if same_sms(calls) else 'no'} |")
+    print("residuals (us) of the CTAs whose share lies in one group, by the group's rows: CTAs, mean [min, max]")
+    for mode, s, i0, n, _, share, cap in runs:
+        g, ms, ns, ks = BENCH_SHAPES[s]
+        by = residual_by_group(list(zip(ms, ns, ks)), sm_count, share, cap, res[i0:i0 + n].tolist())
+        print(f"{mode} b{s + 1}: " + "; ".join(f"M={m}: {c}, {mu:+.1f} [{lo:+.1f}, {hi:+.1f}]"
+                                               for m, (c, mu, lo, hi) in by.items()))
 
 
 if __name__ == "__main__":
