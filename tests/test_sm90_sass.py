@@ -5,6 +5,9 @@ width, TMA loads and no local memory (a register spill in a main loop costs seve
 import re
 
 import fastlaunch._C as _C
+from conftest import load_tool
+
+sass_loops = load_tool("sass_loops")
 
 GEMM = "nvfp4_group_gemm"
 # template arguments <MAXG, HALF, ANY, RED> as mangled
@@ -13,19 +16,13 @@ VARIANTS = {f"ILi{g}ELb{h}ELb{a}ELb0E": f"{g} groups{', half tiles' if h else ''
 VARIANTS["ILi16ELb0ELb0ELb1E"] = "16 groups, reduced tiles"
 
 
-def _functions(text):
-    """{mangled name: its SASS} for every function in a cuobjdump listing."""
-    parts = re.split(r"\n\s*Function : (\S+)\n", text)
-    return dict(zip(parts[1::2], parts[2::2]))
-
-
 def _gemms(sass):
-    funcs = _functions(sass["sm_90a"])
+    funcs = sass_loops.functions(sass["sm_90a"])
     return {tag: body for name, body in funcs.items() if GEMM in name for tag in VARIANTS if tag in name}
 
 
 def test_every_sm90_gemm_variant_is_built(sass):
-    assert set(_gemms(sass)) == set(VARIANTS), sorted(_functions(sass["sm_90a"]))
+    assert set(_gemms(sass)) == set(VARIANTS), sorted(sass_loops.functions(sass["sm_90a"]))
 
 
 def test_sm90_gemms_have_a_wgmma_loop_per_width_and_no_local_memory(sass):
@@ -37,3 +34,19 @@ def test_sm90_gemms_have_a_wgmma_loop_per_width_and_no_local_memory(sass):
         assert len(re.findall(r"\bHGMMA\b", body)) == 8 * len(widths), VARIANTS[tag]
         assert not re.search(r"\b(LDL|STL)\b", body), f"{VARIANTS[tag]}: local memory (a spill)"
         assert re.search(r"\bUTMALDG\b", body), f"{VARIANTS[tag]}: no TMA load"
+
+
+def test_sm90_k_loops_keep_descriptors_in_uniform_registers(sass):
+    # tools/sass_loops.py: each variant's innermost wgmma loop per width holds its two unrolled K steps
+    # (8 HGMMA) and no R2UR, i.e. its ring position and wgmma descriptors stay in uniform registers (a
+    # divergent branch before the loop once cost 9% more instructions per step: v87 in the notes)
+    widths = set(_C.tile_widths)
+    for tag, body in _gemms(sass).items():
+        loops = sass_loops.k_loops(body)
+        inner = {}
+        for width, hgmma, n, r2ur in loops:  # shortest first
+            inner.setdefault(width, (hgmma, n, r2ur))
+        assert set(inner) == widths, VARIANTS[tag]
+        for width, (hgmma, n, r2ur) in inner.items():
+            assert hgmma == 8 and n > hgmma, (VARIANTS[tag], width, hgmma, n)
+            assert r2ur == 0, f"{VARIANTS[tag]} W={width}: {r2ur} R2UR in the K loop"

@@ -1,0 +1,68 @@
+"""The sm90 GEMM's K loops in SASS: for every kernel variant, each loop whose body holds wgmma (a backward
+branch over HGMMA), with its wgmma width, HGMMA count, instructions, instructions per 64-wide K step (four
+k16 wgmma each) and R2UR count (a descriptor or ring position moved from a vector into a uniform register
+inside the loop: v87 in docs/sm90_kernel_notes.md). The loops the kernel runs per tile width are the short
+ones; longer ones are outer loops (over units) that contain them.
+
+Input: a cuobjdump listing of the built extension, e.g.
+  cuobjdump --dump-sass --gpu-architecture sm_90a fastlaunch/_C*.so > sass.txt   (tools/gpu_check.sh writes one)
+
+python tools/sass_loops.py sass.txt [--all]     (--all: the outer loops too)
+"""
+import argparse
+import re
+
+GEMM = "nvfp4_group_gemm"
+_INS = re.compile(r"^\s*/\*([0-9a-f]{4,})\*/\s*(.*?);", re.M)
+
+
+def functions(text):
+    """{mangled name: its SASS} for every function in a cuobjdump listing."""
+    parts = re.split(r"\n\s*Function : (\S+)\n", text)
+    return dict(zip(parts[1::2], parts[2::2]))
+
+
+def k_loops(body):
+    """The loops of one function whose body holds HGMMA, innermost first: [(width, HGMMA, instructions,
+    R2UR)] (width: the wgmma N of the body's first HGMMA)."""
+    ins = [(int(a, 16), re.sub(r"/\*.*?\*/", "", t).strip()) for a, t in _INS.findall(body)]
+    loops = []
+    for addr, text in ins:
+        if "BRA" not in text:
+            continue
+        target = re.findall(r"0x([0-9a-f]+)", text)
+        if not target or int(target[-1], 16) >= addr:
+            continue
+        inside = [t for a, t in ins if int(target[-1], 16) <= a <= addr]
+        hgmma = [t for t in inside if re.search(r"\bHGMMA\b", t)]
+        if hgmma:
+            width = int(re.search(r"HGMMA\.64x(\d+)x16", hgmma[0]).group(1))
+            loops.append((width, len(hgmma), len(inside), sum(bool(re.search(r"\bR2UR\b", t)) for t in inside)))
+    return sorted(loops, key=lambda x: x[2])
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("sass", help="cuobjdump --dump-sass listing")
+    ap.add_argument("--all", action="store_true", help="also the outer loops that contain the K loops")
+    a = ap.parse_args(argv)
+    with open(a.sass) as f:
+        funcs = functions(f.read())
+    print("| kernel | width | HGMMA | instructions | per K step | R2UR |")
+    print("|---|---|---|---|---|---|")
+    for name, body in funcs.items():
+        if GEMM not in name:
+            continue
+        tag = re.search(r"gemmI(.*?)EEvNS", name)
+        loops = k_loops(body)
+        # the innermost loop of each width unless --all
+        seen = set()
+        for width, hgmma, n, r2ur in loops:
+            if not a.all and width in seen:
+                continue
+            seen.add(width)
+            print(f"| {tag.group(1) if tag else name} | {width} | {hgmma} | {n} | {n / (hgmma / 4):.1f} | {r2ur} |")
+
+
+if __name__ == "__main__":
+    main()
