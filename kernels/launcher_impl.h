@@ -149,7 +149,7 @@ struct Sm90State {
   // or C off 16 bytes), taken by launches that hold such a group (their epilogue stays out of the others'
   // code).
   CUfunction fn[2][4] = {};
-  CUfunction convert_fn[4] = {};  // the A conversion, by groups as fn
+  CUfunction convert_fn[4] = {};  // the A conversion, by groups as fn ([0]: convert_a_small)
   CUfunction half_fn[2] = {};     // the GEMM on half tiles (plan.h kHalfBlockN), up to kGroupsSmall groups
   CUfunction red_fn = {};         // reduced tiles (plan.h share_reduce), up to kGroupsSmall groups: the GEMM
   CUfunction reduce_fn = {};      // ... and the kernel that sums their parts into C

@@ -12,8 +12,10 @@
 //
 // It also writes each group's B tensor map for the GEMM when they are not kernel parameters
 // (Params::b_maps; warp w of the grid, counted across blocks, writes group w's) and zeroes the GEMM's
-// partial-sum flags. It lets the GEMM launch only after its own griddepcontrol.wait: the GEMM's B
-// producer relies on that to read B, an input, without waiting itself.
+// partial-sum flags. Launches of up to kGroupsSmall groups, whose B maps are GEMM parameters, run
+// convert_a_small on their own small parameter block (ConvertParams). It lets the GEMM launch only
+// after its own griddepcontrol.wait: the GEMM's B producer relies on that to read B, an input, without
+// waiting itself.
 #pragma once
 #include <cuda_fp16.h>
 
@@ -29,32 +31,24 @@ namespace fl::sm90 {
 
 constexpr int kChunksPerUnit = 8;
 
-template <int MAXG>
-__global__ void __launch_bounds__(kConvertThreads) convert_a(const __grid_constant__ Params<MAXG> p) {
-  // The workspace may still be read by the previous grid in the stream (the last GEMM). Keep the
-  // order: the GEMM may launch only once the grids before this one completed (its B producer reads B
-  // without a wait of its own).
-  ptx::griddep_wait();
-  ptx::griddep_launch_dependents();
-  // The GEMM's flags and B maps (read by the GEMM only after its griddepcontrol.wait, i.e. after this grid).
+// The GEMM's partial-sum flags to zero (read by the GEMM only after its griddepcontrol.wait, i.e. after
+// this grid).
+template <class P>
+__device__ __forceinline__ void zero_flags(const P& p) {
   if (blockIdx.x == 0)
     for (int i = threadIdx.x; i < p.num_ctas * (int)kConsumerWarps; i += kConvertThreads) p.flags[i] = 0;
-  {
-    __shared__ alignas(128) uint8_t stage[kConvertThreads / 32][kMapBytes];
-    const int warp = threadIdx.x / 32, g = blockIdx.x * (kConvertThreads / 32) + warp;
-    if (g < p.num_groups && !p.b_param_maps) {
-      const Group& gr = p.groups[g];
-      pool::publish_map_2d(stage[warp], p.tmpl_b, p.b_maps + (size_t)g * kMapBytes, gr.b, gr.k / 2, gr.n,
-                           threadIdx.x % 32);
-    }
-  }
+}
+
+// The units of the launch, grid-stride. P: Params<MAXG> or ConvertParams (the same field names).
+template <class P>
+__device__ __forceinline__ void convert_units(const P& p) {
   const int q = threadIdx.x % kChunksPerUnit, s4 = q / 2, b = q % 2;
   const int units_per_block = kConvertThreads / kChunksPerUnit;
   int g = 0;
   for (int u = blockIdx.x * units_per_block + threadIdx.x / kChunksPerUnit; u < p.num_units;
        u += gridDim.x * units_per_block) {
     while (u >= p.groups[g].unit_end) ++g;
-    const Group& gr = p.groups[g];
+    const auto& gr = p.groups[g];
     const int local = u - (g ? p.groups[g - 1].unit_end : 0);
     const int steps = gr.k / kBlockK;
     const int row = local / steps, kc = local % steps;
@@ -68,6 +62,34 @@ __global__ void __launch_bounds__(kConvertThreads) convert_a(const __grid_consta
     uint4* dst = reinterpret_cast<uint4*>(gr.a16 + (int64_t)row * p.a16_pitch + kc * kBlockK);
     dst[q] = make_uint4(v[0], v[1], v[2], v[3]);
   }
+}
+
+template <int MAXG>
+__global__ void __launch_bounds__(kConvertThreads) convert_a(const __grid_constant__ Params<MAXG> p) {
+  // The workspace may still be read by the previous grid in the stream (the last GEMM). Keep the
+  // order: the GEMM may launch only once the grids before this one completed (its B producer reads B
+  // without a wait of its own).
+  ptx::griddep_wait();
+  ptx::griddep_launch_dependents();
+  zero_flags(p);
+  {
+    __shared__ alignas(128) uint8_t stage[kConvertThreads / 32][kMapBytes];
+    const int warp = threadIdx.x / 32, g = blockIdx.x * (kConvertThreads / 32) + warp;
+    if (g < p.num_groups && !p.b_param_maps) {
+      const Group& gr = p.groups[g];
+      pool::publish_map_2d(stage[warp], p.tmpl_b, p.b_maps + (size_t)g * kMapBytes, gr.b, gr.k / 2, gr.n,
+                           threadIdx.x % 32);
+    }
+  }
+  convert_units(p);
+}
+
+// Launches of up to kGroupsSmall groups (B maps in the GEMM's parameters): the same work on ConvertParams.
+__global__ void __launch_bounds__(kConvertThreads) convert_a_small(const __grid_constant__ ConvertParams p) {
+  ptx::griddep_wait();
+  ptx::griddep_launch_dependents();
+  zero_flags(p);
+  convert_units(p);
 }
 
 }  // namespace fl::sm90

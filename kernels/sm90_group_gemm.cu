@@ -220,7 +220,22 @@ int launch_chunk(const DeviceState& dev, const int64_t* buf, int G, int g0, int 
   const int64_t map_blocks = ceil_div(gc, sm90::kConvertThreads / 32);
   cfg.gridDimX = (unsigned)(blocks > map_blocks ? blocks : map_blocks);
   cfg.hStream = reinterpret_cast<CUstream>(stream);
-  FL_DRV_TRY(err, dev.drv, dev.drv.launch_kernel_ex(&cfg, st.convert_fn[which], args, nullptr));
+  if constexpr (MAXG == sm90::kGroupsSmall) {
+    // B maps in the GEMM's parameters: the conversion runs on its own small block (ConvertParams)
+    sm90::ConvertParams cp;
+    cp.num_units = p.num_units;
+    cp.num_ctas = p.num_ctas;
+    cp.a16_pitch = p.a16_pitch;
+    cp.flags = p.flags;
+    for (int i = 0; i < gc; ++i) {
+      const sm90::Group& gr = p.groups[i];
+      cp.groups[i] = {gr.a, gr.sfa, gr.a16, gr.k, gr.unit_end};
+    }
+    void* cargs[1] = {&cp};
+    FL_DRV_TRY(err, dev.drv, dev.drv.launch_kernel_ex(&cfg, st.convert_fn[which], cargs, nullptr));
+  } else {
+    FL_DRV_TRY(err, dev.drv, dev.drv.launch_kernel_ex(&cfg, st.convert_fn[which], args, nullptr));
+  }
 
   cfg = st.config;
   cfg.gridDimX = (unsigned)plan.ctas;
@@ -267,7 +282,8 @@ int sm90_init(DeviceState& dev, Error& err) {
   if (int rc = kernel_handle(reinterpret_cast<const void*>(&sm90::reduce_partials<sm90::kGroupsSmall>), 0,
                              &st.reduce_fn, err))
     return rc;
-  if (int rc = prepare_convert<sm90::kGroupsSmall>(&st.convert_fn[0], err)) return rc;
+  if (int rc = kernel_handle(reinterpret_cast<const void*>(&sm90::convert_a_small), 0, &st.convert_fn[0], err))
+    return rc;
   if (int rc = prepare_convert<sm90::kGroupsMid>(&st.convert_fn[1], err)) return rc;
   if (int rc = prepare_convert<sm90::kGroupsLarge>(&st.convert_fn[2], err)) return rc;
   if (int rc = prepare_convert<sm90::kGroupsPerLaunch>(&st.convert_fn[3], err)) return rc;

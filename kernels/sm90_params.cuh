@@ -44,4 +44,23 @@ struct Params {
   Group groups[MAXG];
 };
 
+// The A conversion's own parameters for launches of up to kGroupsSmall groups (whose B maps are GEMM
+// parameters, so the conversion writes none): only what it reads, ~0.6 KB against Params<kGroupsSmall>'s
+// ~6 KB, as a launch's parameter bytes add to its latency (tools/launch_latency.cu). The fields mean what
+// Params' and Group's of the same names mean.
+struct ConvertGroup {
+  const uint8_t* a;
+  const uint8_t* sfa;
+  __half* a16;
+  int32_t k;
+  int32_t unit_end;
+};
+struct ConvertParams {
+  int32_t num_units;
+  int32_t num_ctas;
+  int32_t a16_pitch;
+  int32_t* flags;
+  ConvertGroup groups[kGroupsSmall];
+};
+
 }  // namespace fl::sm90
