@@ -50,3 +50,17 @@ def test_sm90_k_loops_keep_descriptors_in_uniform_registers(sass):
         for width, (hgmma, n, r2ur) in inner.items():
             assert hgmma == 8 and n > hgmma, (VARIANTS[tag], width, hgmma, n)
             assert r2ur == 0, f"{VARIANTS[tag]} W={width}: {r2ur} R2UR in the K loop"
+
+
+def test_sm90_conversions_are_built_without_local_memory(sass):
+    # the A conversion: on Params for launches of 17-256 groups (it writes their B maps), on its own small
+    # parameter block (ConvertParams) for up to 16 (v90 in the notes: the call's first launch carries its
+    # parameter bytes on the call's path)
+    funcs = sass_loops.functions(sass["sm_90a"])
+    conv = {name: body for name, body in funcs.items() if "convert_a" in name}
+    tags = {"convert_a_smallENS0_13ConvertParams": "up to 16 groups", "convert_aILi64": "64",
+            "convert_aILi128": "128", "convert_aILi256": "256"}
+    found = {tag for tag in tags for name in conv if tag in name}
+    assert found == set(tags) and len(conv) == len(tags), sorted(conv)
+    for name, body in conv.items():
+        assert not re.search(r"\b(LDL|STL)\b", body), f"{name}: local memory"
