@@ -222,7 +222,7 @@ int launch_chunk(const DeviceState& dev, const int64_t* buf, int G, int g0, int 
   cfg.hStream = reinterpret_cast<CUstream>(stream);
   if constexpr (MAXG == sm90::kGroupsSmall) {
     // B maps in the GEMM's parameters: the conversion runs on its own small block (ConvertParams)
-    sm90::ConvertParams cp;
+    sm90::ConvertParams cp{};  // (groups past gc: zeros, never read)
     cp.num_units = p.num_units;
     cp.num_ctas = p.num_ctas;
     cp.a16_pitch = p.a16_pitch;

@@ -45,9 +45,10 @@ struct Params {
 };
 
 // The A conversion's own parameters for launches of up to kGroupsSmall groups (whose B maps are GEMM
-// parameters, so the conversion writes none): only what it reads, ~0.6 KB against Params<kGroupsSmall>'s
-// ~6 KB, as a launch's parameter bytes add to its latency (tools/launch_latency.cu). The fields mean what
-// Params' and Group's of the same names mean.
+// parameters, so the conversion writes none): only what it reads, 536 bytes against Params<kGroupsSmall>'s
+// 5120. The conversion is a call's first launch, and its parameter bytes lie on the call's path (v90 in
+// docs/sm90_kernel_notes.md: benchmark 4 0.4-0.7 us faster than on Params). The fields mean what Params'
+// and Group's of the same names mean.
 struct ConvertGroup {
   const uint8_t* a;
   const uint8_t* sfa;
@@ -62,5 +63,6 @@ struct ConvertParams {
   int32_t* flags;
   ConvertGroup groups[kGroupsSmall];
 };
+static_assert(sizeof(ConvertParams) < 1024, "the conversion's block stays small (its bytes cost every call)");
 
 }  // namespace fl::sm90
