@@ -1,29 +1,54 @@
 #!/usr/bin/env bash
 # On a GPU machine: builds the working tree and every tree under .ab/ (tools/ab_prepare.sh) at the
 # same time, checks each (GPU tests; AB_TESTS=0: none, AB_TESTS="worktree v17": those trees only), then
-# times each with tools/sweep_sm90.py
-# (modes: the arguments, default "auto"), one after the other, and prints one table.
-#   bash tools/ab_run.sh [mode ...]        e.g. bash tools/ab_run.sh auto cap:128
+# times each with tools/sweep_sm90.py (modes: the arguments, default "auto") on each shape set of
+# AB_SETS (default "bench"; e.g. "bench tests"), AB_ROUNDS times (default 1), the trees one after the
+# other in each round and in reverse order every other round (so no tree always runs first), and
+# prints one table per set.
+#   bash tools/ab_run.sh [mode ...]        e.g. AB_ROUNDS=3 AB_SETS="bench tests" bash tools/ab_run.sh auto
 set -u
 root=$(cd "$(dirname "$0")/.." && pwd)
 export PYTHONUNBUFFERED=1 PYTHONWARNINGS=ignore
 modes=${*:-auto}
+rounds=${AB_ROUNDS:-1}
+sets=${AB_SETS:-bench}
 trees=("$root")
 for d in "$root"/.ab/*/; do [ -d "$d" ] && trees+=("${d%/}"); done
 out=${OUT:-/tmp}
+tree_name() { [ "$1" = "$root" ] && echo worktree || basename "$1"; }
 for t in "${trees[@]}"; do
-  name=$([ "$t" = "$root" ] && echo worktree || basename "$t")
+  name=$(tree_name "$t")
   (cd "$t" && python3 setup.py build_ext --inplace > "$out/build_$name.log" 2>&1; echo "built $name: rc $? C751x $(grep -c C751 "$out/build_$name.log")") &
 done
 wait
-rows=()
 for t in "${trees[@]}"; do
-  name=$([ "$t" = "$root" ] && echo worktree || basename "$t")
+  name=$(tree_name "$t")
   if [ "${AB_TESTS:-1}" = 1 ] || [[ " ${AB_TESTS:-} " == *" $name "* ]]; then
     echo "tests $name: $(cd "$t" && PYTHONPATH="$t" timeout 300 python3 -m pytest -q -x tests/test_gpu.py -p no:cacheprovider 2>&1 | tail -1)"
   fi
-  while IFS= read -r line; do rows+=("| $name $line"); done < <(cd "$t" && PYTHONPATH="$t" timeout 300 python3 tools/sweep_sm90.py $modes 2>&1 | grep -E '^\| (auto|cap:|share:|half:|only:|cublas)')
 done
-echo "| tree | mode | variant | correct | bench 1 | bench 2 | bench 3 | bench 4 | geomean us |"
-echo "|---|---|---|---|---|---|---|---|---|"
-printf '%s\n' "${rows[@]}"
+for set in $sets; do
+  header="" rows=()
+  for ((r = 1; r <= rounds; r++)); do
+    order=("${trees[@]}")
+    if ((r % 2 == 0)); then
+      order=()
+      for ((i = ${#trees[@]} - 1; i >= 0; i--)); do order+=("${trees[i]}"); done
+    fi
+    for t in "${order[@]}"; do
+      name=$(tree_name "$t")
+      while IFS= read -r line; do
+        if [[ "$line" == "| mode |"* ]]; then header=${header:-$line}
+        elif [[ "$line" =~ ^\|\ (auto|cap:|share:|half:|only:|cublas) ]]; then rows+=("| $name r$r $line")
+        fi
+      done < <(cd "$t" && PYTHONPATH="$t" timeout 300 python3 tools/sweep_sm90.py --set "$set" $modes 2>&1)
+    done
+  done
+  echo
+  echo "set $set:"
+  if [ -n "$header" ]; then
+    echo "| tree round |${header#|}"
+    echo "|$(echo "$header" | sed 's/[^|]//g; s/|/---|/g')"
+  fi
+  printf '%s\n' "${rows[@]}"
+done
