@@ -294,3 +294,43 @@ def test_cta_balance_first_unit_steps():
     assert (ns, cyc) == (300 + mid, 500 + mid)
     assert steps == statistics.median(u[0][2] - u[0][1] for u in ctas) and steps > 0
     assert bal.first_steps(raw, 100) is None  # a plan of another SM count is not the traced one
+
+
+STUB_SWEEP = """import os, sys
+s = sys.argv[sys.argv.index("--set") + 1]
+n = 4 if s == "bench" else 2
+print("a line that is not a row")
+print("| mode | variant | correct | " + " | ".join(f"{s} {i}" for i in range(n)) + " | geomean us |")
+print("|---|---|---|" + "---|" * (n + 1))
+for m in sys.argv[sys.argv.index("--set") + 2:]:
+    tag = os.path.basename(os.getcwd())
+    print(f"| {m} | {tag} | True | " + " | ".join(str(i) for i in range(n)) + " | 1.0 |")
+"""
+
+
+def test_ab_run_rounds_and_sets(tmp_path):
+    # tools/ab_run.sh's control flow on stub trees (no GPU, no build): every tree timed on every set in
+    # every round, the order reversed every other round, one table per set with the sweep's columns
+    bash = shutil.which("bash")
+    if bash is None:
+        pytest.skip("no bash")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    trees = [tmp_path / "work", tmp_path / "work" / ".ab" / "main", tmp_path / "work" / ".ab" / "v9"]
+    for t in trees:
+        (t / "tools").mkdir(parents=True)
+        (t / "setup.py").write_text("")
+        (t / "tools" / "sweep_sm90.py").write_text(STUB_SWEEP)
+    shutil.copy(os.path.join(root, "tools", "ab_run.sh"), trees[0] / "tools" / "ab_run.sh")
+    env = dict(os.environ, AB_TESTS="0", AB_ROUNDS="2", AB_SETS="bench tests", OUT=str(tmp_path))
+    out = subprocess.run([bash, str(trees[0] / "tools" / "ab_run.sh"), "auto", "cap:128"], env=env,
+                         capture_output=True, text=True, check=True).stdout
+    tables = out.split("\nset ")[1:]
+    assert [t.split(":")[0] for t in tables] == ["bench", "tests"], out
+    for table, n in zip(tables, (4, 2)):
+        lines = table.strip().split("\n")[1:]
+        assert lines[0] == "| tree round | mode | variant | correct | " + " | ".join(
+            f"{table.split(':')[0]} {i}" for i in range(n)) + " | geomean us |", lines[0]
+        assert lines[1] == "|" + "---|" * (n + 5), lines[1]
+        rows = [r.split(" | ")[0][2:] for r in lines[2:] if r.split(" | ")[1] == "auto"]
+        assert rows == ["worktree r1", "main r1", "v9 r1", "v9 r2", "main r2", "worktree r2"], lines
+        assert len(lines) - 2 == 12  # two modes per tree and round
