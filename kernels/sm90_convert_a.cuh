@@ -31,10 +31,14 @@ namespace fl::sm90 {
 
 constexpr int kChunksPerUnit = 8;
 
-// The GEMM's partial-sum flags to zero (read by the GEMM only after its griddepcontrol.wait, i.e. after
-// this grid).
+// Both conversion kernels begin so. The workspace may still be read by the previous grid in the stream
+// (the last GEMM): wait for it. Keep the order: the GEMM may launch only once the grids before this one
+// completed (its B producer reads B without a wait of its own). Then zero the GEMM's partial-sum flags
+// (read by the GEMM only after its griddepcontrol.wait, i.e. after this grid).
 template <class P>
-__device__ __forceinline__ void zero_flags(const P& p) {
+__device__ __forceinline__ void begin_conversion(const P& p) {
+  ptx::griddep_wait();
+  ptx::griddep_launch_dependents();
   if (blockIdx.x == 0)
     for (int i = threadIdx.x; i < p.num_ctas * (int)kConsumerWarps; i += kConvertThreads) p.flags[i] = 0;
 }
@@ -64,18 +68,15 @@ __device__ __forceinline__ void convert_units(const P& p) {
   }
 }
 
+// Launches of more than kGroupsSmall groups, whose B maps it writes (they are not GEMM parameters).
 template <int MAXG>
 __global__ void __launch_bounds__(kConvertThreads) convert_a(const __grid_constant__ Params<MAXG> p) {
-  // The workspace may still be read by the previous grid in the stream (the last GEMM). Keep the
-  // order: the GEMM may launch only once the grids before this one completed (its B producer reads B
-  // without a wait of its own).
-  ptx::griddep_wait();
-  ptx::griddep_launch_dependents();
-  zero_flags(p);
+  static_assert(MAXG > kGroupsSmall, "up to kGroupsSmall groups: convert_a_small");
+  begin_conversion(p);
   {
     __shared__ alignas(128) uint8_t stage[kConvertThreads / 32][kMapBytes];
     const int warp = threadIdx.x / 32, g = blockIdx.x * (kConvertThreads / 32) + warp;
-    if (g < p.num_groups && !p.b_param_maps) {
+    if (g < p.num_groups) {
       const Group& gr = p.groups[g];
       pool::publish_map_2d(stage[warp], p.tmpl_b, p.b_maps + (size_t)g * kMapBytes, gr.b, gr.k / 2, gr.n,
                            threadIdx.x % 32);
@@ -86,9 +87,7 @@ __global__ void __launch_bounds__(kConvertThreads) convert_a(const __grid_consta
 
 // Launches of up to kGroupsSmall groups (B maps in the GEMM's parameters): the same work on ConvertParams.
 __global__ void __launch_bounds__(kConvertThreads) convert_a_small(const __grid_constant__ ConvertParams p) {
-  ptx::griddep_wait();
-  ptx::griddep_launch_dependents();
-  zero_flags(p);
+  begin_conversion(p);
   convert_units(p);
 }
 
