@@ -182,7 +182,7 @@ int launch_chunk(const DeviceState& dev, const int64_t* buf, int G, int g0, int 
     gr.width = gt.width;
     gr.width_idx = sm90::width_index(gt.width);  // a compiled width: the plan picks from kWidths
     gr.chunks = (int32_t)gt.chunks;
-    gr.tile_end = (int32_t)tiles;
+    p.tile_end[i] = (int32_t)tiles;
     gr.unit_end = (int32_t)units;
     gr.cta0 = (int32_t)red_ctas;  // (share_reduce's count: min(parts, K steps) CTAs per tile)
     if (plan.reduce)
@@ -193,7 +193,6 @@ int launch_chunk(const DeviceState& dev, const int64_t* buf, int G, int g0, int 
     const int box_rows = plan.half ? sm90::kHalfBlockN : sm90::kBlockN;
     if (int rc = b_maps(dev.drv, p.map_b, buf, G, g0, plan.order, gc, box_rows, err)) return rc;
   }
-  p.b_param_maps = MAXG <= sm90::kGroupsSmall;
   uint8_t* const tail = a16 + sm90::a16_launch_bytes(rows, kmax);
   p.b_maps = tail;
   p.flags = reinterpret_cast<int32_t*>(tail + maps_bytes(gc));

@@ -397,7 +397,8 @@ __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_con
       // The B maps come from the kernel parameters, or else from the conversion kernel: wait for it.
       // B itself is an input, complete once the conversion kernel has passed its own
       // griddepcontrol.wait (it lets this grid launch only after that).
-      if (!p.b_param_maps) ptx::griddep_wait();
+      constexpr bool kParamMaps = MAXG <= kGroupsSmall;  // map_b holds the B maps (else b_maps does)
+      if (!kParamMaps) ptx::griddep_wait();
       if (p.trace) {  // trace: the share's bounds are in registers
         asm volatile("" ::"r"(share.first_t), "r"(share.last_t), "r"(share.end_k));
         if (lane == 0) trace(p.trace, kTrBShare);
@@ -409,10 +410,10 @@ __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_con
         const Unit w = share.unit<kBN>(p, u);
         const Group& gr = p.groups[w.tile.g];
         const void* map_b =
-            p.b_param_maps ? (const void*)&p.map_b[w.tile.g] : (const void*)(p.b_maps + (size_t)w.tile.g * kMapBytes);
+            kParamMaps ? (const void*)&p.map_b[w.tile.g] : (const void*)(p.b_maps + (size_t)w.tile.g * kMapBytes);
         if (w.tile.g != cur_g) {
           cur_g = w.tile.g;
-          if (lane == 0 && !p.b_param_maps) ptx::tmap_acquire(map_b);
+          if (lane == 0 && !kParamMaps) ptx::tmap_acquire(map_b);
           if (first && lane == 0) trace(p.trace, kTrMapsReady);
           first = false;
         }

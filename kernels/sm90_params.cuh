@@ -17,12 +17,17 @@ struct Group : GroupOperands {  // a, b, sfa, sfb, c
   int32_t width;       // A rows per tile: plan.h's kWidths[width_idx]
   int32_t width_idx;
   int32_t chunks;      // tiles along M: ceil(m / width)
-  int32_t tile_end;    // exclusive end of this group's tiles in the launch's tile order
   int32_t unit_end;    // exclusive end of this group's conversion units (rows x K/64) in the launch
   int32_t cta0;        // reduced tiles: the first CTA of the group's tiles' parts (tile by tile)
 };
 
 // Params::groups is in the plan's order (LaunchPlan::order): tiles are numbered group by group.
+// A CTA's producers read their share's bounds, the groups' tile ends (to find the first tile's group)
+// and that group's fields before their first TMA, a chain of parameter loads (~0.2 us each on a call's
+// first reads). The tile ends are one aligned array (one line for up to 16 groups), not one field per
+// Group, so the walk stays on one line (v94). Reading every group's tile end at once instead of
+// walking (v95), or by the warp's lanes (v93), made that chain slower, not shorter
+// (docs/sm90_kernel_notes.md).
 template <int MAXG>
 struct Params {
   CUtensorMap map_a16[kNumWidths];  // the workspace: [rows of all groups, a16_pitch fp16], box kWidths[i] rows x 128 bytes, 128B swizzle
@@ -30,7 +35,6 @@ struct Params {
   // Launches of up to kGroupsSmall groups: each group's B map, encoded on the host (cached by B's
   // address and sizes), so the GEMM's B producer needs nothing from the conversion kernel.
   CUtensorMap map_b[MAXG <= kGroupsSmall ? MAXG : 1];
-  int32_t b_param_maps;  // 1: map_b holds the B maps; 0: the conversion writes them to b_maps
   int32_t num_groups;
   int32_t num_ctas;     // the grid
   int32_t num_units;
@@ -42,6 +46,7 @@ struct Params {
   int32_t start_tile[kMaxCtas + 1];  // CTA b: the K steps from (start_tile[b], start_k[b]) up to b + 1's (plan.h)
   int32_t start_k[kMaxCtas + 1];
   Group groups[MAXG];
+  alignas(64) int32_t tile_end[MAXG];  // group g's tiles end here (exclusive) in the launch's tile order
 };
 
 // The A conversion's own parameters for launches of up to kGroupsSmall groups (whose B maps are GEMM

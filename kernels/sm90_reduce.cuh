@@ -55,9 +55,9 @@ __global__ void __launch_bounds__(kReduceThreads, kReduceCtasPerSm)
   if (8 * per * z >= rows) return;
   // tile t's parts: consecutive CTAs, the same number for every tile of a group (share_reduce: tiles
   // with fewer K steps than the launch's parts per tile take one part per step)
-  const int tile0 = tile.g ? p.groups[tile.g - 1].tile_end : 0;
+  const int tile0 = tile.g ? p.tile_end[tile.g - 1] : 0;
   const int next0 = tile.g + 1 < p.num_groups ? p.groups[tile.g + 1].cta0 : p.num_ctas;
-  const int parts = (next0 - gr.cta0) / (gr.tile_end - tile0);
+  const int parts = (next0 - gr.cta0) / (p.tile_end[tile.g] - tile0);
   const int first = gr.cta0 + (t - tile0) * parts;
   const int slice = warp % ways, jl = warp / ways;
   const int j = per * z + jl;

@@ -21,10 +21,10 @@ struct Tile {
 // of a nearby tile).
 template <int BN, int MAXG>
 __device__ __forceinline__ Tile decode_tile(const Params<MAXG>& p, int t, int g) {
-  while (g > 0 && t < p.groups[g - 1].tile_end) --g;
-  while (t >= p.groups[g].tile_end) ++g;
+  while (g > 0 && t < p.tile_end[g - 1]) --g;
+  while (t >= p.tile_end[g]) ++g;
   const Group& gr = p.groups[g];
-  const int local = t - (g ? p.groups[g - 1].tile_end : 0);
+  const int local = t - (g ? p.tile_end[g - 1] : 0);
   Tile tile;
   tile.g = g;
   tile.m0 = (local % gr.chunks) * gr.width;
