@@ -179,8 +179,8 @@ int launch_chunk(const DeviceState& dev, const int64_t* buf, int G, int g0, int 
     gr.m = (int32_t)m;
     gr.n = (int32_t)n;
     gr.k = (int32_t)k;
-    gr.width = gt.width;
-    gr.width_idx = sm90::width_index(gt.width);  // a compiled width: the plan picks from kWidths
+    gr.width = (int16_t)gt.width;  // a compiled width (the plan picks from kWidths): fits 16 bits
+    gr.width_idx = (int16_t)sm90::width_index(gt.width);
     gr.chunks = (int32_t)gt.chunks;
     p.tile_end[i] = (int32_t)tiles;
     gr.unit_end = (int32_t)units;
