@@ -488,11 +488,10 @@ inline void cut_for_critical_path(LaunchPlan& p, bool few) {
 // start_tile/start_k, splits and est_ns (with the partial sums' costs: `few`, fewer CTAs than SMs).
 // ctas <= steps.
 inline void share_out(LaunchPlan& p, int ctas, bool whole, bool few = false) {
-  double total = 0, longest = 0;
-  for (int i = 0; i < p.groups; ++i) {
-    total += (double)(p.group[i].chunks * p.group[i].tiles_n) * p.group[i].tile_ns;
+  const double total = plan_work(p);
+  double longest = 0;
+  for (int i = 0; i < p.groups; ++i)
     if (p.group[i].tile_ns > longest) longest = p.group[i].tile_ns;
-  }
   p.start_tile[0] = 0, p.start_k[0] = 0;
   if (whole) {
     // the smallest limit (binary search) under which a greedy fill needs at most `ctas` CTAs

@@ -1,4 +1,5 @@
-// The kernel parameters of the sm_90a GEMM and its A conversion (one block for both kernels).
+// The kernel parameters of the sm_90a GEMM and its A conversion: one block for both kernels, but for
+// launches of up to kGroupsSmall groups, whose conversion takes its own small one (ConvertParams).
 #pragma once
 #include <cuda.h>
 #include <cuda_fp16.h>
@@ -52,7 +53,7 @@ struct Params {
 
 // The A conversion's own parameters for launches of up to kGroupsSmall groups (whose B maps are GEMM
 // parameters, so the conversion writes none): only what it reads, 536 bytes against Params<kGroupsSmall>'s
-// 5120. The conversion is a call's first launch, and its parameter bytes lie on the call's path (v90 in
+// ~5 KB. The conversion is a call's first launch, and its parameter bytes lie on the call's path (v90 in
 // docs/sm90_kernel_notes.md: benchmark 4 0.4-0.7 us faster than on Params). The fields mean what Params'
 // and Group's of the same names mean.
 struct ConvertGroup {
