@@ -32,6 +32,10 @@
 //   +64 off/on one more m64n64k16 per k16 step under a guard predicate (WgmmaRSIf): what a skipped
 //              wgmma costs, and N = 128 + 64 as two instructions against one N = 192 (ptxas injects a
 //              warpgroup.arrive before each guarded wgmma, C7519, as it does after a branch)
+//   mix        one kind of instruction beside the wgmma, 4 independent chains of NOPS / 4 per thread and K
+//              step on registers (fragments made once before the loop, no shared loads), the results
+//              folded into one kept register: which of the dequantisation's kinds (per step and warp ~16
+//              PRMT, 16 HMUL2, 17 LOP3, 14 IMAD, 5 SHF) costs the tensor cores their rate at N = 128
 // ptxas serialises the depth-2 loop (C7513: it does not see that three fragment sets suffice); the
 // row is kept as that measurement.
 // Each row runs twice: on zeros (B in shared memory all zero) and on random fp16 in both operands (the
@@ -131,8 +135,35 @@ __device__ __forceinline__ void make_frags(uint32_t (&f)[4][4], uint32_t x, cons
     }
 }
 
+// mix rows: the instruction kind beside the wgmma
+enum Mix { kMixNone, kMixLop3, kMixPrmt, kMixHmul2, kMixImad, kMixShf, kMixFfma };
+// + kMixOther: the mix runs on the producer warpgroup's warps 1-3 (idle in these rows: one warp per
+// scheduler partition but the first), NOPS per loop trip, until both consumer warpgroups are done; the
+// consumers only issue their wgmma. Whether the instructions cost the tensor cores from any warp of the
+// SM, or only from the warps that issue the wgmma.
+constexpr int kMixOther = 16;
+
+// NOPS instructions of kind MIX in four independent chains, from a per-step value; returns their fold.
+template <int MIX, int NOPS>
+__device__ __forceinline__ uint32_t mix_ops(uint32_t x) {
+  uint32_t c[4] = {x, x ^ 0x9E3779B9u, x + 0x7F4A7C15u, x * 3u};
+  const uint32_t k1 = x | 0x0E0E0E0Eu, k2 = 0x3C013C01u, k3 = 0x80808080u ^ x, sel = 0x2404u + (x & 1u);
+#pragma unroll
+  for (int i = 0; i < NOPS / 4; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      if constexpr (MIX == kMixLop3) asm("lop3.b32 %0, %0, %1, %2, 0xf8;" : "+r"(c[j]) : "r"(k1), "r"(k3));
+      if constexpr (MIX == kMixPrmt) asm("prmt.b32 %0, %0, %1, %2;" : "+r"(c[j]) : "r"(k1), "r"(sel + j));
+      if constexpr (MIX == kMixHmul2) asm("mul.rn.f16x2 %0, %0, %1;" : "+r"(c[j]) : "r"(k2));
+      if constexpr (MIX == kMixImad) asm("mad.lo.u32 %0, %0, %1, %2;" : "+r"(c[j]) : "r"(k1), "r"(k3));
+      if constexpr (MIX == kMixShf) asm("shf.l.wrap.b32 %0, %0, %1, %2;" : "+r"(c[j]) : "r"(k3), "r"(sel + j));
+      if constexpr (MIX == kMixFfma) asm("fma.rn.f32 %0, %0, %1, %2;" : "+r"(c[j]) : "r"(k2), "r"(k1));
+    }
+  return c[0] ^ c[1] ^ c[2] ^ c[3];
+}
+
 template <int N, int WGS, int DEPTH, int MB, Form FORM, bool RING, int ALU, bool GUARD, bool EARLY, Loads LOADS,
-          bool BESIDE>
+          bool BESIDE, int MIX, int NOPS>
 __global__ void __launch_bounds__(128 * (WGS + 1), 1) rate(uint32_t guard_on, Data data, float* sink, unsigned long long* cycles,
                                                            const uint8_t* abuf, const uint8_t* bbuf,
                                                            const __grid_constant__ CUtensorMap map_a,
@@ -145,6 +176,9 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1) rate(uint32_t guard_on, Da
   static_assert(!EARLY || (DEPTH == 2 && FORM == kRS && MB == 1 && !GUARD && RING), "early: three sets, wait(1)");
   static_assert(ALU < 2 || (WGS <= 2 && !EARLY), "alu 2: the B stage's 128 rows, two warpgroups of 64");
   static_assert(!BESIDE || (ALU == 2 && MB == 1), "beside: the GEMM's dequantisation, one block");
+  static_assert(MIX == kMixNone || (ALU == 0 && !BESIDE && FORM == kRS && MB == 1 && !GUARD && !EARLY && RING &&
+                                    LOADS == kNoLoads),
+                "mix: the GEMM's form and sync, fragments made once");
   constexpr int kRegs = WGS == 2 ? 232 : 152;  // 128 x 40 + WGS x 128 x kRegs <= 65536
   extern __shared__ __align__(1024) uint8_t smem[];
   const Layout L{ptx::smem_u32(smem), N, WGS, FORM};
@@ -158,6 +192,7 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1) rate(uint32_t guard_on, Da
     else if (i >= kQWord && data.fill) v = i * 0x9E3779B1u ^ blockIdx.x;
     reinterpret_cast<uint32_t*>(smem)[i] = v;
   }
+  if (threadIdx.x == 0) *reinterpret_cast<volatile uint32_t*>(smem + 512) = 0;  // mix on other warps: consumers done
   __syncthreads();
   if (threadIdx.x == 0) {
     for (int s = 0; s < kRing; ++s) {
@@ -170,6 +205,16 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1) rate(uint32_t guard_on, Da
   __syncthreads();
   if (wg == WGS) {  // producer warpgroup
     ptx::setmaxnreg_dec<40>();
+    if constexpr (MIX >= kMixOther) {
+      if (threadIdx.x / 32 % 4 != 0) {  // warps 1-3: the mix, loop trips counted, until the consumers are done
+        const volatile uint32_t* done = reinterpret_cast<const volatile uint32_t*>(smem + 512);
+        uint32_t trips = 0, fold = 0;
+        while (*done < (uint32_t)WGS) fold ^= mix_ops<MIX - kMixOther, NOPS>(threadIdx.x * 0x9E3779B9u ^ trips++);
+        sink[blockIdx.x * blockDim.x + threadIdx.x] = (float)(fold & 1u);
+        if (threadIdx.x % 128 == 32) cycles[3 * gridDim.x + blockIdx.x] = trips;
+        return;
+      }
+    }
     if constexpr (kTma) {
       // tma rows: thread 128 WGS loads A (and B with one producer), thread 128 WGS + 32 B (two)
       const bool a_thread = threadIdx.x == 128 * WGS, b_thread = kTwo ? threadIdx.x == 128 * WGS + 32 : a_thread;
@@ -226,7 +271,7 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1) rate(uint32_t guard_on, Da
   uint32_t f[DEPTH + 1][4][4], f2[MB == 2 ? DEPTH + 1 : 1][4][4];
   const uint32_t seed = threadIdx.x * 0x9E3779B9u;
   uint32_t keep = 0;  // beside: every dequantised fragment folded in
-  if constexpr (BESIDE && FORM == kRS)
+  if constexpr ((BESIDE && FORM == kRS) || MIX != kMixNone)
 #pragma unroll
     for (int j = 0; j <= DEPTH; ++j) make_frags<0>(f[j], seed ^ (uint32_t)j, data);
   constexpr uint32_t kDescHi = (uint32_t)(ptx::smem_desc_swizzle128(0, 8 * kRowBytes) >> 32);
@@ -288,6 +333,10 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1) rate(uint32_t guard_on, Da
           const int r0 = 64 * wg + 16 * (threadIdx.x / 32 % 4) + lane / 4;
           sm90::dequant_b<false>(f[j], L.q_stage(k % kRing, 0), r0, lane % 4, 0);
           if constexpr (MB == 2) sm90::dequant_b<false>(f2[j], L.q_stage(k % kRing, 1), r0, lane % 4, 0);
+        } else if constexpr (MIX != kMixNone && MIX < kMixOther) {
+          keep ^= mix_ops<MIX, NOPS>(seed ^ (uint32_t)k);
+        } else if constexpr (MIX >= kMixOther) {
+          // fragments made once; the mix runs on other warps
         } else {
           if constexpr (FORM == kRS) make_frags<ALU>(f[j], seed ^ (uint32_t)k, data);
           if constexpr (MB == 2) make_frags<ALU>(f2[j], ~seed ^ (uint32_t)k, data);
@@ -313,6 +362,8 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1) rate(uint32_t guard_on, Da
   sum += (float)(keep & 1u);
   sink[blockIdx.x * blockDim.x + threadIdx.x] = sum;
   if (threadIdx.x % 128 == 0) cycles[blockIdx.x * WGS + wg] = t1 - t0;
+  if constexpr (MIX >= kMixOther)
+    if (threadIdx.x % 128 == 0) atomicAdd(reinterpret_cast<uint32_t*>(smem + 512), 1u);
 }
 
 struct Config {
@@ -321,6 +372,7 @@ struct Config {
   int n, wgs, mb, smem;
   bool guard, guard_on, loads;
   Loads kind;
+  int other_nops;  // mix on other warps: instructions per loop trip (0: none)
 };
 
 // The load rows' buffers, "random": bytes of at most 0x3B (no fp16 or E4M3 NaN or infinity).
@@ -330,10 +382,10 @@ __global__ void fill_random(uint32_t* p, size_t words, uint32_t seed) {
 }
 
 template <int N, int WGS, int DEPTH, int MB, Form FORM, bool RING, int ALU, bool GUARD, bool EARLY = false,
-          Loads LOADS = kNoLoads, bool BESIDE = false>
+          Loads LOADS = kNoLoads, bool BESIDE = false, int MIX = kMixNone, int NOPS = 0>
 Config make(const char* name, bool guard_on = false) {
-  return Config{name, (const void*)rate<N, WGS, DEPTH, MB, FORM, RING, ALU, GUARD, EARLY, LOADS, BESIDE>, N, WGS, MB,
-                smem_bytes(N, WGS, FORM, ALU), GUARD, guard_on, LOADS != kNoLoads, LOADS};
+  return Config{name, (const void*)rate<N, WGS, DEPTH, MB, FORM, RING, ALU, GUARD, EARLY, LOADS, BESIDE, MIX, NOPS>, N, WGS, MB,
+                smem_bytes(N, WGS, FORM, ALU), GUARD, guard_on, LOADS != kNoLoads, LOADS, MIX >= kMixOther ? NOPS : 0};
 }
 
 }  // namespace
@@ -387,6 +439,21 @@ int main(int argc, char** argv) {
       make<128, 2, 1, 2, kRS, true, 2, false, false, kTmaL2>("RS N=128, alu 2, 2 m-blocks, tma from L2"),
       make<128, 2, 1, 2, kRS, true, 2, false, false, kTmaDram>("RS N=128, alu 2, 2 m-blocks, tma B from DRAM"),
       make<128, 2, 1, 2, kRS, true, 2, false, false, kTmaDram2>("RS N=128, alu 2, 2 m-blocks, tma, 2 producers"),
+      make<128, 2, 1, 1, kRS, true, 0, false, false, kNoLoads, false, kMixLop3, 0>("RS N=128, mix none (fixed frags)"),
+      make<128, 2, 1, 1, kRS, true, 0, false, false, kNoLoads, false, kMixLop3, 32>("RS N=128, mix 32 LOP3"),
+      make<128, 2, 1, 1, kRS, true, 0, false, false, kNoLoads, false, kMixLop3, 64>("RS N=128, mix 64 LOP3"),
+      make<128, 2, 1, 1, kRS, true, 0, false, false, kNoLoads, false, kMixPrmt, 64>("RS N=128, mix 64 PRMT"),
+      make<128, 2, 1, 1, kRS, true, 0, false, false, kNoLoads, false, kMixHmul2, 32>("RS N=128, mix 32 HMUL2"),
+      make<128, 2, 1, 1, kRS, true, 0, false, false, kNoLoads, false, kMixHmul2, 64>("RS N=128, mix 64 HMUL2"),
+      make<128, 2, 1, 1, kRS, true, 0, false, false, kNoLoads, false, kMixImad, 64>("RS N=128, mix 64 IMAD"),
+      make<128, 2, 1, 1, kRS, true, 0, false, false, kNoLoads, false, kMixShf, 64>("RS N=128, mix 64 SHF"),
+      make<128, 2, 1, 1, kRS, true, 0, false, false, kNoLoads, false, kMixFfma, 64>("RS N=128, mix 64 FFMA"),
+      make<128, 2, 1, 1, kRS, true, 0, false, false, kNoLoads, false, kMixLop3, 128>("RS N=128, mix 128 LOP3"),
+      make<192, 2, 1, 1, kRS, true, 0, false, false, kNoLoads, false, kMixLop3, 128>("RS N=192, mix 128 LOP3"),
+      make<128, 2, 1, 1, kRS, true, 0, false, false, kNoLoads, false, kMixOther + kMixLop3, 0>("RS N=128, mix other: spin only"),
+      make<128, 2, 1, 1, kRS, true, 0, false, false, kNoLoads, false, kMixOther + kMixLop3, 64>("RS N=128, mix other: LOP3"),
+      make<128, 2, 1, 1, kRS, true, 0, false, false, kNoLoads, false, kMixOther + kMixHmul2, 64>("RS N=128, mix other: HMUL2"),
+      make<128, 2, 1, 1, kRS, true, 0, false, false, kNoLoads, false, kMixOther + kMixPrmt, 64>("RS N=128, mix other: PRMT"),
   };
   std::setvbuf(stdout, nullptr, _IONBF, 0);
   int sms = 0, dev = 0;
@@ -468,6 +535,12 @@ int main(int argc, char** argv) {
       const double per_clk = flop_sm / clk;
       std::printf(" | %8.0f %5.1f%% %7.0f %7.1f %5.2f", per_clk, 100.0 * per_clk / 4096.0, clk / kSteps,
                   flop_sm * sms / (best_ms * 1e-3) / 1e12, clk / (best_ms * 1e6));
+      if (c.other_nops) {  // the other warps' instructions per consumer K step, per warp (median over the grid)
+        std::vector<unsigned long long> t(sms);
+        CHECK(cudaMemcpy(t.data(), cyc + 3 * sms, t.size() * sizeof(t[0]), cudaMemcpyDeviceToHost));
+        std::sort(t.begin(), t.end());
+        std::printf(" [other warps: %.0f per K step]", (double)t[t.size() / 2] * c.other_nops / kSteps);
+      }
     }
     std::printf("\n");
   }
