@@ -525,8 +525,10 @@ inline void share_out(LaunchPlan& p, int ctas, bool whole, bool few = false) {
       if (at <= prev) at = prev + 1;
       if (at > last) at = last;
       prev = at;
-      // global step -> (tile, k): the cut lies in this group or a later one
-      StepWalk v = w;
+      // global step -> (tile, k). The cut may lie before the target's group (`at` held back to leave a
+      // step for each later CTA: in a last group of short tiles it falls into the group before), so the
+      // walk starts from the first group.
+      StepWalk v(p);
       while (at >= v.step0 + v.tiles() * v.kst() && v.next()) {
       }
       p.start_tile[b] = (int32_t)(v.tile0 + (at - v.step0) / v.kst());

@@ -255,6 +255,25 @@ def tile_cost(steps, w, rows=128):
     return steps * step_cost(w) + epilogue_cost(w)
 
 
+@pytest.mark.parametrize("parts", [2, 3])
+def test_split_shares_stay_in_order_when_the_last_group_is_short(parts):
+    # split:S (FASTLAUNCH_SM90_SHARE=split:S) on launches whose last group (in launch order: cheapest tiles
+    # last) has one-step tiles: a cut held back so that each later CTA keeps a step falls before that
+    # group, into the last tile of the group before, and must be placed there (it once came out as a
+    # start behind the previous one: CTAs with overlapping or negative shares).
+    plan = fastlaunch._C.plan
+    for sizes in ([(196, 2066, 320), (339, 204, 64)], [(36, 85, 192), (332, 2853, 64), (48, 2305, 448), (231, 2075, 256)],
+                  [(304, 2444, 64), (93, 2035, 1280)], [(388, 2853, 64), (127, 710, 1792), (475, 546, 128)]):
+        groups, starts, _, rows, red = plan(sizes, 132, 2, 0, parts)
+        assert rows == 128 and not red
+        order = sorted(range(len(sizes)), key=lambda g: groups[g][3])
+        tile_steps = [sizes[g][2] // 64 for g in order for _ in range(groups[g][1] * groups[g][2])]
+        assert starts[0] == (0, 0) and starts[-1] == (len(tile_steps), 0)
+        assert all(a < b for a, b in zip(starts, starts[1:]))  # every share non-empty, in order
+        assert all(k < tile_steps[t] for t, k in starts[:-1])
+        assert len(starts) - 1 == min(132, parts * len(tile_steps), sum(tile_steps))
+
+
 def test_plan_widths_chunks_and_order():
     plan = fastlaunch._C.plan
     widths = fastlaunch._C.tile_widths  # compiled (plan.h kWidths)
