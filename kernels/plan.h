@@ -505,7 +505,10 @@ inline void share_out(LaunchPlan& p, int ctas, bool whole, bool few = false) {
     }
     ctas = fill_whole(p, ctas, lo, true);
   } else {
-    StepWalk w(p);
+    // w: at the target's group; v: at the cut's, which may trail w (a cut held back to leave a step for
+    // each later CTA falls, in a last group of short tiles, into the group before). Cuts only grow, so
+    // both walks only move on.
+    StepWalk w(p), v(p);
     int64_t prev = 0;  // the previous cut as a global step
     for (int b = 1; b < ctas; ++b) {
       const double target = total * b / ctas;
@@ -525,10 +528,7 @@ inline void share_out(LaunchPlan& p, int ctas, bool whole, bool few = false) {
       if (at <= prev) at = prev + 1;
       if (at > last) at = last;
       prev = at;
-      // global step -> (tile, k). The cut may lie before the target's group (`at` held back to leave a
-      // step for each later CTA: in a last group of short tiles it falls into the group before), so the
-      // walk starts from the first group.
-      StepWalk v(p);
+      // global step -> (tile, k)
       while (at >= v.step0 + v.tiles() * v.kst() && v.next()) {
       }
       p.start_tile[b] = (int32_t)(v.tile0 + (at - v.step0) / v.kst());
