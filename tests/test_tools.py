@@ -5,6 +5,7 @@ import re
 import shutil
 import statistics
 import subprocess
+import sys
 
 import pytest
 
@@ -334,3 +335,24 @@ def test_ab_run_rounds_and_sets(tmp_path):
         rows = [r.split(" | ")[0][2:] for r in lines[2:] if r.split(" | ")[1] == "auto"]
         assert rows == ["worktree r1", "main r1", "v9 r1", "v9 r2", "main r2", "worktree r2"], lines
         assert len(lines) - 2 == 12  # two modes per tree and round
+
+
+def test_stress_settings_parse_and_name():
+    stress = load_tool("stress_sm90")
+    for text, want in [("128:whole:1", ("128", "whole", "1")), ("_:split:2:_", ("", "split:2", "")),
+                       ("_:_:1", ("", "", "1")), ("128:reduce:3:_", ("128", "reduce:3", ""))]:
+        assert stress.parse(text) == want
+        assert stress.name(*want) == text
+    with pytest.raises(SystemExit, match="expected cap:share:half"):
+        stress.parse("128")
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="checks the report of a child that cannot run")
+def test_stress_reports_a_failed_child_as_a_failure():
+    # With no GPU the child process fails: the tool must say so and exit 1, not report a clean run.
+    tool = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools", "stress_sm90.py")
+    out = subprocess.run([sys.executable, tool, "--reps", "1", "--only", "128:whole:1"], capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 1, out.stdout[-2000:] + out.stderr[-2000:]
+    assert "| 128:whole:1 | 0 | 0 | 0 |" in out.stdout
+    assert "0 calls checked" in out.stdout and "1 settings with a nonzero exit" in out.stdout

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # One call on a GPU machine: build, inspect SASS, then the named steps (default: all).
-#   tools/gpu_check.sh [diag] [tests] [main] [bench] [extra] [fixed] [launch] [eval] [sweep]
+#   tools/gpu_check.sh [diag] [tests] [stress] [main] [bench] [extra] [fixed] [launch] [eval] [sweep]
 # (extra: bench_kernels on the task's test shapes and 8 random shapes, against cuBLAS; fixed: where a
-# small call's time goes, tools/fixed_cost.py and tools/launch_latency.cu)
+# small call's time goes, tools/fixed_cost.py and tools/launch_latency.cu; stress: every forced kind of
+# plan repeated on fresh data, tools/stress_sm90.py, STRESS_REPS times each, default 20)
 # JSON and PNG results go to $OUT (default ./out), logs (build, SASS, each step's output) to $LOGS
 # (default: $OUT too). Uses the machine's own python3 and torch.
 set -u -o pipefail  # a step fails when its command does, not only its tee
@@ -33,6 +34,7 @@ for s in $steps; do
   case $s in
     diag) timeout 300 $PY tools/diag_sm90.py 2>&1 | tee "$LOGS/diag.log" || rc=1 ;;
     tests) timeout 900 $PY -m pytest -q --maxfail=5 -rf tests -p no:cacheprovider 2>&1 | tail -40 | tee "$LOGS/tests.log" || rc=1 ;;
+    stress) timeout 900 $PY tools/stress_sm90.py --reps "${STRESS_REPS:-20}" 2>&1 | tail -40 | tee "$LOGS/stress.log" || rc=1 ;;
     main) timeout 600 $PY -m fastlaunch --json "$OUT/main.json" 2>&1 | tee "$LOGS/main.log" || rc=1 ;;
     bench) [ -f tools/bench_kernels.py ] && { timeout 900 $PY tools/bench_kernels.py --json "$OUT/bench_kernels.json" --png "$OUT/bench_kernels.png" 2>&1 | tee "$LOGS/bench.log" || rc=1; } ;;
     extra) timeout 900 $PY tools/bench_kernels.py --only --tests --random 8 --json "$OUT/bench_extra.json" 2>&1 | tee "$LOGS/extra.log" || rc=1 ;;

@@ -1,0 +1,119 @@
+"""Repeats the sm90 GEMM under every forced kind of plan to catch what a single pass of the GPU tests
+may miss: a launch that never completes (a hang) or a wrong element that shows only now and then.
+
+For each setting (the environment test_gpu.py's test_every_width_cap_and_share forces: width cap, share
+kind, half tiles) a new process (settings are read at set-up) runs the test's cases `--reps` times, each
+call on fresh random data with its output poisoned, and checks it against the fp32 reference. A call
+that has not completed `--hang` seconds after its launch is reported as a hang with its setting, case and
+repetition, and the process exits (a GPU grid that never ends cannot be recovered in-process).
+
+  python tools/stress_sm90.py [--reps 20] [--hang 10] [--only 128:whole:1 _:split:2:_ ...]
+
+The last lines are a table: setting, calls, wrong outputs, hangs, seconds; the exit status is 1 if any
+call was wrong or hung.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+
+CHILD = r"""
+import faulthandler, json, os, sys, time, torch, fastlaunch
+from fastlaunch import reference as R
+seed, reps, hang = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
+cases = json.loads(sys.argv[4])
+calls = wrong = 0
+for rep in range(reps):
+    for ci, (g, ms, ns, ks) in enumerate(cases):
+        d = R.generate_input(ms, ns, ks, g, seed, device="cuda")
+        seed += 1
+        ref = R.ref_kernel(R.clone_outputs(d))
+        R.poison(d)
+        torch.cuda.synchronize()
+        faulthandler.dump_traceback_later(3 * hang, exit=True)  # a host-side hang: where it stopped
+        out = fastlaunch.fast_launch(d)
+        done = torch.cuda.Event()
+        done.record()
+        t0 = time.time()
+        while not done.query():
+            if time.time() - t0 > hang:
+                print(f"HANG case {ci} rep {rep} after {calls} calls", flush=True)
+                os._exit(3)
+            time.sleep(0.0002)
+        faulthandler.cancel_dump_traceback_later()
+        ok, msg = R.check(out, ref)
+        calls += 1
+        if not ok:
+            wrong += 1
+            print(f"WRONG case {ci} rep {rep}: {msg[:300]}", flush=True)
+print(f"RESULT {calls} {wrong}", flush=True)
+"""
+
+
+def parse(text):
+    """cap:share:half (share may hold a colon, as split:2), _ for none."""
+    parts = ["" if x == "_" else x for x in text.split(":")]
+    if len(parts) < 3:
+        raise SystemExit(f"--only {text!r}: expected cap:share:half, e.g. 128:whole:1 or _:split:2:_")
+    return parts[0], ":".join(parts[1:-1]), parts[-1]
+
+
+def name(cap, share, half):
+    return f"{cap or '_'}:{share or '_'}:{half or '_'}"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--hang", type=float, default=10.0, help="seconds after which a call counts as hung")
+    ap.add_argument("--only", nargs="*", default=None, help="settings as cap:share:half, _ for none, e.g. 128:whole:1 _:split:2:_")
+    args = ap.parse_args()
+    # the test's cases and settings (cap, share, half), so that both stay one list
+    from test_gpu import EVERY_SHAPE_CASES, test_every_width_cap_and_share
+
+    every = [m for m in test_every_width_cap_and_share.pytestmark if m.name == "parametrize"][0].args[1]
+    settings = every if not args.only else [parse(s) for s in args.only]
+    rows = []
+    for cap, share, half in settings:
+        env = dict(os.environ, PYTHONPATH=ROOT)
+        for key, val in (("FASTLAUNCH_SM90_WCAP", cap), ("FASTLAUNCH_SM90_SHARE", share), ("FASTLAUNCH_SM90_HALF", half)):
+            env.pop(key, None)
+            if val:
+                env[key] = val
+        seed = int.from_bytes(os.urandom(4), "little") % (1 << 30)
+        t0 = time.time()
+        try:
+            out = subprocess.run([sys.executable, "-c", CHILD, str(seed), str(args.reps), str(args.hang),
+                                  json.dumps(EVERY_SHAPE_CASES)], env=env, capture_output=True, text=True,
+                                 timeout=120 + args.reps * 20)
+            text, rc = out.stdout + out.stderr, out.returncode
+        except subprocess.TimeoutExpired as e:
+            text, rc = f"TIMEOUT (host side) {e.stdout or ''}", -1
+        secs = time.time() - t0
+        calls = wrong = 0
+        for line in text.splitlines():
+            if line.startswith("RESULT"):
+                calls, wrong = map(int, line.split()[1:])
+        hung = [line for line in text.splitlines() if line.startswith(("HANG", "TIMEOUT"))]
+        if hung or rc != 0 or wrong:
+            print(f"setting {name(cap, share, half)} seed {seed} rc {rc}:\n{text[-2000:]}", flush=True)
+        for line in hung:  # the calls checked before the hang
+            if " after " in line:
+                calls = int(line.split(" after ")[1].split()[0])
+        rows.append((name(cap, share, half), calls, wrong, len(hung), secs, rc))
+    print("| setting | calls | wrong | hangs | s | rc |\n|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r[0]} | {r[1]} | {r[2]} | {r[3]} | {r[4]:.0f} | {r[5]} |")
+    print(f"total: {sum(r[1] for r in rows)} calls checked, {sum(r[2] for r in rows)} wrong, "
+          f"{sum(r[3] for r in rows)} hangs, {sum(1 for r in rows if r[5] != 0)} settings with a nonzero exit")
+    return 1 if any(r[2] or r[3] or r[5] for r in rows) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
