@@ -12,7 +12,7 @@ LOGS=${LOGS:-$OUT}
 mkdir -p "$OUT" "$LOGS"
 export PYTHONUNBUFFERED=1 PYTHONWARNINGS=ignore PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 PY=${PYTHON:-python3}
-steps=${*:-diag tests main bench launch}
+steps=${*:-diag tests stress main bench launch}
 
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv,noheader || true
 $PY -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"

@@ -2,12 +2,14 @@
 may miss: a launch that never completes (a hang) or a wrong element that shows only now and then.
 
 For each setting (the environment test_gpu.py's test_every_width_cap_and_share forces: width cap, share
-kind, half tiles) a new process (settings are read at set-up) runs the test's cases `--reps` times, each
-call on fresh random data with its output poisoned, and checks it against the fp32 reference. A call
-that has not completed `--hang` seconds after its launch is reported as a hang with its setting, case and
+kind, half tiles; _:_:_ is the planner's own choice) a new process (settings are read at set-up) runs
+the test's cases (or, with --cases, the task's test or benchmark shapes) `--reps` times, each call on
+fresh random data with its output poisoned, and checks it against the fp32 reference. A call that has
+not completed `--hang` seconds after its launch is reported as a hang with its setting, case and
 repetition, and the process exits (a GPU grid that never ends cannot be recovered in-process).
 
-  python tools/stress_sm90.py [--reps 20] [--hang 10] [--only 128:whole:1 _:split:2:_ ...]
+  python tools/stress_sm90.py [--reps 20] [--hang 10] [--cases every|tests|bench|all]
+                              [--only 128:whole:1 _:split:2:_ ...]
 
 The last lines are a table: setting, calls, wrong outputs, hangs, seconds; the exit status is 1 if any
 call was wrong or hung.
@@ -72,10 +74,16 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--hang", type=float, default=10.0, help="seconds after which a call counts as hung")
+    ap.add_argument("--cases", choices=["every", "tests", "bench", "all"], default="every",
+                    help="the test's cases (default), the task's test shapes, the benchmark shapes, or all three")
     ap.add_argument("--only", nargs="*", default=None, help="settings as cap:share:half, _ for none, e.g. 128:whole:1 _:split:2:_")
     args = ap.parse_args()
     # the test's cases and settings (cap, share, half), so that both stay one list
     from test_gpu import EVERY_SHAPE_CASES, test_every_width_cap_and_share
+    from fastlaunch.shapes import BENCH_SHAPES, TEST_SHAPES
+
+    cases = {"every": EVERY_SHAPE_CASES, "tests": list(TEST_SHAPES), "bench": list(BENCH_SHAPES),
+             "all": EVERY_SHAPE_CASES + list(TEST_SHAPES) + list(BENCH_SHAPES)}[args.cases]
 
     every = [m for m in test_every_width_cap_and_share.pytestmark if m.name == "parametrize"][0].args[1]
     settings = every if not args.only else [parse(s) for s in args.only]
@@ -90,7 +98,7 @@ def main():
         t0 = time.time()
         try:
             out = subprocess.run([sys.executable, "-c", CHILD, str(seed), str(args.reps), str(args.hang),
-                                  json.dumps(EVERY_SHAPE_CASES)], env=env, capture_output=True, text=True,
+                                  json.dumps(cases)], env=env, capture_output=True, text=True,
                                  timeout=120 + args.reps * 20)
             text, rc = out.stdout + out.stderr, out.returncode
         except subprocess.TimeoutExpired as e:
