@@ -356,3 +356,22 @@ def test_stress_reports_a_failed_child_as_a_failure():
     assert out.returncode == 1, out.stdout[-2000:] + out.stderr[-2000:]
     assert "| 128:whole:1 | 0 | 0 | 0 |" in out.stdout
     assert "0 calls checked" in out.stdout and "1 settings with a nonzero exit" in out.stdout
+
+
+def test_stress_hang_report_groups_ctas_by_the_points_they_reached():
+    stress = load_tool("stress_sm90")
+    assert stress.plan_args("128", "split:3", "") == (2, 128, 3, 0)
+    assert stress.plan_args("", "reduce", "0") == (3, 0, 0, 2) and stress.plan_args("", "", "1") == (0, 0, 0, 1)
+    case = (2, [300, 40], [8192, 4096], [256, 128])  # test_gpu's case with more tiles than SMs
+    _groups, starts, _est, rows, _red = fastlaunch._C.plan(list(zip(*case[1:])), 132, 0, 0, 0, 1)
+    ctas = len(starts) - 1
+    assert rows == 64 and ctas > 8
+    everything = list(range(10)) + [10, 11]
+    stuck = random.randrange(ctas)
+    reached = {str(b): everything for b in range(ctas) if b != stuck}
+    reached[str(stuck)] = [0, 1, 3, 10, 11]  # the B producer's points only: its consumers never saw a stage
+    lines = stress.hang_report({"case": 2, "sm_count": 132, "reached": reached}, case, ("", "", "1"))
+    text = "\n".join(lines)
+    assert f"1 CTAs reached entry, init, maps, b_share, b_first_tma; not gridwait, first_tma, first_full" in text
+    assert f"    CTA {stuck}: steps from {tuple(starts[stuck])} to {tuple(starts[stuck + 1])}" in text
+    assert f"{ctas - 1} CTAs reached entry, init, gridwait, maps" in text and "not -:" in text

@@ -6,9 +6,12 @@ kind, half tiles; _:_:_ is the planner's own choice) a new process (settings are
 the test's cases (or, with --cases, the task's test or benchmark shapes) `--reps` times, each call on
 fresh random data with its output poisoned, and checks it against the fp32 reference. A call that has
 not completed `--hang` seconds after its launch is reported as a hang with its setting, case and
-repetition, and the process exits (a GPU grid that never ends cannot be recovered in-process).
+repetition, and the process exits (a GPU grid that never ends cannot be recovered in-process). With
+--trace the GEMM writes its per-CTA trace points (FASTLAUNCH_SM90_TRACE) to pinned host memory, and a hang
+is reported with the CTAs grouped by the points they reached and the shares of the fewer (the trace
+changes the kernel's timing a little).
 
-  python tools/stress_sm90.py [--reps 20] [--hang 10] [--cases every|tests|bench|all]
+  python tools/stress_sm90.py [--reps 20] [--hang 10] [--cases every|tests|bench|all] [--trace]
                               [--only 128:whole:1 _:split:2:_ ...]
 
 The last lines are a table: setting, calls, wrong outputs, hangs, seconds; the exit status is 1 if any
@@ -26,10 +29,15 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 
 CHILD = r"""
-import faulthandler, json, os, sys, time, torch, fastlaunch
-from fastlaunch import reference as R
-seed, reps, hang = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
+import faulthandler, json, os, sys, time, torch
+seed, reps, hang, trace_on = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3]), sys.argv[5] == "1"
 cases = json.loads(sys.argv[4])
+if trace_on:  # the GEMM's trace points in pinned host memory: readable while a grid hangs
+    tr = torch.zeros(1024 * 16 * 2, dtype=torch.int64).pin_memory()
+    os.environ["FASTLAUNCH_SM90_TRACE"] = str(tr.data_ptr())
+import fastlaunch
+from fastlaunch import reference as R
+sms = torch.cuda.get_device_properties(0).multi_processor_count
 calls = wrong = 0
 for rep in range(reps):
     for ci, (g, ms, ns, ks) in enumerate(cases):
@@ -38,6 +46,8 @@ for rep in range(reps):
         ref = R.ref_kernel(R.clone_outputs(d))
         R.poison(d)
         torch.cuda.synchronize()
+        if trace_on:
+            tr.zero_()
         faulthandler.dump_traceback_later(3 * hang, exit=True)  # a host-side hang: where it stopped
         out = fastlaunch.fast_launch(d)
         done = torch.cuda.Event()
@@ -46,6 +56,10 @@ for rep in range(reps):
         while not done.query():
             if time.time() - t0 > hang:
                 print(f"HANG case {ci} rep {rep} after {calls} calls", flush=True)
+                if trace_on:
+                    t = tr.view(1024, 16, 2)[:, :, 0].tolist()
+                    reached = {b: [e for e in range(15) if t[b][e]] for b in range(1024) if t[b][0]}
+                    print("TRACE " + json.dumps({"case": ci, "sm_count": sms, "reached": reached}), flush=True)
                 os._exit(3)
             time.sleep(0.0002)
         faulthandler.cancel_dump_traceback_later()
@@ -70,12 +84,54 @@ def name(cap, share, half):
     return f"{cap or '_'}:{share or '_'}:{half or '_'}"
 
 
+# the GEMM's trace events (kernels/sm90_trace.cuh), in order
+EVENTS = ["entry", "init", "gridwait", "maps", "first_tma", "first_full", "first_mainloop", "first_epilogue",
+          "consumer_done", "exit", "b_share", "b_first_tma"]
+
+
+def plan_args(cap, share, half):
+    """fastlaunch._C.plan's (share, cap, parts, half) for a setting's environment (plan.h PlanForce)."""
+    kind, _, parts = share.partition(":")
+    code = {"": 0, "whole": 1, "split": 2, "reduce": 3}[kind]
+    return code, int(cap or 0), int(parts or 0), {"": 0, "1": 1, "0": 2}[half]
+
+
+def hang_report(traced, case, setting, plan=None):
+    """Lines on a hung call's trace: the CTAs grouped by the trace points they reached, and the share of
+    each CTA in the smaller groups. traced: the child's TRACE record; case: (g, ms, ns, ks); plan: a
+    stand-in for fastlaunch._C.plan (tests)."""
+    if plan is None:
+        import fastlaunch
+
+        plan = fastlaunch._C.plan
+    g, ms, ns, ks = case
+    share, cap, parts, half = plan_args(*setting)
+    groups, starts, _est, rows, _reduce = plan(list(zip(ms, ns, ks)), traced["sm_count"], share, cap, parts, half)
+    ctas = len(starts) - 1
+    reached = {int(b): tuple(e) for b, e in traced["reached"].items()}
+    by_sig = {}
+    for b in range(ctas):
+        by_sig.setdefault(reached.get(b, ()), []).append(b)
+    lines = [f"hung call: {ctas} CTAs, tiles of {rows} B rows; groups (width, chunks, tiles_n, rank): {groups}"]
+    for sig, bs in sorted(by_sig.items(), key=lambda kv: len(kv[1])):
+        last = [EVENTS[e] for e in sig if e < len(EVENTS)]
+        missing = [EVENTS[e] for e in range(len(EVENTS)) if e not in sig]
+        lines.append(f"  {len(bs)} CTAs reached {', '.join(last) or 'nothing'}; not {', '.join(missing) or '-'}: "
+                     f"{bs[:16]}{' ...' if len(bs) > 16 else ''}")
+        if len(bs) <= ctas // 2:
+            for b in bs[:8]:
+                lines.append(f"    CTA {b}: steps from {tuple(starts[b])} to {tuple(starts[b + 1])}")
+    return lines
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--hang", type=float, default=10.0, help="seconds after which a call counts as hung")
     ap.add_argument("--cases", choices=["every", "tests", "bench", "all"], default="every",
                     help="the test's cases (default), the task's test shapes, the benchmark shapes, or all three")
+    ap.add_argument("--trace", action="store_true",
+                    help="the GEMM's trace points in host memory; on a hang, which CTAs reached which point")
     ap.add_argument("--only", nargs="*", default=None, help="settings as cap:share:half, _ for none, e.g. 128:whole:1 _:split:2:_")
     args = ap.parse_args()
     # the test's cases and settings (cap, share, half), so that both stay one list
@@ -98,7 +154,7 @@ def main():
         t0 = time.time()
         try:
             out = subprocess.run([sys.executable, "-c", CHILD, str(seed), str(args.reps), str(args.hang),
-                                  json.dumps(cases)], env=env, capture_output=True, text=True,
+                                  json.dumps(cases), "1" if args.trace else "0"], env=env, capture_output=True, text=True,
                                  timeout=120 + args.reps * 20)
             text, rc = out.stdout + out.stderr, out.returncode
         except subprocess.TimeoutExpired as e:
@@ -108,6 +164,10 @@ def main():
         for line in text.splitlines():
             if line.startswith("RESULT"):
                 calls, wrong = map(int, line.split()[1:])
+        for line in text.splitlines():
+            if line.startswith("TRACE "):
+                traced = json.loads(line[6:])
+                print("\n".join(hang_report(traced, cases[traced["case"]], (cap, share, half))), flush=True)
         hung = [line for line in text.splitlines() if line.startswith(("HANG", "TIMEOUT"))]
         if hung or rc != 0 or wrong:
             print(f"setting {name(cap, share, half)} seed {seed} rc {rc}:\n{text[-2000:]}", flush=True)
