@@ -350,7 +350,7 @@ def test_stress_settings_parse_and_name():
 @pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="checks the report of a child that cannot run")
 def test_stress_reports_a_failed_child_as_a_failure():
     # With no GPU the child process fails: the tool must say so and exit 1, not report a clean run.
-    tool = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools", "stress_sm90.py")
+    tool = os.path.join(ROOT, "tools", "stress_sm90.py")
     out = subprocess.run([sys.executable, tool, "--reps", "1", "--only", "128:whole:1"], capture_output=True,
                          text=True, timeout=300)
     assert out.returncode == 1, out.stdout[-2000:] + out.stderr[-2000:]

@@ -34,7 +34,7 @@ for s in $steps; do
   case $s in
     diag) timeout 300 $PY tools/diag_sm90.py 2>&1 | tee "$LOGS/diag.log" || rc=1 ;;
     tests) timeout 900 $PY -m pytest -q --maxfail=5 -rf tests -p no:cacheprovider 2>&1 | tail -40 | tee "$LOGS/tests.log" || rc=1 ;;
-    stress) timeout 900 $PY tools/stress_sm90.py --reps "${STRESS_REPS:-20}" 2>&1 | tail -40 | tee "$LOGS/stress.log" || rc=1 ;;
+    stress) timeout 900 $PY tools/stress_sm90.py --reps "${STRESS_REPS:-20}" 2>&1 | tee "$LOGS/stress.log" | tail -40 || rc=1 ;;
     main) timeout 600 $PY -m fastlaunch --json "$OUT/main.json" 2>&1 | tee "$LOGS/main.log" || rc=1 ;;
     bench) [ -f tools/bench_kernels.py ] && { timeout 900 $PY tools/bench_kernels.py --json "$OUT/bench_kernels.json" --png "$OUT/bench_kernels.png" 2>&1 | tee "$LOGS/bench.log" || rc=1; } ;;
     extra) timeout 900 $PY tools/bench_kernels.py --only --tests --random 8 --json "$OUT/bench_extra.json" 2>&1 | tee "$LOGS/extra.log" || rc=1 ;;

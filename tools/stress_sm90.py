@@ -27,6 +27,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "tests"))
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+from trace_sm90 import EVENTS  # noqa: E402  (the GEMM's trace events, kernels/sm90_trace.cuh, in order)
 
 CHILD = r"""
 import faulthandler, json, os, sys, time, torch
@@ -82,11 +84,6 @@ def parse(text):
 
 def name(cap, share, half):
     return f"{cap or '_'}:{share or '_'}:{half or '_'}"
-
-
-# the GEMM's trace events (kernels/sm90_trace.cuh), in order
-EVENTS = ["entry", "init", "gridwait", "maps", "first_tma", "first_full", "first_mainloop", "first_epilogue",
-          "consumer_done", "exit", "b_share", "b_first_tma"]
 
 
 def plan_args(cap, share, half):
@@ -161,19 +158,19 @@ def main():
             text, rc = f"TIMEOUT (host side) {e.stdout or ''}", -1
         secs = time.time() - t0
         calls = wrong = 0
+        hung = []
         for line in text.splitlines():
             if line.startswith("RESULT"):
                 calls, wrong = map(int, line.split()[1:])
-        for line in text.splitlines():
-            if line.startswith("TRACE "):
+            elif line.startswith("TRACE "):
                 traced = json.loads(line[6:])
                 print("\n".join(hang_report(traced, cases[traced["case"]], (cap, share, half))), flush=True)
-        hung = [line for line in text.splitlines() if line.startswith(("HANG", "TIMEOUT"))]
+            elif line.startswith(("HANG", "TIMEOUT")):
+                hung.append(line)
+                if " after " in line:  # the calls checked before the hang
+                    calls = int(line.split(" after ")[1].split()[0])
         if hung or rc != 0 or wrong:
             print(f"setting {name(cap, share, half)} seed {seed} rc {rc}:\n{text[-2000:]}", flush=True)
-        for line in hung:  # the calls checked before the hang
-            if " after " in line:
-                calls = int(line.split(" after ")[1].split()[0])
         rows.append((name(cap, share, half), calls, wrong, len(hung), secs, rc))
     print("| setting | calls | wrong | hangs | s | rc |\n|---|---|---|---|---|---|")
     for r in rows:
