@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One call on a GPU machine: build, inspect SASS, then the named steps (default: all).
 #   tools/gpu_check.sh [diag] [tests] [stress] [main] [bench] [extra] [fixed] [launch] [eval] [sweep]
-# (extra: bench_kernels on the task's test shapes and 8 random shapes, against cuBLAS; fixed: where a
+# (extra: bench_kernels on the task's test shapes and EXTRA_RANDOM random shapes (default 8, seed
+# EXTRA_SEED or a fresh one), against cuBLAS; fixed: where a
 # small call's time goes, tools/fixed_cost.py and tools/launch_latency.cu; stress: every forced kind of
 # plan repeated on fresh data, tools/stress_sm90.py, STRESS_REPS times each, default 20)
 # JSON and PNG results go to $OUT (default ./out), logs (build, SASS, each step's output) to $LOGS
@@ -37,7 +38,7 @@ for s in $steps; do
     stress) timeout 900 $PY tools/stress_sm90.py --reps "${STRESS_REPS:-20}" 2>&1 | tee "$LOGS/stress.log" | tail -40 || rc=1 ;;
     main) timeout 600 $PY -m fastlaunch --json "$OUT/main.json" 2>&1 | tee "$LOGS/main.log" || rc=1 ;;
     bench) [ -f tools/bench_kernels.py ] && { timeout 900 $PY tools/bench_kernels.py --json "$OUT/bench_kernels.json" --png "$OUT/bench_kernels.png" 2>&1 | tee "$LOGS/bench.log" || rc=1; } ;;
-    extra) timeout 900 $PY tools/bench_kernels.py --only --tests --random 8 --json "$OUT/bench_extra.json" 2>&1 | tee "$LOGS/extra.log" || rc=1 ;;
+    extra) timeout 900 $PY tools/bench_kernels.py --only --tests --random "${EXTRA_RANDOM:-8}" ${EXTRA_SEED:+--seed "$EXTRA_SEED"} --json "$OUT/bench_extra.json" 2>&1 | tee "$LOGS/extra.log" || rc=1 ;;
     fixed) { timeout 300 $PY tools/fixed_cost.py --json "$OUT/fixed_cost.json" &&
              nvcc -O2 -std=c++17 -arch=sm_90a -I kernels -o /tmp/fl_launch_latency tools/launch_latency.cu &&
              timeout 120 /tmp/fl_launch_latency; } 2>&1 | tee "$LOGS/fixed.log" || rc=1 ;;
