@@ -10,10 +10,15 @@ shapes, or the hand-over set (one group of M = 16, 64, 128 or 192 rows, N = 1024
 share:split:S, what a split tile's partial sums cost by its valid rows), or the slow set (two single groups
 with few tiles and a long K that random draws found slower than cuBLAS), or the long-K set (random draws
 the planner ran on half tiles with a long K), or the alignment set (random draws with N not a multiple of
-8, each beside the same shape with N rounded up to one), or random:SEED (the 8 random shapes of that
+8, each beside the same shape with N rounded up to one), or the far set (random draws far over their
+estimate or slower than cuBLAS, the first three beside their N-rounded twins), or random:SEED (the 8 random shapes of that
 seed). Prints one table (the data behind plan.h's cost model); --json also writes it.
 
-python tools/sweep_sm90.py [--set bench|tests|hand|slow|longk|any|random:SEED] [--json FILE] [mode ...]
+With --shape G:M:N:K (as tools/bench_kernels.py reads it; repeatable) the shapes given replace the set's,
+and --align8 adds each one's twin with every N rounded up to a multiple of 8.
+
+python tools/sweep_sm90.py [--set bench|tests|hand|slow|longk|any|far|random:SEED] [--shape G:M:N:K ...]
+                           [--align8] [--json FILE] [mode ...]
   (modes: auto, cap:W, share:whole, share:split, share:split:S, share:reduce, share:reduce:S, half:0, half:1,
   only:convert, only:gemm, cublas; default: all but split:S, reduce:S and cublas)
 """
@@ -25,6 +30,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the package of this clone
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # bench_kernels (--shape's reader)
 from fastlaunch import shapes as S  # noqa: E402
 
 HAND_SHAPES = [(1, [m], [1024], [4096]) for m in (16, 64, 128, 192)]
@@ -50,6 +56,19 @@ ANY_BASES = [(1, [316], [1613], [1408]), (1, [393], [530], [1728]), (2, [168, 40
 ANY_SHAPES = [x for g, ms, ns, ks in ANY_BASES for x in ((g, ms, ns, ks), (g, ms, [-(-n // 8) * 8 for n in ns], ks))]
 
 
+# random draws of seed 20261201 (tools/bench_kernels.py --random 40) that ran far over their plan's estimate
+# (G=7 448,..: 89.4 us against 35.2 estimated) or slower than cuBLAS (505 x 1552 x 2752: 17.6 against 12.7),
+# each beside the same shape with every N rounded up to a multiple of 8
+FAR_BASES = [(7, [448, 499, 512, 135, 503, 371, 398], [1574, 1945, 1817, 997, 1119, 1687, 1443],
+              [64, 3392, 3456, 2496, 640, 704, 3648]),
+             (7, [198, 443, 254, 244, 405, 381, 256], [1334, 523, 1450, 1202, 330, 915, 1506],
+              [320, 2176, 192, 2368, 2496, 2944, 3200]),
+             (6, [260, 492, 392, 287, 419, 460], [1582, 1911, 1751, 523, 276, 58], [960, 128, 2944, 4032, 2304, 960]),
+             (1, [505], [1552], [2752])]
+FAR_SHAPES = [x for g, ms, ns, ks in FAR_BASES[:3] for x in ((g, ms, ns, ks), (g, ms, [-(-n // 8) * 8 for n in ns], ks))
+              ] + FAR_BASES[3:]
+
+
 def shape_sets():
     """--set's choices: name -> (shapes, column names)."""
     def short(shape):
@@ -61,7 +80,9 @@ def shape_sets():
             "hand": (HAND_SHAPES, [f"M={ms[0]}" for _g, ms, _n, _k in HAND_SHAPES]),
             "slow": (SLOW_SHAPES, [short(x) for x in SLOW_SHAPES]),
             "longk": (LONGK_SHAPES, [short(x) for x in LONGK_SHAPES]),
-            "any": (ANY_SHAPES, [f"{short(x)} N%8{'=0' if i % 2 else '>0'}" for i, x in enumerate(ANY_SHAPES)])}
+            "any": (ANY_SHAPES, [f"{short(x)} N%8{'=0' if i % 2 else '>0'}" for i, x in enumerate(ANY_SHAPES)]),
+            "far": (FAR_SHAPES, [f"{short(x)} N%8{'=0' if i % 2 else '>0'}" for i, x in enumerate(FAR_SHAPES[:6])] +
+                    [short(x) for x in FAR_SHAPES[6:]])}
 
 
 def resolve_set(shape_set):
@@ -77,6 +98,21 @@ def resolve_set(shape_set):
     if shape_set not in sets:
         raise SystemExit(f"--set {shape_set}: expected one of {', '.join(sets)} or random:SEED")
     return sets[shape_set]
+
+
+def given_shapes(texts, align8=False):
+    """(shapes, column names) of --shape texts; with align8 each followed by its N-rounded-to-8 twin."""
+    from bench_kernels import parse_shape, shape_arg
+    shapes = []
+    for t in texts:
+        g, ms, ns, ks = parse_shape(t)
+        shapes.append((g, ms, ns, ks))
+        if align8:
+            shapes.append((g, ms, [-(-n // 8) * 8 for n in ns], ks))
+    names = [shape_arg(x) if len(shape_arg(x)) <= 24 else shape_arg(x)[:21] + "..." for x in shapes]
+    if align8:
+        names = [n + (" N%8=0" if i % 2 else " (as given)") for i, n in enumerate(names)]
+    return shapes, names
 
 
 WIDTHS = (128, 192)  # plan.h kWidths (fastlaunch._C.tile_widths); a cap must be one of them
@@ -143,10 +179,15 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sets = shape_sets()
     p.add_argument("--set", default="bench", help=f"{', '.join(sets)} or random:SEED")
+    p.add_argument("--shape", action="append", default=[], help="G:M:N:K (lists comma-separated), instead of --set")
+    p.add_argument("--align8", action="store_true", help="with --shape: also each shape with N rounded up to 8")
     p.add_argument("--json", help="also write the shapes, modes and times (us) to this file")
     p.add_argument("modes", nargs="*")
     args = p.parse_args(argv)
-    shapes, names = resolve_set(args.set)
+    if args.shape:
+        shapes, names = given_shapes(args.shape, args.align8)
+    else:
+        shapes, names = resolve_set(args.set)
     rows = []
     for m in args.modes or list(MODES):
         out = subprocess.run([sys.executable, "-c", CHILD, m, json.dumps(shapes)], env=mode_env(m), capture_output=True,
