@@ -66,7 +66,16 @@ constexpr double kStepNsDequant = 370;
 constexpr double kStepNsPerRow = 2.375;
 constexpr double kPassNs = 500;
 constexpr double step_ns(int w) { return kStepNsPerRow * w > kStepNsDequant ? kStepNsPerRow * w : kStepNsDequant; }
-constexpr double epilogue_ns(int w) { return kPassNs * (double)ceil_div(w, 64); }
+// C rows that are not 16-byte aligned (N % 8 != 0): the kernels compiled for any alignment store the
+// partial 16-byte chunks at each 64-column row segment's ends element by element (sm90_epilogue.cuh,
+// kernels/row_pieces.h), and a pass costs ~0.9-1.2 us more than with N rounded up to a multiple of 8 (per-CTA
+// traces of the far set's twins, tools/sweep_sm90.py --set far, docs/sm90_kernel_notes.md v100). A half
+// tile's two warpgroups take every other pass of the same 64 B rows: each stores half the passes.
+constexpr double kUnalignedPassNs = 900;
+constexpr double epilogue_ns(int w, int64_t n = 8, bool half = false) {
+  const int64_t passes = ceil_div(w, 64);
+  return kPassNs * (double)passes + (n % 8 ? kUnalignedPassNs * (double)(half ? ceil_div(passes, 2) : passes) : 0.0);
+}
 
 // One group's tiles: `chunks` tiles of `width` A rows along M, tiles_n along N, each estimated
 // at `tile_ns`.
@@ -106,8 +115,8 @@ inline GroupTiles group_tiles(int64_t m, int64_t n, int64_t k, int cap, bool hal
   const int64_t kst = k / kBlockK;
   if (half)
     return {w, c, ceil_div(n, kHalfBlockN), kst, m, step_ns(w),
-            (double)ceil_div(kst, 2) * step_ns(w) + epilogue_ns(w) + kHalfAddNs};
-  return {w, c, tiles_n(n), kst, m, step_ns(w), (double)kst * step_ns(w) + epilogue_ns(w)};
+            (double)ceil_div(kst, 2) * step_ns(w) + epilogue_ns(w, n, true) + kHalfAddNs};
+  return {w, c, tiles_n(n), kst, m, step_ns(w), (double)kst * step_ns(w) + epilogue_ns(w, n)};
 }
 
 // The most tiles a group can be planned into (all tiles of the narrowest width): the limits are

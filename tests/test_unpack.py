@@ -244,15 +244,18 @@ def step_cost(w):
     return max(COST["step_ns_dequant"], COST["step_ns_per_row"] * w)  # per 64-wide K step
 
 
-def epilogue_cost(w):
-    return COST["pass_ns"] * -(-w // 64)  # ... and per tile finished
+def epilogue_cost(w, n=8, half=False):
+    # ... and per tile finished, each pass dearer where C rows are not 16-byte aligned (N % 8 != 0); a half
+    # tile's warpgroups take every other pass
+    passes = -(-w // 64)
+    return COST["pass_ns"] * passes + (COST["unaligned_pass_ns"] * (-(-passes // 2) if half else passes) if n % 8 else 0)
 
 
-def tile_cost(steps, w, rows=128):
+def tile_cost(steps, w, rows=128, n=8):
     # a half tile (64 B rows): its steps two at a time, and the exchange of the warpgroups' sums
     if rows == 64:
-        return -(-steps // 2) * step_cost(w) + epilogue_cost(w) + COST["half_add_ns"]
-    return steps * step_cost(w) + epilogue_cost(w)
+        return -(-steps // 2) * step_cost(w) + epilogue_cost(w, n, True) + COST["half_add_ns"]
+    return steps * step_cost(w) + epilogue_cost(w, n)
 
 
 @pytest.mark.parametrize("parts", [2, 3])
@@ -287,7 +290,7 @@ def test_plan_widths_chunks_and_order():
             assert w in widths and tn == -(-n // 128)
             assert chunks == -(-m // cap) and w * chunks >= m  # even cuts under the launch's cap ...
             assert w == min(x for x in widths if x >= -(-m // chunks))  # ... each the narrowest that holds them
-            cost[rank] = (k // 64) * step_cost(w) + epilogue_cost(w)
+            cost[rank] = (k // 64) * step_cost(w) + epilogue_cost(w, n)
         assert all(cost[r] >= cost[r + 1] for r in range(len(sizes) - 1))  # costliest tiles first
     # one tiny group: one tile of the narrowest width, one CTA
     assert plan([(1, 1, 64)], 132)[:2] == (((128, 1, 1, 0),), ((0, 0), (1, 0)))
@@ -351,12 +354,13 @@ def test_plan_shares_cover_every_step_once(sm_count, share, parts):
     for sizes in PLAN_CASES:
         groups, starts, est, rows, red = plan(sizes, sm_count, share, 0, parts)
         order = sorted(range(len(sizes)), key=lambda g: groups[g][3])
-        tile_steps, tile_width = [], []
+        tile_steps, tile_width, tile_n = [], [], []
         for g in order:
             w, chunks, tn, _ = groups[g]
             assert tn == -(-sizes[g][1] // rows)  # tiles of `rows` B rows along N
             tile_steps += [sizes[g][2] // 64] * (chunks * tn)
             tile_width += [w] * (chunks * tn)
+            tile_n += [sizes[g][1]] * (chunks * tn)
         assert rows == 128 or (rows == 64 and len(sizes) <= 16 and share != 2 and all(k == 0 for _, k in starts))
         tiles = len(tile_steps)
         ctas = len(starts) - 1
@@ -391,7 +395,7 @@ def test_plan_shares_cover_every_step_once(sm_count, share, parts):
             assert k == 0 or share != 1
             assert k == 0 or (k >= 2 and tile_steps[t] - k >= 2) or sum(tile_steps) < 8 * ctas
         # the busiest share is within one tile (and its partial sums) of the average
-        tile_ns = [tile_cost(s, w, rows) for s, w in zip(tile_steps, tile_width)]
+        tile_ns = [tile_cost(s, w, rows, n) for s, w, n in zip(tile_steps, tile_width, tile_n)]
         assert est * 1000 >= sum(tile_ns) / ctas - 1
         widest = max(fastlaunch._C.tile_widths)  # partial sums cost by valid rows: at most the widest tile's
         few = COST["few_write_ns"] + COST["few_read_ns"] + widest * (COST["few_write_row_ns"] + COST["few_read_row_ns"])
@@ -460,7 +464,7 @@ def test_plan_whole_tiles_smallest_busiest_share(sm_count):
         cost = []
         for g in order:
             w, chunks, tn, _ = groups[g]
-            cost += [tile_cost(sizes[g][2] // 64, w, rows)] * (chunks * tn)
+            cost += [tile_cost(sizes[g][2] // 64, w, rows, sizes[g][1])] * (chunks * tn)
         n = len(cost)
         prefix = [0.0]
         for c in cost:
