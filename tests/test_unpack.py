@@ -277,6 +277,20 @@ def test_split_shares_stay_in_order_when_the_last_group_is_short(parts):
         assert len(starts) - 1 == min(132, parts * len(tile_steps), sum(tile_steps))
 
 
+def test_plan_prices_unaligned_c_rows():
+    # N % 8 != 0 (C rows not 16-byte aligned): every epilogue pass of a whole tile costs unaligned_pass_ns
+    # more, of a half tile every other pass (its warpgroups share them); the plan of the N-rounded twin has
+    # the same tiles. One CTA, so the estimate is the sum over its tiles.
+    plan, extra = fastlaunch._C.plan, COST["unaligned_pass_ns"]
+    assert extra > 0
+    for half, passes_per_tile in ((0, 2), (1, 1)):  # 200 rows: two 128-wide chunks (2 passes each)
+        odd = plan([(200, 129, 64)], 1, 1 if not half else 0, 0, 0, half)
+        even = plan([(200, 136, 64)], 1, 1 if not half else 0, 0, 0, half)
+        assert odd[:2] == even[:2] and odd[3] == even[3] == (64 if half else 128)
+        tiles = odd[1][-1][0]
+        assert odd[2] * 1000 == pytest.approx(even[2] * 1000 + tiles * passes_per_tile * extra)
+
+
 def test_plan_widths_chunks_and_order():
     plan = fastlaunch._C.plan
     widths = fastlaunch._C.tile_widths  # compiled (plan.h kWidths)
