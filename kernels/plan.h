@@ -72,7 +72,7 @@ constexpr double step_ns(int w) { return kStepNsPerRow * w > kStepNsDequant ? kS
 // traces of the far set's twins, tools/sweep_sm90.py --set far, docs/sm90_kernel_notes.md v100). A half
 // tile's two warpgroups take every other pass of the same 64 B rows: each stores half the passes.
 constexpr double kUnalignedPassNs = 900;
-constexpr double epilogue_ns(int w, int64_t n = 8, bool half = false) {
+constexpr double epilogue_ns(int w, int64_t n, bool half = false) {
   const int64_t passes = ceil_div(w, 64);
   return kPassNs * (double)passes + (n % 8 ? kUnalignedPassNs * (double)(half ? ceil_div(passes, 2) : passes) : 0.0);
 }

@@ -244,14 +244,14 @@ def step_cost(w):
     return max(COST["step_ns_dequant"], COST["step_ns_per_row"] * w)  # per 64-wide K step
 
 
-def epilogue_cost(w, n=8, half=False):
+def epilogue_cost(w, n, half=False):
     # ... and per tile finished, each pass dearer where C rows are not 16-byte aligned (N % 8 != 0); a half
     # tile's warpgroups take every other pass
     passes = -(-w // 64)
     return COST["pass_ns"] * passes + (COST["unaligned_pass_ns"] * (-(-passes // 2) if half else passes) if n % 8 else 0)
 
 
-def tile_cost(steps, w, rows=128, n=8):
+def tile_cost(steps, w, rows, n):
     # a half tile (64 B rows): its steps two at a time, and the exchange of the warpgroups' sums
     if rows == 64:
         return -(-steps // 2) * step_cost(w) + epilogue_cost(w, n, True) + COST["half_add_ns"]

@@ -53,7 +53,20 @@ LONGK_SHAPES = [(1, [289], [1632], [1600]), (1, [464], [192], [1536]), (2, [193,
 ANY_BASES = [(1, [316], [1613], [1408]), (1, [393], [530], [1728]), (2, [168, 403], [1518, 2006], [256, 3904]),
              (3, [59, 263, 24], [1465, 1656, 75], [3456, 3008, 3136]),
              (6, [461, 110, 86, 43, 502, 367], [450, 1319, 958, 1044, 1261, 916], [1472, 3904, 64, 2688, 2816, 2880])]
-ANY_SHAPES = [x for g, ms, ns, ks in ANY_BASES for x in ((g, ms, ns, ks), (g, ms, [-(-n // 8) * 8 for n in ns], ks))]
+
+
+def aligned8(shape):
+    """`shape` with every N rounded up to a multiple of 8 (C rows 16-byte aligned; the same tiles)."""
+    g, ms, ns, ks = shape
+    return (g, ms, [-(-n // 8) * 8 for n in ns], ks)
+
+
+def with_twins(bases):
+    """Each shape of `bases` followed by its aligned8 twin."""
+    return [x for b in bases for x in (b, aligned8(b))]
+
+
+ANY_SHAPES = with_twins(ANY_BASES)
 
 
 # random draws of seed 20261201 (tools/bench_kernels.py --random 40) that ran far over their plan's estimate
@@ -65,12 +78,15 @@ FAR_BASES = [(7, [448, 499, 512, 135, 503, 371, 398], [1574, 1945, 1817, 997, 11
               [320, 2176, 192, 2368, 2496, 2944, 3200]),
              (6, [260, 492, 392, 287, 419, 460], [1582, 1911, 1751, 523, 276, 58], [960, 128, 2944, 4032, 2304, 960]),
              (1, [505], [1552], [2752])]
-FAR_SHAPES = [x for g, ms, ns, ks in FAR_BASES[:3] for x in ((g, ms, ns, ks), (g, ms, [-(-n // 8) * 8 for n in ns], ks))
-              ] + FAR_BASES[3:]
+FAR_PAIRS = 3  # the first three beside their twins
+FAR_SHAPES = with_twins(FAR_BASES[:FAR_PAIRS]) + FAR_BASES[FAR_PAIRS:]
 
 
 def shape_sets():
     """--set's choices: name -> (shapes, column names)."""
+    def twin_names(shapes):
+        return [f"{short(x)} N%8{'=0' if i % 2 else '>0'}" for i, x in enumerate(shapes)]
+
     def short(shape):
         g, ms, ns, ks = shape
         return f"{ms[0]}x{ns[0]}x{ks[0]}" if g == 1 else f"G={g} M={ms[0]},.."
@@ -80,9 +96,8 @@ def shape_sets():
             "hand": (HAND_SHAPES, [f"M={ms[0]}" for _g, ms, _n, _k in HAND_SHAPES]),
             "slow": (SLOW_SHAPES, [short(x) for x in SLOW_SHAPES]),
             "longk": (LONGK_SHAPES, [short(x) for x in LONGK_SHAPES]),
-            "any": (ANY_SHAPES, [f"{short(x)} N%8{'=0' if i % 2 else '>0'}" for i, x in enumerate(ANY_SHAPES)]),
-            "far": (FAR_SHAPES, [f"{short(x)} N%8{'=0' if i % 2 else '>0'}" for i, x in enumerate(FAR_SHAPES[:6])] +
-                    [short(x) for x in FAR_SHAPES[6:]])}
+            "any": (ANY_SHAPES, twin_names(ANY_SHAPES)),
+            "far": (FAR_SHAPES, twin_names(FAR_SHAPES[:2 * FAR_PAIRS]) + [short(x) for x in FAR_SHAPES[2 * FAR_PAIRS:]])}
 
 
 def resolve_set(shape_set):
@@ -103,12 +118,9 @@ def resolve_set(shape_set):
 def given_shapes(texts, align8=False):
     """(shapes, column names) of --shape texts; with align8 each followed by its N-rounded-to-8 twin."""
     from bench_kernels import parse_shape, shape_arg
-    shapes = []
-    for t in texts:
-        g, ms, ns, ks = parse_shape(t)
-        shapes.append((g, ms, ns, ks))
-        if align8:
-            shapes.append((g, ms, [-(-n // 8) * 8 for n in ns], ks))
+    shapes = [parse_shape(t) for t in texts]
+    if align8:
+        shapes = with_twins(shapes)
     names = [shape_arg(x) if len(shape_arg(x)) <= 24 else shape_arg(x)[:21] + "..." for x in shapes]
     if align8:
         names = [n + (" N%8=0" if i % 2 else " (as given)") for i, n in enumerate(names)]
