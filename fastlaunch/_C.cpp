@@ -717,12 +717,12 @@ PyMODINIT_FUNC PyInit__C(void) {
   }
   // The planner's cost model (plan.h), ns, so tests and tools check plans against the same numbers.
   PyObject* cost = Py_BuildValue(
-      "{s:d,s:d,s:d,s:d,s:d,s:d,s:d,s:d,s:d,s:d,s:d,s:d,s:d}", "step_ns_dequant", fl::sm90::kStepNsDequant,
+      "{s:d,s:d,s:d,s:d,s:d,s:d,s:d,s:d,s:d,s:d,s:d,s:d,s:d,s:d}", "step_ns_dequant", fl::sm90::kStepNsDequant,
       "step_ns_per_row", fl::sm90::kStepNsPerRow, "pass_ns", fl::sm90::kPassNs, "unaligned_pass_ns",
       fl::sm90::kUnalignedPassNs, "part_write_ns", fl::sm90::kPartWriteNs,
       "part_read_ns", fl::sm90::kPartReadNs, "few_write_ns", fl::sm90::kFewWriteNs, "few_write_row_ns",
       fl::sm90::kFewWriteRowNs, "few_read_ns", fl::sm90::kFewReadNs, "few_read_row_ns", fl::sm90::kFewReadRowNs,
-      "half_add_ns", fl::sm90::kHalfAddNs, "reduce_ns", fl::sm90::kReduceNs, "reduce_ns_per_kb", fl::sm90::kReduceNsPerKB);
+      "half_add_ns", fl::sm90::kHalfAddNs, "half_load", fl::sm90::kHalfLoad, "reduce_ns", fl::sm90::kReduceNs, "reduce_ns_per_kb", fl::sm90::kReduceNsPerKB);
   if (!cost || PyModule_AddObject(m, "cost_model", cost) < 0) {  // steals cost on success
     Py_XDECREF(cost);
     Py_DECREF(m);

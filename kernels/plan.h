@@ -93,6 +93,14 @@ struct GroupTiles {
 // Estimated: a tile's steps taken two at a time, plus kHalfAddNs for the sums' exchange.
 constexpr int kHalfBlockN = 64;
 constexpr double kHalfAddNs = 300;
+// A half tile's steps read the tile's W A rows from L2 for 64 B rows, twice the A bytes per MMA of a
+// whole tile, and half-tile plans ran longer over their estimate the more CTAs shared the chip: over 64
+// random draws (tools/sweep_sm90.py --set random:S, seeds 11-18, modes half:0 and half:1; v105 in
+// docs/sm90_kernel_notes.md), less 6.5 us of fixed cost, 0.95-1.2x their estimate at up to ~75 CTAs and
+// 1.15-1.5x at 100-132, against ~0.9-1.2x for the whole-tile plans beside them. So a half plan's
+// estimate is scaled by 1 + kHalfLoad x CTAs / SMs before it is compared with other kinds.
+constexpr double kHalfLoad = 0.3;
+constexpr double half_load_factor(int ctas, int64_t sms) { return 1.0 + kHalfLoad * (double)ctas / (double)sms; }
 
 // The index of compiled width `w` in kWidths, -1 if it is none.
 constexpr int width_index(int w) {
@@ -662,6 +670,7 @@ inline void plan_launch(const int64_t* m, const int64_t* n, const int64_t* k, in
         int64_t units = whole ? cand.tiles : cand.steps;
         if (!whole && force.parts > 0 && force.parts * cand.tiles < units) units = force.parts * cand.tiles;
         share_out(cand, (int)(units < most ? units : most), whole, units < most);
+        if (half) cand.est_ns *= half_load_factor(cand.ctas, most);
         if (!have || (!reduced && cand.est_ns < best * 0.999)) out = cand, best = cand.est_ns, have = true;
         // Split tiles also over fewer CTAs than SMs, `parts` per tile: a launch of few tiles with a long
         // K, where a tile's finishing CTA would otherwise read many partial sums one after the other.

@@ -9,6 +9,7 @@ import torch
 import fastlaunch
 from conftest import load_tool
 from fastlaunch import reference as R
+from fastlaunch import shapes as S
 from fastlaunch.shapes import cut_sizes
 
 
@@ -288,7 +289,28 @@ def test_plan_prices_unaligned_c_rows():
         even = plan([(200, 136, 64)], 1, 1 if not half else 0, 0, 0, half)
         assert odd[:2] == even[:2] and odd[3] == even[3] == (64 if half else 128)
         tiles = odd[1][-1][0]
-        assert odd[2] * 1000 == pytest.approx(even[2] * 1000 + tiles * passes_per_tile * extra)
+        load = 1 + COST["half_load"] if half else 1  # a half plan's load factor: one CTA on one SM
+        assert odd[2] * 1000 == pytest.approx(even[2] * 1000 + tiles * passes_per_tile * extra * load)
+
+
+def test_half_plans_priced_by_the_ctas_sharing_the_chip():
+    # A half-tile plan's estimate is its tiles' cost times 1 + half_load x CTAs / SMs: with one tile per
+    # CTA, the busiest CTA's tile.
+    plan, load = fastlaunch._C.plan, COST["half_load"]
+    assert 0 < load < 1
+    for sizes, sms in (([(100, 640, 1024)], 132), ([(100, 640, 1024)], 20), ([(200, 256, 512)], 132)):
+        groups, starts, est, rows, _ = plan(sizes, sms, 0, 0, 0, 1)
+        ctas = len(starts) - 1
+        assert rows == 64 and ctas == groups[0][1] * groups[0][2]  # one half tile per CTA
+        w, k, n = groups[0][0], sizes[0][2], sizes[0][1]
+        assert est * 1000 == pytest.approx(tile_cost(k // 64, w, 64, n) * (1 + load * ctas / sms))
+    # Where many CTAs would share the chip the planner leaves half tiles for whole ones: the random draw
+    # G=6 461,.. (tools/sweep_sm90.py's alignment set, N rounded up to 8) ran 32.1 us on half tiles against
+    # 27.1 on whole ones; the task's test shapes (at most 40 CTAs) keep their half tiles.
+    g6 = [(461, 456, 1472), (110, 1320, 3904), (86, 960, 64), (43, 1048, 2688), (502, 1264, 2816), (367, 920, 2880)]
+    assert plan(g6, 132)[3] == 128
+    for g, ms, ns, ks in S.TEST_SHAPES:
+        assert plan(list(zip(ms, ns, ks)), 132)[3] == 64
 
 
 def test_plan_widths_chunks_and_order():
@@ -321,7 +343,6 @@ def test_cuts_where_the_cut_launch_is_estimated_cheaper():
     # _C.cuts is the launcher's own choice (kernels/group_cuts.h choose_cuts): benchmark 3's 320 rows as
     # 128 + 192 (no padding, against 2 x 192); the other benchmarks uncut
     plan, cuts = fastlaunch._C.plan, fastlaunch._C.cuts
-    from fastlaunch import shapes as S
     b3 = [(m, n, k) for m, n, k in zip(*S.BENCH_SHAPES[2][1:])]
     assert cuts(b3, 132) == (0, 128)
     for g, ms, ns, ks in (S.BENCH_SHAPES[0], S.BENCH_SHAPES[1], S.BENCH_SHAPES[3]):
