@@ -1,4 +1,5 @@
 """CPU tests of the benchmark tools' shape selection (the timing itself needs a GPU)."""
+import json
 import os
 import random
 import re
@@ -375,3 +376,30 @@ def test_stress_hang_report_groups_ctas_by_the_points_they_reached():
     assert f"1 CTAs reached entry, init, maps, b_share, b_first_tma; not gridwait, first_tma, first_full" in text
     assert f"    CTA {stuck}: steps from {tuple(starts[stuck])} to {tuple(starts[stuck + 1])}" in text
     assert f"{ctas - 1} CTAs reached entry, init, gridwait, maps" in text and "not -:" in text
+
+
+def test_half_fit_data_and_replay():
+    # tools/data/half_whole_draws.json: 64 random draws timed on the GPU on half tiles and without them;
+    # tools/half_fit.py replays the planner's choice between the two kinds on them (CPU only).
+    fit = load_tool("half_fit")
+    with open(fit.DATA) as f:
+        data = json.load(f)
+    draws = data["draws"]
+    assert len(draws) == 64 and data["sm_count"] == 132
+    for d in draws:  # the draws are fastlaunch.shapes.random_shapes(8, seed)[index]
+        g, ms, ns, ks = random_shapes(8, d["seed"])[d["index"]]
+        assert (d["g"], d["m"], d["n"], d["k"]) == (g, ms, ns, ks)
+        assert set(d["us"]) == {"auto", "half:0", "half:1"} and all(t > 0 for t in d["us"].values())
+    rows = fit.replay(data)
+    assert len(rows) == 64
+    for d, half, t, other in rows:
+        assert {t, other} == {d["us"]["half:0"], d["us"]["half:1"]}
+        assert t == (d["us"]["half:1"] if half else d["us"]["half:0"])
+    # replaying the compiled factor through --load gives the same choices
+    again = fit.replay(data, fastlaunch._C.cost_model["half_load"])
+    assert [r[1] for r in again] == [r[1] for r in rows]
+    # with no factor the replay takes half tiles wherever their estimate is lower: more of them
+    assert sum(r[1] for r in fit.replay(data, 0.0)) > sum(r[1] for r in rows)
+    # this build's planner, scored by the measured times, is no slower than the planner the data was taken on
+    geo, _n, _worst = fit.summary(rows)
+    assert geo <= fit.geomean([d["us"]["auto"] for d in draws])

@@ -1,0 +1,92 @@
+"""Replays the sm90 planner's choice between half tiles and the other kinds of plan (kernels/plan.h) on draws
+measured both ways on the GPU (tools/data/half_whole_draws.json: each draw's device time on half tiles
+where allowed and on the planner's best plan without them), on this machine's CPU (no GPU needed).
+
+For each draw it plans the launch as the launcher does (fastlaunch._C.cuts, then fastlaunch._C.plan on the
+cut groups) once with half tiles forced and once with them ruled out, takes the kind of the lower estimate,
+and scores that choice by the time measured for that kind. Printed: the geomean of the replayed choice
+beside the measured planner column of the data (the planner of its commit), the best of the two kinds per
+draw (the oracle) and each draw whose replayed choice is over 3% slower than the other kind. --load L also
+replays a half-tile load factor of L in place of the compiled one (plan.h kHalfLoad: a half plan's
+estimate x 1 + L x CTAs / SMs), so a refit can be tried here before a GPU call.
+
+python tools/half_fit.py [--data tools/data/half_whole_draws.json] [--load 0.2 --load 0.3 ...]
+"""
+import argparse
+import json
+import math
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the package of this clone
+import fastlaunch  # noqa: E402
+from fastlaunch.shapes import cut_sizes  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DATA = os.path.join(ROOT, "tools", "data", "half_whole_draws.json")
+
+
+def geomean(xs):
+    return math.exp(sum(math.log(x) for x in xs) / len(xs))
+
+
+def kind_plan(sizes, sm_count, half):
+    """(estimate us, CTAs, B rows per tile) of the launcher's plan with half tiles forced (half=1) or ruled
+    out (half=2): the group cuts it would take, then the plan of the cut groups."""
+    plan, cuts = fastlaunch._C.plan, fastlaunch._C.cuts
+    cut = cut_sizes(sizes, cuts(sizes, sm_count, 0, 0, 0, half))
+    _groups, starts, est, rows, _red = plan(cut, sm_count, 0, 0, 0, half)
+    return est, len(starts) - 1, rows
+
+
+def replay(data, load=None):
+    """Per draw: (draw, chose_half, replayed us, other kind's us). load: a factor in place of the compiled
+    one (None: as compiled)."""
+    sms = data["sm_count"]
+    compiled = fastlaunch._C.cost_model["half_load"]
+    out = []
+    for d in data["draws"]:
+        sizes = list(zip(d["m"], d["n"], d["k"]))
+        est_h, ctas_h, rows_h = kind_plan(sizes, sms, 1)
+        est_w, _ctas_w, _rows_w = kind_plan(sizes, sms, 2)
+        if load is not None and rows_h == 64:  # undo the compiled factor, apply the one asked for
+            est_h = est_h / (1 + compiled * ctas_h / sms) * (1 + load * ctas_h / sms)
+        half = rows_h == 64 and est_h < est_w * 0.999  # the planner's tie rule: other kinds first
+        t_half, t_whole = d["us"]["half:1"], d["us"]["half:0"]
+        out.append((d, half, t_half if half else t_whole, t_whole if half else t_half))
+    return out
+
+
+def summary(rows):
+    """(replayed geomean, draws on half tiles, worst ratio to the other kind)."""
+    return (geomean([r[2] for r in rows]), sum(1 for r in rows if r[1]),
+            max(r[2] / min(r[2], r[3]) for r in rows))
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--data", default=DATA, help="the measured draws (JSON)")
+    p.add_argument("--load", type=float, action="append", default=[], help="a half-tile load factor to replay")
+    args = p.parse_args(argv)
+    with open(args.data) as f:
+        data = json.load(f)
+    draws = data["draws"]
+    print(f"{len(draws)} draws measured on {data['device']} at {data['commit']} ({data['date']})")
+    print(f"measured planner (of that commit): {geomean([d['us']['auto'] for d in draws]):.2f} us geomean; "
+          f"best kind per draw: {geomean([min(d['us']['half:0'], d['us']['half:1']) for d in draws]):.2f}")
+    rows = replay(data)
+    g, n_half, worst = summary(rows)
+    print(f"this build's planner (half_load {fastlaunch._C.cost_model['half_load']}): {g:.2f} us geomean, "
+          f"{n_half} draws on half tiles, worst {worst:.2f}x the other kind")
+    for d, half, t, other in rows:
+        if t > other * 1.03:
+            print(f"  seed {d['seed']} r{d['index']} G={d['g']}: {'half' if half else 'whole'} tiles {t:.1f} us, "
+                  f"the other kind {other:.1f}")
+    for load in args.load:
+        g, n_half, worst = summary(replay(data, load))
+        print(f"half_load {load}: {g:.2f} us geomean, {n_half} draws on half tiles, worst {worst:.2f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
