@@ -8,9 +8,10 @@ and scores that choice by the time measured for that kind. Printed: the geomean 
 beside the measured planner column of the data (the planner of its commit), the best of the two kinds per
 draw (the oracle) and each draw whose replayed choice is over 3% slower than the other kind. --load L also
 replays a half-tile load factor of L in place of the compiled one (plan.h kHalfLoad: a half plan's
-estimate x 1 + L x CTAs / SMs), so a refit can be tried here before a GPU call.
+estimate x 1 + L x CTAs / SMs), so a refit can be tried here before a GPU call. --plans lists each draw's
+two plans (kind, CTAs, estimate) beside their measured times less FIXED_US of fixed cost, over the estimate.
 
-python tools/half_fit.py [--data tools/data/half_whole_draws.json] [--load 0.2 --load 0.3 ...]
+python tools/half_fit.py [--data tools/data/half_whole_draws.json] [--load 0.2 --load 0.3 ...] [--plans]
 """
 import argparse
 import json
@@ -30,13 +31,21 @@ def geomean(xs):
     return math.exp(sum(math.log(x) for x in xs) / len(xs))
 
 
-def kind_plan(sizes, sm_count, half):
+FIXED_US = 6.5  # a call's time outside the GEMM's K loops and epilogues, roughly (two launches, the A conversion)
+
+
+def kind_plan(sizes, sm_count, half, detail=False):
     """(estimate us, CTAs, B rows per tile) of the launcher's plan with half tiles forced (half=1) or ruled
-    out (half=2): the group cuts it would take, then the plan of the cut groups."""
+    out (half=2): the group cuts it would take, then the plan of the cut groups. detail: also its kind
+    (half, whole, split, or reduce:PARTS)."""
     plan, cuts = fastlaunch._C.plan, fastlaunch._C.cuts
     cut = cut_sizes(sizes, cuts(sizes, sm_count, 0, 0, 0, half))
-    _groups, starts, est, rows, _red = plan(cut, sm_count, 0, 0, 0, half)
-    return est, len(starts) - 1, rows
+    _groups, starts, est, rows, red = plan(cut, sm_count, 0, 0, 0, half)
+    if not detail:
+        return est, len(starts) - 1, rows
+    split = any(k > 0 for _t, k in starts[:-1]) or len(starts) - 1 > starts[-1][0]
+    kind = "half" if rows == 64 else f"reduce:{red}" if red else "split" if split else "whole"
+    return est, len(starts) - 1, rows, kind
 
 
 def replay(data, load=None):
@@ -67,6 +76,7 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data", default=DATA, help="the measured draws (JSON)")
     p.add_argument("--load", type=float, action="append", default=[], help="a half-tile load factor to replay")
+    p.add_argument("--plans", action="store_true", help="list each draw's two plans against their times")
     args = p.parse_args(argv)
     with open(args.data) as f:
         data = json.load(f)
@@ -82,6 +92,17 @@ def main(argv=None):
         if t > other * 1.03:
             print(f"  seed {d['seed']} r{d['index']} G={d['g']}: {'half' if half else 'whole'} tiles {t:.1f} us, "
                   f"the other kind {other:.1f}")
+    if args.plans:
+        print(f"| draw | half plan | CTAs | est us | measured - {FIXED_US} over est | other plan | CTAs | est us "
+              f"| measured - {FIXED_US} over est |")
+        print("|---|---|---|---|---|---|---|---|---|")
+        for d in draws:
+            sizes = list(zip(d["m"], d["n"], d["k"]))
+            cells = []
+            for half, mode in ((1, "half:1"), (2, "half:0")):
+                est, ctas, _rows, kind = kind_plan(sizes, data["sm_count"], half, detail=True)
+                cells += [kind, str(ctas), f"{est:.1f}", f"{(d['us'][mode] - FIXED_US) / est:.2f}"]
+            print(f"| seed {d['seed']} r{d['index']} G={d['g']} | " + " | ".join(cells) + " |")
     for load in args.load:
         g, n_half, worst = summary(replay(data, load))
         print(f"half_load {load}: {g:.2f} us geomean, {n_half} draws on half tiles, worst {worst:.2f}x")
