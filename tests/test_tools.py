@@ -401,8 +401,8 @@ def test_half_fit_data_and_replay():
     # with no factor the replay takes half tiles wherever their estimate is lower: more of them
     assert sum(r[1] for r in fit.replay(data, 0.0)) > sum(r[1] for r in rows)
     # --plans: each draw's two plans, the first of the kind half tiles forced
-    est, ctas, b_rows, kind = fit.kind_plan(list(zip(draws[0]["m"], draws[0]["n"], draws[0]["k"])), 132, 1, detail=True)
+    est, ctas, b_rows, kind = fit.kind_plan(list(zip(draws[0]["m"], draws[0]["n"], draws[0]["k"])), 132, 1)
     assert kind == "half" and b_rows == 64 and 0 < ctas <= 132 and est > 0
     # this build's planner, scored by the measured times, is no slower than the planner the data was taken on
     geo, _n, _worst = fit.summary(rows)
-    assert geo <= fit.geomean([d["us"]["auto"] for d in draws])
+    assert geo <= statistics.geometric_mean([d["us"]["auto"] for d in draws])

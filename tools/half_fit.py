@@ -15,34 +15,26 @@ python tools/half_fit.py [--data tools/data/half_whole_draws.json] [--load 0.2 -
 """
 import argparse
 import json
-import math
 import os
 import sys
+from statistics import geometric_mean
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the package of this clone
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)  # the package of this clone
 import fastlaunch  # noqa: E402
 from fastlaunch.shapes import cut_sizes  # noqa: E402
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(ROOT, "tools", "data", "half_whole_draws.json")
-
-
-def geomean(xs):
-    return math.exp(sum(math.log(x) for x in xs) / len(xs))
-
-
 FIXED_US = 6.5  # a call's time outside the GEMM's K loops and epilogues, roughly (two launches, the A conversion)
 
 
-def kind_plan(sizes, sm_count, half, detail=False):
-    """(estimate us, CTAs, B rows per tile) of the launcher's plan with half tiles forced (half=1) or ruled
-    out (half=2): the group cuts it would take, then the plan of the cut groups. detail: also its kind
-    (half, whole, split, or reduce:PARTS)."""
+def kind_plan(sizes, sm_count, half):
+    """(estimate us, CTAs, B rows per tile, kind: half, whole, split or reduce:PARTS) of the launcher's plan
+    with half tiles forced (half=1) or ruled out (half=2): the group cuts it would take, then the plan of the
+    cut groups."""
     plan, cuts = fastlaunch._C.plan, fastlaunch._C.cuts
     cut = cut_sizes(sizes, cuts(sizes, sm_count, 0, 0, 0, half))
     _groups, starts, est, rows, red = plan(cut, sm_count, 0, 0, 0, half)
-    if not detail:
-        return est, len(starts) - 1, rows
     split = any(k > 0 for _t, k in starts[:-1]) or len(starts) - 1 > starts[-1][0]
     kind = "half" if rows == 64 else f"reduce:{red}" if red else "split" if split else "whole"
     return est, len(starts) - 1, rows, kind
@@ -56,8 +48,8 @@ def replay(data, load=None):
     out = []
     for d in data["draws"]:
         sizes = list(zip(d["m"], d["n"], d["k"]))
-        est_h, ctas_h, rows_h = kind_plan(sizes, sms, 1)
-        est_w, _ctas_w, _rows_w = kind_plan(sizes, sms, 2)
+        est_h, ctas_h, rows_h, _kind = kind_plan(sizes, sms, 1)
+        est_w = kind_plan(sizes, sms, 2)[0]
         if load is not None and rows_h == 64:  # undo the compiled factor, apply the one asked for
             est_h = est_h / (1 + compiled * ctas_h / sms) * (1 + load * ctas_h / sms)
         half = rows_h == 64 and est_h < est_w * 0.999  # the planner's tie rule: other kinds first
@@ -68,7 +60,7 @@ def replay(data, load=None):
 
 def summary(rows):
     """(replayed geomean, draws on half tiles, worst ratio to the other kind)."""
-    return (geomean([r[2] for r in rows]), sum(1 for r in rows if r[1]),
+    return (geometric_mean([r[2] for r in rows]), sum(1 for r in rows if r[1]),
             max(r[2] / min(r[2], r[3]) for r in rows))
 
 
@@ -82,8 +74,8 @@ def main(argv=None):
         data = json.load(f)
     draws = data["draws"]
     print(f"{len(draws)} draws measured on {data['device']} at {data['commit']} ({data['date']})")
-    print(f"measured planner (of that commit): {geomean([d['us']['auto'] for d in draws]):.2f} us geomean; "
-          f"best kind per draw: {geomean([min(d['us']['half:0'], d['us']['half:1']) for d in draws]):.2f}")
+    print(f"measured planner (of that commit): {geometric_mean([d['us']['auto'] for d in draws]):.2f} us geomean; "
+          f"best kind per draw: {geometric_mean([min(d['us']['half:0'], d['us']['half:1']) for d in draws]):.2f}")
     rows = replay(data)
     g, n_half, worst = summary(rows)
     print(f"this build's planner (half_load {fastlaunch._C.cost_model['half_load']}): {g:.2f} us geomean, "
@@ -100,7 +92,7 @@ def main(argv=None):
             sizes = list(zip(d["m"], d["n"], d["k"]))
             cells = []
             for half, mode in ((1, "half:1"), (2, "half:0")):
-                est, ctas, _rows, kind = kind_plan(sizes, data["sm_count"], half, detail=True)
+                est, ctas, _rows, kind = kind_plan(sizes, data["sm_count"], half)
                 cells += [kind, str(ctas), f"{est:.1f}", f"{(d['us'][mode] - FIXED_US) / est:.2f}"]
             print(f"| seed {d['seed']} r{d['index']} G={d['g']} | " + " | ".join(cells) + " |")
     for load in args.load:
