@@ -96,8 +96,8 @@ constexpr double kHalfAddNs = 300;
 // A half tile's steps read the tile's W A rows from L2 for 64 B rows, twice the A bytes per MMA of a
 // whole tile, and half-tile plans ran longer over their estimate the more CTAs shared the chip: over 64
 // random draws (tools/sweep_sm90.py --set random:S, seeds 11-18, modes half:0 and half:1; v105 in
-// docs/sm90_kernel_notes.md), less 6.5 us of fixed cost, 0.95-1.2x their estimate at up to ~75 CTAs and
-// 1.15-1.5x at 100-132, against ~0.9-1.2x for the whole-tile plans beside them. So a half plan's
+// docs/sm90_kernel_notes.md), less 6.5 us of fixed cost, 0.95-1.24x their estimate at up to 75 CTAs and
+// 1.11-1.70x at 100-132, against 0.87-1.42x for the whole-tile plans beside them. So a half plan's
 // estimate is scaled by 1 + kHalfLoad x CTAs / SMs before it is compared with other kinds.
 constexpr double kHalfLoad = 0.3;
 constexpr double half_load_factor(int ctas, int64_t sms) { return 1.0 + kHalfLoad * (double)ctas / (double)sms; }
