@@ -52,9 +52,20 @@ constexpr int64_t tiles_n(int64_t n) { return ceil_div(n, kBlockN); }
 // all; launches (of up to kGroupsPerLaunch groups) are kWorkspaceAlign bytes apart.
 constexpr int64_t kWorkspaceAlign = 1024;
 
+// The A tensor map (and the workspace) reach kA16PadRows rows past the launch's last row, never written:
+// a group's tile reads `width` rows from its first, past the group's M into the next group's rows, and past
+// the launch's last row for the last group's last tile. A box that runs out of the map is zero-filled by
+// the TMA unit, and such loads made every K step of those tiles slower (v107 in docs/sm90_kernel_notes.md:
+// one group of M = 40 with N = 16384, K = 7168, 77.8 against 47.2 us at M = 128, the same plan). The rows
+// read past a group's M only feed sums of rows no epilogue stores.
+constexpr int64_t kA16PadRows = kMaxWidth;
+constexpr int64_t a16_map_rows(int64_t rows) { return rows + kA16PadRows; }
+
 // Bytes of one launch's fp16 A: `rows` (the sum of its groups' M, < 2^31) rows of `kmax` (< 2^31)
-// elements; no overflow.
-constexpr int64_t a16_launch_bytes(int64_t rows, int64_t kmax) { return round_up(rows * kmax * 2, kWorkspaceAlign); }
+// elements and the padding rows; no overflow.
+constexpr int64_t a16_launch_bytes(int64_t rows, int64_t kmax) {
+  return round_up(a16_map_rows(rows) * kmax * 2, kWorkspaceAlign);
+}
 
 // Cost model (ns on the H200), fitted to per-CTA trace times of the benchmark shapes
 // (tools/fit_sm90.py, docs/sm90_kernel_notes.md, v29): a 64-wide K step of a tile `w` A rows wide
