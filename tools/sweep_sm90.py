@@ -11,13 +11,14 @@ share:split:S, what a split tile's partial sums cost by its valid rows), or the 
 with few tiles and a long K that random draws found slower than cuBLAS), or the long-K set (random draws
 the planner ran on half tiles with a long K), or the alignment set (random draws with N not a multiple of
 8, each beside the same shape with N rounded up to one), or the far set (random draws far over their
-estimate or slower than cuBLAS, the first three beside their N-rounded twins), or random:SEED (the 8 random shapes of that
-seed). Prints one table (the data behind plan.h's cost model); --json also writes it.
+estimate or slower than cuBLAS, the first three beside their N-rounded twins), or the rows set (one group of
+40-128 rows, N = 16384, K = 7168: A boxes reaching past the group's rows), or random:SEED (the 8 random shapes
+of that seed). Prints one table (the data behind plan.h's cost model); --json also writes it.
 
 With --shape G:M:N:K (as tools/bench_kernels.py reads it; repeatable) the shapes given replace the set's,
 and --align8 adds each one's twin with every N rounded up to a multiple of 8.
 
-python tools/sweep_sm90.py [--set bench|tests|hand|slow|longk|any|far|random:SEED] [--shape G:M:N:K ...]
+python tools/sweep_sm90.py [--set bench|tests|hand|slow|longk|any|far|rows|random:SEED] [--shape G:M:N:K ...]
                            [--align8] [--json FILE] [mode ...]
   (modes: auto, cap:W, share:whole, share:split, share:split:S, share:reduce, share:reduce:S, half:0, half:1,
   only:convert, only:gemm, cublas; default: all but split:S, reduce:S and cublas)
@@ -80,6 +81,9 @@ FAR_BASES = [(7, [448, 499, 512, 135, 503, 371, 398], [1574, 1945, 1817, 997, 11
              (1, [505], [1552], [2752])]
 FAR_PAIRS = 3  # the first three beside their twins
 FAR_SHAPES = with_twins(FAR_BASES[:FAR_PAIRS]) + FAR_BASES[FAR_PAIRS:]
+# One group of 40-128 rows over 128 tiles of a long K (v107 in docs/sm90_kernel_notes.md): every tile's A box
+# reaches past the group's rows; before the workspace's padding rows, past the tensor map too.
+ROWS_SHAPES = [(1, [m], [16384], [7168]) for m in (40, 64, 96, 128)]
 
 
 def shape_sets():
@@ -97,6 +101,7 @@ def shape_sets():
             "slow": (SLOW_SHAPES, [short(x) for x in SLOW_SHAPES]),
             "longk": (LONGK_SHAPES, [short(x) for x in LONGK_SHAPES]),
             "any": (ANY_SHAPES, twin_names(ANY_SHAPES)),
+            "rows": (ROWS_SHAPES, [f"M={ms[0]}" for _g, ms, _n, _k in ROWS_SHAPES]),
             "far": (FAR_SHAPES, twin_names(FAR_SHAPES[:2 * FAR_PAIRS]) + [short(x) for x in FAR_SHAPES[2 * FAR_PAIRS:]])}
 
 
