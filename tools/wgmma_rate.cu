@@ -36,6 +36,10 @@
 //              step on registers (fragments made once before the loop, no shared loads), the results
 //              folded into one kept register: which of the dequantisation's kinds (per step and warp ~16
 //              PRMT, 16 HMUL2, 17 LOP3, 14 IMAD, 5 SHF) costs the tensor cores their rate at N = 128
+//   narrow     (alu 2) the GEMM's dequantisation at N = 16 .. 128, with no loads and with the stages
+//              filled as the GEMM fills them: what a narrower wgmma saves a tile whose A rows are few
+//              (one group of M <= 32 in a decode step). Build with -DPROBE_RING=S for rings of S stages
+//              (default 4; the GEMM has 6): the rows whose stages do not fit shared memory fail to launch.
 // ptxas serialises the depth-2 loop (C7513: it does not see that three fragment sets suffice); the
 // row is kept as that measurement.
 // Each row runs twice: on zeros (B in shared memory all zero) and on random fp16 in both operands (the
@@ -71,7 +75,10 @@ namespace {
 
 using namespace fl;
 
-constexpr int kRing = 4;           // stages (addresses rotate; the data is zeros)
+#ifndef PROBE_RING
+#define PROBE_RING 4
+#endif
+constexpr int kRing = PROBE_RING;  // stages (addresses rotate; the data is zeros); -DPROBE_RING=S for other depths
 constexpr int kRowBytes = 128;     // one K step of fp16 per row, 128-byte swizzle
 constexpr int kSteps = 4104;       // K steps per launch (a multiple of every depth + 1)
 
@@ -439,6 +446,16 @@ int main(int argc, char** argv) {
       make<128, 2, 1, 2, kRS, true, 2, false, false, kTmaL2>("RS N=128, alu 2, 2 m-blocks, tma from L2"),
       make<128, 2, 1, 2, kRS, true, 2, false, false, kTmaDram>("RS N=128, alu 2, 2 m-blocks, tma B from DRAM"),
       make<128, 2, 1, 2, kRS, true, 2, false, false, kTmaDram2>("RS N=128, alu 2, 2 m-blocks, tma, 2 producers"),
+      make<16, 2, 1, 1, kRS, true, 2, false>("RS N=16, alu 2, narrow"),
+      make<32, 2, 1, 1, kRS, true, 2, false>("RS N=32, alu 2, narrow"),
+      make<64, 2, 1, 1, kRS, true, 2, false>("RS N=64, alu 2, narrow"),
+      make<128, 2, 1, 1, kRS, true, 2, false>("RS N=128, alu 2, narrow"),
+      make<16, 2, 1, 1, kRS, true, 2, false, false, kTmaDram2>("RS N=16, alu 2, narrow, tma B from DRAM, 2 producers"),
+      make<32, 2, 1, 1, kRS, true, 2, false, false, kTmaDram2>("RS N=32, alu 2, narrow, tma B from DRAM, 2 producers"),
+      make<48, 2, 1, 1, kRS, true, 2, false, false, kTmaDram2>("RS N=48, alu 2, narrow, tma B from DRAM, 2 producers"),
+      make<64, 2, 1, 1, kRS, true, 2, false, false, kTmaDram2>("RS N=64, alu 2, narrow, tma B from DRAM, 2 producers"),
+      make<96, 2, 1, 1, kRS, true, 2, false, false, kTmaDram2>("RS N=96, alu 2, narrow, tma B from DRAM, 2 producers"),
+      make<128, 2, 1, 1, kRS, true, 2, false, false, kTmaDram2>("RS N=128, alu 2, narrow, tma B from DRAM, 2 producers"),
       make<128, 2, 1, 1, kRS, true, 0, false, false, kNoLoads, false, kMixLop3, 0>("RS N=128, mix none (fixed frags)"),
       make<128, 2, 1, 1, kRS, true, 0, false, false, kNoLoads, false, kMixLop3, 32>("RS N=128, mix 32 LOP3"),
       make<128, 2, 1, 1, kRS, true, 0, false, false, kNoLoads, false, kMixLop3, 64>("RS N=128, mix 64 LOP3"),
