@@ -88,13 +88,27 @@ constexpr double epilogue_ns(int w, int64_t n, bool half = false) {
   return kPassNs * (double)passes + (n % 8 ? kUnalignedPassNs * (double)(half ? ceil_div(passes, 2) : passes) : 0.0);
 }
 
+// Narrow wgmma (v106, v108 in docs/sm90_kernel_notes.md): a kernel build of its own runs, inside a
+// width's K loop, the wgmma at a smaller N where every tile of a group holds few enough A rows: one more
+// K loop per N of kNarrowNs[width index] (0: none; more than one narrow N made ptxas serialise the
+// wgmma, C7512), each on the first N / 2 of the width's sums. The tile keeps its width (its A box, its
+// epilogue); only the MMA of the rows past N is not done. Its target is a decode step: groups of a few
+// A rows each, whose 128-wide step is bound by the B dequantisation's chain beside an MMA that is
+// mostly padding. A step at N = 32 is taken as the 128-wide one scaled by the probe's ratio
+// (`tools/wgmma_rate.cu` narrow rows, the GEMM's loads, a ring of 6 stages: 471 cycles at N = 32
+// against 607 at 128).
+constexpr int kMaxNarrow = 2;
+constexpr int kNarrowNs[kNumWidths][kMaxNarrow] = {{32, 0}, {0, 0}};
+constexpr double kNarrowStepRatio = 471.0 / 607.0;
+
 // One group's tiles: `chunks` tiles of `width` A rows along M, tiles_n along N, each estimated
-// at `tile_ns`.
+// at `tile_ns`; mma_n: the wgmma's N (the width, or a narrow N of it in narrow plans).
 struct GroupTiles {
   int width;
   int64_t chunks, tiles_n, kst;  // kst: K steps per tile
   int64_t m;                     // the group's A rows (the last chunk's tiles may have fewer than width)
   double step_ns, tile_ns;
+  int mma_n;
 };
 
 // Half tiles (launches of up to kGroupsSmall groups with few tiles; a kernel of their own): kHalfBlockN
@@ -127,15 +141,30 @@ constexpr int fit_width(int64_t rows) {
   return kMaxWidth;
 }
 
-// The widest tiles of at most `cap` rows (a compiled width) that cut M evenly; `half`: half tiles.
-inline GroupTiles group_tiles(int64_t m, int64_t n, int64_t k, int cap, bool half = false) {
+// The narrowest wgmma N of width w's K loops that covers `rows` A rows (w itself if none does).
+constexpr int narrow_n(int w, int64_t rows) {
+  const int i = width_index(w);
+  for (int j = 0; i >= 0 && j < kMaxNarrow; ++j)
+    if (kNarrowNs[i][j] > 0 && rows <= kNarrowNs[i][j]) return kNarrowNs[i][j];
+  return w;
+}
+// A step at narrow N of width w's loop (kNarrowNs holds one N per width, so one ratio).
+constexpr double narrow_step_ns(int w) { return kNarrowStepRatio * step_ns(w); }
+
+// The widest tiles of at most `cap` rows (a compiled width) that cut M evenly; `half`: half tiles;
+// `narrow`: the wgmma at the narrowest N that covers a tile's rows (not with half tiles).
+inline GroupTiles group_tiles(int64_t m, int64_t n, int64_t k, int cap, bool half = false, bool narrow = false) {
   const int64_t c = ceil_div(m, cap);
-  const int w = fit_width(ceil_div(m, c));
+  const int64_t rows = ceil_div(m, c);
+  const int w = fit_width(rows);
   const int64_t kst = k / kBlockK;
   if (half)
     return {w, c, ceil_div(n, kHalfBlockN), kst, m, step_ns(w),
-            (double)ceil_div(kst, 2) * step_ns(w) + epilogue_ns(w, n, true) + kHalfAddNs};
-  return {w, c, tiles_n(n), kst, m, step_ns(w), (double)kst * step_ns(w) + epilogue_ns(w, n)};
+            (double)ceil_div(kst, 2) * step_ns(w) + epilogue_ns(w, n, true) + kHalfAddNs, w};
+  // the group's first tile holds min(m, w) rows (tiles start at chunk x w): every tile must fit N
+  const int mn = narrow ? narrow_n(w, m < w ? m : w) : w;
+  const double step = mn < w ? narrow_step_ns(w) : step_ns(w);
+  return {w, c, tiles_n(n), kst, m, step, (double)kst * step + epilogue_ns(w, n), mn};
 }
 
 // The most tiles a group can be planned into (all tiles of the narrowest width): the limits are
@@ -214,10 +243,11 @@ struct PlanForce {
   int share = 0;  // 1 whole tiles only, 2 split tiles only, 3 reduced tiles (below)
   int parts = 0;  // with split tiles only: min(parts x tiles, steps, SMs) CTAs instead of one per SM
   int half = 0;   // 1 half tiles only (where a launch may take them), 2 never
+  int narrow = 0; // 1 the narrow build for every plan but half and reduced tiles, 2 never
   // share 3: reduced tiles only where a launch may take them (else the planner's choice), `parts` per
   // tile (0: the planner's number)
   bool operator==(const PlanForce& o) const {
-    return cap == o.cap && share == o.share && parts == o.parts && half == o.half;
+    return cap == o.cap && share == o.share && parts == o.parts && half == o.half && narrow == o.narrow;
   }
 };
 
@@ -229,6 +259,7 @@ struct LaunchPlan {
   int ctas = 0;            // the grid
   int splits = 0;          // cuts inside a tile (shares that end inside one: each writes partial sums)
   bool half = false;       // half tiles (kHalfBlockN B rows; whole tiles only)
+  bool narrow = false;     // the narrow build (GroupTiles::mma_n)
   int reduce = 0;          // reduced tiles: the parts per tile (0: none)
   double est_ns = 0;       // estimated time of the busiest CTA
   int order[kGroupsPerLaunch];        // launch order -> group index (launch-local)
@@ -627,12 +658,13 @@ inline void share_reduce(LaunchPlan& p, int64_t parts) {
 // tiles), their tiles and K steps in all, and the launch order (by tile cost, costliest first; equal
 // costs keep group order).
 inline void set_groups(LaunchPlan& p, const int64_t* m, const int64_t* n, const int64_t* k, int groups, int cap,
-                       bool half) {
+                       bool half, bool narrow = false) {
   p.groups = groups;
   p.half = half;
+  p.narrow = narrow;
   p.tiles = p.steps = 0;
   for (int g = 0; g < groups; ++g) {
-    p.group[g] = group_tiles(m[g], n[g], k[g], cap, half);
+    p.group[g] = group_tiles(m[g], n[g], k[g], cap, half, narrow);
     p.tiles += p.group[g].chunks * p.group[g].tiles_n;
     p.steps += p.group[g].chunks * p.group[g].tiles_n * (k[g] / kBlockK);
     int at = g;  // insertion sort
@@ -642,6 +674,13 @@ inline void set_groups(LaunchPlan& p, const int64_t* m, const int64_t* n, const 
     }
     p.order[at] = g;
   }
+}
+
+// Whether a plan's groups run any wgmma narrower than their tiles.
+inline bool narrower(const LaunchPlan& p) {
+  for (int g = 0; g < p.groups; ++g)
+    if (p.group[g].mma_n < p.group[g].width) return true;
+  return false;
 }
 
 // The plan for a launch of `groups` groups (sizes m, n, k each) on `sm_count` SMs: for every cap
@@ -673,40 +712,45 @@ inline void plan_launch(const int64_t* m, const int64_t* n, const int64_t* k, in
     for (int i = kNumWidths - 1; i >= 0; --i) {
       const int cap = kWidths[i];
       if (force.cap && cap != force.cap) continue;
-      set_groups(cand, m, n, k, groups, cap, half);
-      for (int whole = 1; whole >= 0; --whole) {
-        // (share 3 forces reduced tiles where allowed; these plans stay the fallback)
-        if ((force.share == 1 || force.share == 2) && force.share != 2 - whole) continue;
-        if (half && !whole) continue;
-        int64_t units = whole ? cand.tiles : cand.steps;
-        if (!whole && force.parts > 0 && force.parts * cand.tiles < units) units = force.parts * cand.tiles;
-        share_out(cand, (int)(units < most ? units : most), whole, units < most);
-        if (half) cand.est_ns *= half_load_factor(cand.ctas, most);
-        if (!have || (!reduced && cand.est_ns < best * 0.999)) out = cand, best = cand.est_ns, have = true;
-        // Split tiles also over fewer CTAs than SMs, `parts` per tile: a launch of few tiles with a long
-        // K, where a tile's finishing CTA would otherwise read many partial sums one after the other.
-        for (int64_t parts = 2; !whole && !force.parts && parts * cand.tiles < most && parts * cand.tiles < cand.steps;
-             ++parts) {
-          share_out(cand, (int)(parts * cand.tiles), false, true);  // few: parts x tiles < SMs
-          if (!reduced && cand.est_ns < best * 0.999) out = cand, best = cand.est_ns;
+      // the narrow build (not for half or reduced tiles) where a group's tiles take a narrower wgmma
+      const int nar_lo = force.narrow == 1 && !half ? 1 : 0, nar_hi = half || force.narrow == 2 ? 0 : 1;
+      for (int nar = nar_lo; nar <= nar_hi; ++nar) {
+        set_groups(cand, m, n, k, groups, cap, half, nar == 1);
+        if (nar && force.narrow != 1 && !narrower(cand)) continue;  // the same plan as without
+        for (int whole = 1; whole >= 0; --whole) {
+          // (share 3 forces reduced tiles where allowed; these plans stay the fallback)
+          if ((force.share == 1 || force.share == 2) && force.share != 2 - whole) continue;
+          if (half && !whole) continue;
+          int64_t units = whole ? cand.tiles : cand.steps;
+          if (!whole && force.parts > 0 && force.parts * cand.tiles < units) units = force.parts * cand.tiles;
+          share_out(cand, (int)(units < most ? units : most), whole, units < most);
+          if (half) cand.est_ns *= half_load_factor(cand.ctas, most);
+          if (!have || (!reduced && cand.est_ns < best * 0.999)) out = cand, best = cand.est_ns, have = true;
+          // Split tiles also over fewer CTAs than SMs, `parts` per tile: a launch of few tiles with a long
+          // K, where a tile's finishing CTA would otherwise read many partial sums one after the other.
+          for (int64_t parts = 2; !whole && !force.parts && parts * cand.tiles < most && parts * cand.tiles < cand.steps;
+               ++parts) {
+            share_out(cand, (int)(parts * cand.tiles), false, true);  // few: parts x tiles < SMs
+            if (!reduced && cand.est_ns < best * 0.999) out = cand, best = cand.est_ns;
+          }
         }
+        // Reduced tiles: 2 or more parts per tile (forced: 1 or more), each at least one K step, at most one
+        // CTA per SM.
+        if (nar || half || !may_reduce || (force.share && force.share != 3)) continue;
+        // parts: up to the longest tile's K steps (shorter tiles take one part per step) and the SMs
+        int64_t max_kst = 1;
+        for (int g = 0; g < groups; ++g) max_kst = cand.group[g].kst > max_kst ? cand.group[g].kst : max_kst;
+        int64_t top = max_kst < kMaxReduceParts ? max_kst : kMaxReduceParts;
+        while (top >= 1 && reduce_ctas(cand, top) > most) --top;
+        const int64_t lo = force.share == 3 && force.parts ? (force.parts < top ? force.parts : top) : 2;
+        const int64_t hi = force.share == 3 && force.parts ? lo : top;
+        for (int64_t parts = lo; parts <= hi && parts >= 1; ++parts) {
+          share_reduce(cand, parts);
+          if (force.share == 3 && !reduced) out = cand, best = cand.est_ns, have = true, reduced = true;
+          else if (cand.est_ns < best * 0.999) out = cand, best = cand.est_ns;
+        }
+        cand.reduce = 0;
       }
-      // Reduced tiles: 2 or more parts per tile (forced: 1 or more), each at least one K step, at most one
-      // CTA per SM.
-      if (half || !may_reduce || (force.share && force.share != 3)) continue;
-      // parts: up to the longest tile's K steps (shorter tiles take one part per step) and the SMs
-      int64_t max_kst = 1;
-      for (int g = 0; g < groups; ++g) max_kst = cand.group[g].kst > max_kst ? cand.group[g].kst : max_kst;
-      int64_t top = max_kst < kMaxReduceParts ? max_kst : kMaxReduceParts;
-      while (top >= 1 && reduce_ctas(cand, top) > most) --top;
-      const int64_t lo = force.share == 3 && force.parts ? (force.parts < top ? force.parts : top) : 2;
-      const int64_t hi = force.share == 3 && force.parts ? lo : top;
-      for (int64_t parts = lo; parts <= hi && parts >= 1; ++parts) {
-        share_reduce(cand, parts);
-        if (force.share == 3 && !reduced) out = cand, best = cand.est_ns, have = true, reduced = true;
-        else if (cand.est_ns < best * 0.999) out = cand, best = cand.est_ns;
-      }
-      cand.reduce = 0;
     }
   }
   // split plans (not forced to S CTAs per tile): cut again for the critical path where that is shorter

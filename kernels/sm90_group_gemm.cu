@@ -20,10 +20,10 @@ using sm90::Params;
 constexpr int64_t kMaxWorkspaceBytes = int64_t{1} << 48;  // far beyond any GPU; keeps the sums in int64
 constexpr int64_t kMaxUnitsPerLaunch = (int64_t{1} << 31) - 1;
 
-template <int MAXG, bool HALF = false, bool ANY = false, bool RED = false>
+template <int MAXG, bool HALF = false, bool ANY = false, bool RED = false, bool NARROW = false>
 int prepare(CUfunction* fn, Error& err) {
-  return kernel_handle(reinterpret_cast<const void*>(&sm90::nvfp4_group_gemm<MAXG, HALF, ANY, RED>), sm90::kSmemBytes,
-                       fn, err);
+  return kernel_handle(reinterpret_cast<const void*>(&sm90::nvfp4_group_gemm<MAXG, HALF, ANY, RED, NARROW>),
+                       sm90::kSmemBytes, fn, err);
 }
 
 template <int MAXG>
@@ -180,7 +180,8 @@ int launch_chunk(const DeviceState& dev, const int64_t* buf, int G, int g0, int 
     gr.n = (int32_t)n;
     gr.k = (int32_t)k;
     gr.width = (int16_t)gt.width;  // a compiled width (the plan picks from kWidths): fits 16 bits
-    gr.width_idx = (int16_t)sm90::width_index(gt.width);
+    gr.width_idx = (int8_t)sm90::width_index(gt.width);
+    gr.mma_n16 = (uint8_t)(gt.mma_n / 16);  // a narrow N of kNarrowNs, or the width
     gr.chunks = (int32_t)gt.chunks;
     p.tile_end[i] = (int32_t)tiles;
     gr.unit_end = (int32_t)units;
@@ -240,7 +241,7 @@ int launch_chunk(const DeviceState& dev, const int64_t* buf, int G, int g0, int 
   cfg.gridDimX = (unsigned)plan.ctas;
   cfg.sharedMemBytes = sm90::kSmemBytes;
   cfg.hStream = reinterpret_cast<CUstream>(stream);
-  CUfunction fn = st.fn[any][which];
+  CUfunction fn = plan.narrow ? st.narrow_fn[any][which] : st.fn[any][which];
   if constexpr (MAXG == sm90::kGroupsSmall) {
     // the planner takes half and reduced tiles for up to kGroupsSmall groups only
     if (plan.half) fn = st.half_fn[any];
@@ -278,6 +279,14 @@ int sm90_init(DeviceState& dev, Error& err) {
   if (int rc = prepare<sm90::kGroupsPerLaunch, false, true>(&st.fn[1][3], err)) return rc;
   if (int rc = prepare<sm90::kGroupsSmall, true, true>(&st.half_fn[1], err)) return rc;
   if (int rc = prepare<sm90::kGroupsSmall, false, false, true>(&st.red_fn, err)) return rc;
+  if (int rc = prepare<sm90::kGroupsSmall, false, false, false, true>(&st.narrow_fn[0][0], err)) return rc;
+  if (int rc = prepare<sm90::kGroupsMid, false, false, false, true>(&st.narrow_fn[0][1], err)) return rc;
+  if (int rc = prepare<sm90::kGroupsLarge, false, false, false, true>(&st.narrow_fn[0][2], err)) return rc;
+  if (int rc = prepare<sm90::kGroupsPerLaunch, false, false, false, true>(&st.narrow_fn[0][3], err)) return rc;
+  if (int rc = prepare<sm90::kGroupsSmall, false, true, false, true>(&st.narrow_fn[1][0], err)) return rc;
+  if (int rc = prepare<sm90::kGroupsMid, false, true, false, true>(&st.narrow_fn[1][1], err)) return rc;
+  if (int rc = prepare<sm90::kGroupsLarge, false, true, false, true>(&st.narrow_fn[1][2], err)) return rc;
+  if (int rc = prepare<sm90::kGroupsPerLaunch, false, true, false, true>(&st.narrow_fn[1][3], err)) return rc;
   if (int rc = kernel_handle(reinterpret_cast<const void*>(&sm90::reduce_partials<sm90::kGroupsSmall>), 0,
                              &st.reduce_fn, err))
     return rc;
@@ -290,7 +299,8 @@ int sm90_init(DeviceState& dev, Error& err) {
                                         CU_TENSOR_MAP_SWIZZLE_NONE, err))
     return rc;
   // Experiments (tools/sweep_sm90.py) and tests: the widest tile the planner may use; whole or split
-  // tiles only; half tiles always (where allowed) or never; one of the two kernels only.
+  // tiles only; half tiles always (where allowed) or never; the narrow build always (where allowed) or never;
+  // one of the two kernels only.
   if (const char* env = std::getenv("FASTLAUNCH_SM90_WCAP")) {
     const int cap = std::atoi(env);
     if (sm90::width_index(cap) >= 0) st.force.cap = cap;
@@ -317,6 +327,10 @@ int sm90_init(DeviceState& dev, Error& err) {
   if (const char* env = std::getenv("FASTLAUNCH_SM90_HALF")) {
     st.force.half = std::strcmp(env, "1") == 0 ? 1 : std::strcmp(env, "0") == 0 ? 2 : -1;
     if (st.force.half < 0) return err.set(FL_ERR_VALUE, "FASTLAUNCH_SM90_HALF=%s: expected 0 or 1", env);
+  }
+  if (const char* env = std::getenv("FASTLAUNCH_SM90_NARROW")) {
+    st.force.narrow = std::strcmp(env, "1") == 0 ? 1 : std::strcmp(env, "0") == 0 ? 2 : -1;
+    if (st.force.narrow < 0) return err.set(FL_ERR_VALUE, "FASTLAUNCH_SM90_NARROW=%s: expected 0 or 1", env);
   }
   if (const char* env = std::getenv("FASTLAUNCH_SM90_ONLY")) {
     st.only = std::strcmp(env, "convert") == 0 ? 1 : std::strcmp(env, "gemm") == 0 ? 2 : -1;

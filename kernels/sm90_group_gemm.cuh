@@ -224,17 +224,31 @@ __device__ __forceinline__ void consumer_step(const Smem& sm, float (&acc)[W / 2
   pos.next();
 }
 
+// A unit's K loop of `steps` steps at wgmma N on the first N / 2 sums of `all`, to the last wgmma's end.
+template <int N>
+__device__ __forceinline__ void k_loop(const Smem& sm, float (&all)[kMaxWidth / 2], ConsumerPos& pos, int steps,
+                                       int r0, int c, int lane) {
+  float(&acc)[N / 2] = *reinterpret_cast<float(*)[N / 2]>(&all[0]);
+  uint32_t fa[4][4], fb[4][4];
+  for (int kc = 0; kc < steps; kc += 2) {
+    consumer_step<N>(sm, acc, fa, pos, kc, r0, c, lane);
+    if (kc + 1 < steps) consumer_step<N>(sm, acc, fb, pos, kc + 1, r0, c, lane);
+  }
+  ptx::wgmma_wait<0>();
+}
+
 // One unit of a tile of width W: its K loop, then the epilogue, or the partial sums for the CTA that
 // finishes the tile. `all` is the accumulator array every width shares (a width uses its first
-// W / 2 registers).
+// W / 2 registers). N: the wgmma's N (W, or in the narrow build one of W's plan.h kNarrowNs), the K loop
+// on the first N / 2 sums; the sums past N are left as they are: they belong to A rows past the tile's
+// (N covers them), which no epilogue stores and no partial sum carries into a stored row.
 // `pending`: this warp's flag, raised after the next unit's K loop (or at the end).
-template <int W, bool ANY, bool RED, int MAXG>
+template <int W, bool ANY, bool RED, int N, int MAXG>
 __device__ __forceinline__ void consumer_unit(const Params<MAXG>& p, const Smem& sm, float (&all)[kMaxWidth / 2],
                                               const Unit& w, ConsumerPos& pos, int r0, int c, int cw, int wq,
                                               int lane, int32_t*& pending, uint64_t* tr) {
   float(&acc)[W / 2] = *reinterpret_cast<float(*)[W / 2]>(&all[0]);
   const Group& gr = p.groups[w.tile.g];
-  uint32_t fa[4][4], fb[4][4];
   // trace: when the first stage lands. The condition is the warp's (the traced thread's warp waits too):
   // a branch on `tr` alone is divergent to ptxas, which then kept the K loops' ring position and wgmma
   // descriptors out of uniform registers (v87 in docs/sm90_kernel_notes.md: 9% more instructions per step).
@@ -243,11 +257,7 @@ __device__ __forceinline__ void consumer_unit(const Params<MAXG>& p, const Smem&
     trace(tr, kTrFirstFull);
   }
   const int steps = w.k1 - w.k0;
-  for (int kc = 0; kc < steps; kc += 2) {
-    consumer_step<W>(sm, acc, fa, pos, kc, r0, c, lane);
-    if (kc + 1 < steps) consumer_step<W>(sm, acc, fb, pos, kc + 1, r0, c, lane);
-  }
-  ptx::wgmma_wait<0>();
+  k_loop<N>(sm, all, pos, steps, r0, c, lane);
   trace(tr, kTrFirstMainloop);
   __syncwarp();
   if (lane == 0) ptx::mbar_arrive(sm.empty(pos.prev));
@@ -340,31 +350,52 @@ __device__ __forceinline__ void consumer_unit_half(const Params<MAXG>& p, const 
   trace(tr, kTrFirstEpilogue);
 }
 
+// The narrow build (plan.h kNarrowNs): the unit at the narrowest wgmma N of width W's that covers the
+// group's (Group::mma_n16), else at W; each N a unit of its own (K loop and epilogue: K loops of
+// different N before one epilogue made ptxas serialise the wgmma, C7515).
+template <int W, bool ANY, int J = 0, int MAXG>
+__device__ __forceinline__ void narrow_unit(const Params<MAXG>& p, const Smem& sm, float (&all)[kMaxWidth / 2],
+                                            const Unit& w, ConsumerPos& pos, int r0, int c, int cw, int wq, int lane,
+                                            int32_t*& pending, uint64_t* tr) {
+  constexpr int N = J < kMaxNarrow ? kNarrowNs[width_index(W)][J < kMaxNarrow ? J : 0] : 0;
+  if constexpr (N > 0 && N < W) {
+    if (p.groups[w.tile.g].mma_n16 * 16 <= N) {
+      consumer_unit<W, ANY, false, N>(p, sm, all, w, pos, r0, c, cw, wq, lane, pending, tr);
+      return;
+    }
+    narrow_unit<W, ANY, J + 1>(p, sm, all, w, pos, r0, c, cw, wq, lane, pending, tr);
+  } else {
+    consumer_unit<W, ANY, false, W>(p, sm, all, w, pos, r0, c, cw, wq, lane, pending, tr);
+  }
+}
+
 // The main loop of the tile's width (plan.h kWidths: more main loops in one kernel made ptxas
 // serialise the wgmma, C7512). HALF: half tiles (r0 is then the row inside the warpgroup's 64).
-template <bool HALF, bool ANY, bool RED, int I = 0, int MAXG>
+template <bool HALF, bool ANY, bool RED, bool NARROW, int I = 0, int MAXG>
 __device__ __forceinline__ void consumer_dispatch(const Params<MAXG>& p, const Smem& sm, float (&all)[kMaxWidth / 2],
                                                   const Unit& w, ConsumerPos& pos, int r0, int c, int cw,
                                                   int wq, int lane, int32_t*& pending, uint64_t* tr) {
   constexpr int W = kWidths[I];
   if constexpr (I + 1 < kNumWidths) {
     if (p.groups[w.tile.g].width > W) {
-      consumer_dispatch<HALF, ANY, RED, I + 1>(p, sm, all, w, pos, r0, c, cw, wq, lane, pending, tr);
+      consumer_dispatch<HALF, ANY, RED, NARROW, I + 1>(p, sm, all, w, pos, r0, c, cw, wq, lane, pending, tr);
       return;
     }
   }
   if constexpr (HALF) consumer_unit_half<W, ANY>(p, sm, all, w, pos, r0, c, cw, wq, lane, tr);
-  else consumer_unit<W, ANY, RED>(p, sm, all, w, pos, r0, c, cw, wq, lane, pending, tr);
+  else if constexpr (NARROW) narrow_unit<W, ANY>(p, sm, all, w, pos, r0, c, cw, wq, lane, pending, tr);
+  else consumer_unit<W, ANY, RED, W>(p, sm, all, w, pos, r0, c, cw, wq, lane, pending, tr);
 }
 
 // HALF: half tiles (plan.h kHalfBlockN, whole tiles only; consumer_unit_half). ANY: C rows at any
 // alignment stored in aligned 16-byte chunks (sm90_epilogue.cuh), for launches with such rows. RED:
 // reduced tiles (plan.h): every CTA stores its one unit's partial sums for the reduce kernel
-// (sm90_reduce.cuh), which stores C.
-template <int MAXG, bool HALF = false, bool ANY = false, bool RED = false>
+// (sm90_reduce.cuh), which stores C. NARROW: the narrow build (plan.h kNarrowNs; whole and split tiles).
+template <int MAXG, bool HALF = false, bool ANY = false, bool RED = false, bool NARROW = false>
 __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_constant__ Params<MAXG> p) {
   static_assert(!HALF || kStages % 2 == 0, "half tiles: each stage serves one consumer warpgroup");
   static_assert(!RED || (!HALF && !ANY), "reduced tiles: whole-tile units, C stored by the reduce kernel");
+  static_assert(!NARROW || (!HALF && !RED), "the narrow build: whole and split tiles");
   constexpr int kBN = HALF ? kHalfBlockN : kBlockN;  // B rows per tile
   extern __shared__ __align__(1024) uint8_t smem[];
   // Read from lane 0, so ptxas knows them warp-uniform and may keep what derives from them (ring
@@ -484,7 +515,7 @@ __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_con
     for (int u = 0; u < share.units(); ++u) {
       const Unit w = share.unit<kBN>(p, u);
       float acc[kMaxWidth / 2];  // per unit: nothing carries over, so no register lives across widths
-      consumer_dispatch<HALF, ANY, RED>(p, sm, acc, w, pos, r0, c, cw, wq, lane, pending, tr);
+      consumer_dispatch<HALF, ANY, RED, NARROW>(p, sm, acc, w, pos, r0, c, cw, wq, lane, pending, tr);
       tr = nullptr;  // trace the first unit only
     }
     raise_flag(pending, lane);

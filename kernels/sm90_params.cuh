@@ -15,13 +15,15 @@ struct Group : GroupOperands {  // a, b, sfa, sfb, c
   __half* a16;         // the group's first fp16 A row in the workspace (rows Params::a16_pitch apart)
   int32_t a16_row;     // ... and its row index there (the A tensor map's row coordinate)
   int32_t m, n, k;
-  int16_t width;       // A rows per tile: plan.h's kWidths[width_idx] (16 bits each: Group stays 80 bytes)
-  int16_t width_idx;
+  int16_t width;       // A rows per tile: plan.h's kWidths[width_idx] (16 and 8 bits: Group stays 80 bytes)
+  int8_t width_idx;
+  uint8_t mma_n16;     // the narrow build's wgmma N / 16 (plan.h GroupTiles::mma_n; else width / 16)
   int32_t chunks;      // tiles along M: ceil(m / width)
   int32_t unit_end;    // exclusive end of this group's conversion units (rows x K/64) in the launch
   int32_t cta0;        // reduced tiles: the first CTA of the group's tiles' parts (tile by tile)
 };
-static_assert(kMaxWidth < 32768 && sizeof(Group) == 80, "widths fit 16 bits; Group holds no padding");
+static_assert(kMaxWidth < 32768 && kNumWidths < 128 && kMaxWidth / 16 < 256 && sizeof(Group) == 80,
+              "widths, their index and wgmma N / 16 fit their fields; Group holds no padding");
 
 // Params::groups is in the plan's order (LaunchPlan::order): tiles are numbered group by group.
 // A CTA's producers read their share's bounds, the groups' tile ends (to find the first tile's group)

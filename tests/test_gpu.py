@@ -152,6 +152,27 @@ def test_every_width_cap_and_share(cap, share, half):
     check_in_child(EVERY_SHAPE_CASES, env)
 
 
+# The narrow build (plan.h kNarrowNs): groups whose tiles hold few enough rows run a narrower wgmma in
+# their width's K loop. Rows at the narrow N's edge and one past it, one row, a group cut into two tiles
+# under cap 128 (190 rows: tiles of 128 and 62, so not narrow), unaligned C rows (N % 8 != 0), split
+# tiles over long K, a decode-like launch of 8 groups of 1-32 rows, and a launch of 20 groups (the next
+# parameter block).
+NARROW_CASES = [(3, [32, 33, 1], [256, 136, 1001], [256, 512, 128]), (2, [190, 20], [1024, 384], [1024, 2048]),
+                (8, [1, 2, 5, 8, 13, 16, 31, 32], [512, 256, 384, 128, 520, 256, 128, 1024], [1536] * 8),
+                (20, [1 + 13 * i for i in range(20)], [128 + 8 * i for i in range(20)],
+                 [64 * (1 + i % 3) for i in range(20)])]
+
+
+@pytest.mark.parametrize("cap, share", [("", ""), ("128", "whole"), ("", "split"), ("", "split:2")])
+def test_narrow_build(cap, share):
+    env = dict(os.environ, FASTLAUNCH_SM90_NARROW="1", FASTLAUNCH_SM90_HALF="0")
+    if cap:
+        env["FASTLAUNCH_SM90_WCAP"] = cap
+    if share:
+        env["FASTLAUNCH_SM90_SHARE"] = share
+    check_in_child(NARROW_CASES + EVERY_SHAPE_CASES, env)
+
+
 def test_forced_plans_repeated_without_a_wrong_output_or_a_hang():
     # One pass of test_every_width_cap_and_share catches a hang that comes now and then only by luck (a
     # change to the B producer's first loads hung about one call in five of the case with more tiles
@@ -324,7 +345,7 @@ def test_tensors_on_two_devices_are_refused():
 
 
 @pytest.mark.parametrize("setting", ["WCAP=100", "SHARE=halves", "SHARE=split:0", "SHARE=split:2x", "SHARE=reduce:65",
-                                     "HALF=yes", "ONLY=both"])
+                                     "HALF=yes", "NARROW=2", "ONLY=both"])
 def test_bad_experiment_setting_is_reported(setting):
     # The experiment settings are read when the device is first used; a bad one is a ValueError naming it.
     name, _, value = setting.partition("=")

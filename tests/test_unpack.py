@@ -241,8 +241,11 @@ PLAN_CASES = [
 COST = fastlaunch._C.cost_model  # plan.h's cost model, ns
 
 
-def step_cost(w):
-    return max(COST["step_ns_dequant"], COST["step_ns_per_row"] * w)  # per 64-wide K step
+def step_cost(w, mma_n=None):
+    # per 64-wide K step; the narrow build's narrower wgmma N at a fixed share of its width's step
+    if mma_n is not None and mma_n < w:
+        return COST["narrow_step_ratio"] * max(COST["step_ns_dequant"], COST["step_ns_per_row"] * w)
+    return max(COST["step_ns_dequant"], COST["step_ns_per_row"] * w)
 
 
 def epilogue_cost(w, n, half=False):
@@ -252,11 +255,11 @@ def epilogue_cost(w, n, half=False):
     return COST["pass_ns"] * passes + (COST["unaligned_pass_ns"] * (-(-passes // 2) if half else passes) if n % 8 else 0)
 
 
-def tile_cost(steps, w, rows, n):
+def tile_cost(steps, w, rows, n, mma_n=None):
     # a half tile (64 B rows): its steps two at a time, and the exchange of the warpgroups' sums
     if rows == 64:
         return -(-steps // 2) * step_cost(w) + epilogue_cost(w, n, True) + COST["half_add_ns"]
-    return steps * step_cost(w) + epilogue_cost(w, n)
+    return steps * step_cost(w, mma_n) + epilogue_cost(w, n)
 
 
 @pytest.mark.parametrize("parts", [2, 3])
@@ -388,14 +391,18 @@ def test_plan_shares_cover_every_step_once(sm_count, share, parts):
     plan = fastlaunch._C.plan
     for sizes in PLAN_CASES:
         groups, starts, est, rows, red = plan(sizes, sm_count, share, 0, parts)
+        mma_n = fastlaunch._C.mma_n(sizes, sm_count, share, 0, parts)
         order = sorted(range(len(sizes)), key=lambda g: groups[g][3])
-        tile_steps, tile_width, tile_n = [], [], []
+        tile_steps, tile_width, tile_n, tile_mma_n = [], [], [], []
         for g in order:
             w, chunks, tn, _ = groups[g]
             assert tn == -(-sizes[g][1] // rows)  # tiles of `rows` B rows along N
+            # the narrow build's N: only where every tile of the group fits it (the first holds min(m, w) rows)
+            assert mma_n[g] == w or (rows == 128 and not red and min(sizes[g][0], w) <= mma_n[g] < w)
             tile_steps += [sizes[g][2] // 64] * (chunks * tn)
             tile_width += [w] * (chunks * tn)
             tile_n += [sizes[g][1]] * (chunks * tn)
+            tile_mma_n += [mma_n[g]] * (chunks * tn)
         assert rows == 128 or (rows == 64 and len(sizes) <= 16 and share != 2 and all(k == 0 for _, k in starts))
         tiles = len(tile_steps)
         ctas = len(starts) - 1
@@ -430,7 +437,7 @@ def test_plan_shares_cover_every_step_once(sm_count, share, parts):
             assert k == 0 or share != 1
             assert k == 0 or (k >= 2 and tile_steps[t] - k >= 2) or sum(tile_steps) < 8 * ctas
         # the busiest share is within one tile (and its partial sums) of the average
-        tile_ns = [tile_cost(s, w, rows, n) for s, w, n in zip(tile_steps, tile_width, tile_n)]
+        tile_ns = [tile_cost(s, w, rows, n, mn) for s, w, n, mn in zip(tile_steps, tile_width, tile_n, tile_mma_n)]
         assert est * 1000 >= sum(tile_ns) / ctas - 1
         widest = max(fastlaunch._C.tile_widths)  # partial sums cost by valid rows: at most the widest tile's
         few = COST["few_write_ns"] + COST["few_read_ns"] + widest * (COST["few_write_row_ns"] + COST["few_read_row_ns"])
@@ -441,11 +448,12 @@ def test_plan_shares_cover_every_step_once(sm_count, share, parts):
 def test_plan_partial_sums_cost_by_valid_rows():
     # A split tile hands over its sums in two halves of W / 2 A rows, only those holding valid rows
     # (sm90_share.cuh), so, over fewer CTAs than SMs, the planner's estimate of the same split is the same
-    # for every M up to W / 2, and higher past it by at most the per-row costs of half a tile.
+    # for every M up to W / 2, and higher past it by at most the per-row costs of half a tile (without the
+    # narrow build, whose narrower wgmma would change the steps' cost).
     plan = fastlaunch._C.plan
     per_row = COST["few_write_row_ns"] + COST["few_read_row_ns"]
-    ests = {m: plan([(m, 512, 4096)], 132, 2, 0, 2)[2] * 1000 for m in (16, 64, 65, 128)}
-    assert all(plan([(m, 512, 4096)], 132, 2, 0, 2)[0][0][0] == 128 for m in ests)  # one width: same steps
+    ests = {m: plan([(m, 512, 4096)], 132, 2, 0, 2, 0, 2)[2] * 1000 for m in (16, 64, 65, 128)}
+    assert all(plan([(m, 512, 4096)], 132, 2, 0, 2, 0, 2)[0][0][0] == 128 for m in ests)  # one width: same steps
     assert ests[16] == ests[64] < ests[65] == ests[128] <= ests[16] + per_row * 64 + 1
     # The planner's own choice is no worse (by its estimate) than any forced number of CTAs per split tile,
     # and a long K over few narrow tiles is split over fewer CTAs than SMs.
@@ -495,11 +503,12 @@ def test_plan_whole_tiles_smallest_busiest_share(sm_count):
                                                                   range(8, 400, 53)]]
     for sizes in cases:
         groups, starts, est, rows, _ = plan(sizes, sm_count, 1)
+        mma_n = fastlaunch._C.mma_n(sizes, sm_count, 1)
         order = sorted(range(len(sizes)), key=lambda g: groups[g][3])
         cost = []
         for g in order:
             w, chunks, tn, _ = groups[g]
-            cost += [tile_cost(sizes[g][2] // 64, w, rows, sizes[g][1])] * (chunks * tn)
+            cost += [tile_cost(sizes[g][2] // 64, w, rows, sizes[g][1], mma_n[g])] * (chunks * tn)
         n = len(cost)
         prefix = [0.0]
         for c in cost:

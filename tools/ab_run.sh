@@ -39,7 +39,7 @@ for set in $sets; do
       name=$(tree_name "$t")
       while IFS= read -r line; do
         if [[ "$line" == "| mode |"* ]]; then header=${header:-$line}
-        elif [[ "$line" =~ ^\|\ (auto|cap:|share:|half:|only:|cublas) ]]; then rows+=("| $name r$r $line")
+        elif [[ "$line" =~ ^\|\ (auto|cap:|share:|half:|narrow:|only:|cublas) ]]; then rows+=("| $name r$r $line")
         fi
       done < <(cd "$t" && PYTHONPATH="$t" timeout 300 python3 tools/sweep_sm90.py --set "$set" $modes 2>&1)
     done

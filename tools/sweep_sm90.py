@@ -2,7 +2,9 @@
 the planner then cuts each group under it), with whole, split or reduced tiles forced (FASTLAUNCH_SM90_SHARE;
 split:S cuts the steps into S CTAs per tile instead of one per SM; reduce:S each tile into S parts summed by
 the reduce kernel), with half tiles (64 B rows) never or always where
-allowed (FASTLAUNCH_SM90_HALF=0/1) and with the planner's choice, each mode in its own process, after a
+allowed (FASTLAUNCH_SM90_HALF=0/1), with the narrow build (a narrower wgmma where a group's tiles hold few
+rows) never or always where allowed (FASTLAUNCH_SM90_NARROW=0/1) and with the planner's choice, each mode in
+its own process, after a
 correctness check on a few test shapes and on each timed shape; then the planner's choice with only the A
 conversion or only the GEMM launched (FASTLAUNCH_SM90_ONLY; those results are wrong). Mode `cublas` times
 torch's fp16 GEMM per group on operands of the same sizes. Shapes: the benchmark shapes, the task's test
@@ -12,16 +14,16 @@ with few tiles and a long K that random draws found slower than cuBLAS), or the 
 the planner ran on half tiles with a long K), or the alignment set (random draws with N not a multiple of
 8, each beside the same shape with N rounded up to one), or the far set (random draws far over their
 estimate or slower than cuBLAS, the first three beside their N-rounded twins), or the rows set (one group of
-40-128 rows, N = 16384, K = 7168: A boxes reaching past the group's rows), or random:SEED (the 8 random shapes
-of that seed). Prints one table (the data behind plan.h's cost model); --json also writes it.
+40-128 rows, N = 16384, K = 7168: A boxes reaching past the group's rows), or the decode set (launches of
+groups of 1-32 rows: the narrow build's target), or random:SEED (the 8 random shapes of that seed). Prints one table (the data behind plan.h's cost model); --json also writes it.
 
 With --shape G:M:N:K (as tools/bench_kernels.py reads it; repeatable) the shapes given replace the set's,
 and --align8 adds each one's twin with every N rounded up to a multiple of 8.
 
-python tools/sweep_sm90.py [--set bench|tests|hand|slow|longk|any|far|rows|random:SEED] [--shape G:M:N:K ...]
+python tools/sweep_sm90.py [--set bench|tests|hand|slow|longk|any|far|rows|decode|random:SEED] [--shape G:M:N:K ...]
                            [--align8] [--json FILE] [mode ...]
   (modes: auto, cap:W, share:whole, share:split, share:split:S, share:reduce, share:reduce:S, half:0, half:1,
-  only:convert, only:gemm, cublas; default: all but split:S, reduce:S and cublas)
+  narrow:0, narrow:1, only:convert, only:gemm, cublas; default: all but split:S, reduce:S and cublas)
 """
 import argparse
 import json
@@ -84,6 +86,11 @@ FAR_SHAPES = with_twins(FAR_BASES[:FAR_PAIRS]) + FAR_BASES[FAR_PAIRS:]
 # One group of 40-128 rows over 128 tiles of a long K (v107 in docs/sm90_kernel_notes.md): every tile's A box
 # reaches past the group's rows; before the workspace's padding rows, past the tensor map too.
 ROWS_SHAPES = [(1, [m], [16384], [7168]) for m in (40, 64, 96, 128)]
+# Decode-like launches (v108 in docs/sm90_kernel_notes.md): groups of 1-32 rows (tokens routed to each
+# expert), the benchmarks' N and K; their time is the B bytes and their dequantisation.
+DECODE_SHAPES = [(8, [1] * 8, [4096] * 8, [7168] * 8), (8, [16] * 8, [4096] * 8, [7168] * 8),
+                 (8, [1, 3, 7, 12, 18, 24, 29, 32], [7168] * 8, [2048] * 8), (32, [8] * 32, [2048] * 32, [7168] * 32),
+                 (1, [4], [7168], [2048])]
 
 
 def shape_sets():
@@ -102,6 +109,7 @@ def shape_sets():
             "longk": (LONGK_SHAPES, [short(x) for x in LONGK_SHAPES]),
             "any": (ANY_SHAPES, twin_names(ANY_SHAPES)),
             "rows": (ROWS_SHAPES, [f"M={ms[0]}" for _g, ms, _n, _k in ROWS_SHAPES]),
+            "decode": (DECODE_SHAPES, [short(x) for x in DECODE_SHAPES]),
             "far": (FAR_SHAPES, twin_names(FAR_SHAPES[:2 * FAR_PAIRS]) + [short(x) for x in FAR_SHAPES[2 * FAR_PAIRS:]])}
 
 
@@ -137,6 +145,7 @@ MODES = {"auto": "planner", **{f"cap:{w}": f"widths <= {w}" for w in WIDTHS},
          "share:whole": "whole tiles only", "share:split": "split tiles only",
          "share:reduce": "reduced tiles where allowed",
          "half:0": "no half tiles", "half:1": "half tiles where allowed",
+         "narrow:0": "no narrow build", "narrow:1": "narrow build where allowed",
          "only:convert": "planner, A conversion only", "only:gemm": "planner, GEMM only"}
 
 
@@ -180,13 +189,14 @@ print(json.dumps({"ok": bool(ok), "us": times}))
 
 def mode_env(mode):
     """The environment of a child process run in `mode` (auto, cap:W, share:whole|split|split:S|reduce|reduce:S,
-    half:0|1, only:convert|gemm; others, such as cublas, leave the settings unset)."""
+    half:0|1, narrow:0|1, only:convert|gemm; others, such as cublas, leave the settings unset)."""
     env = dict(os.environ)
-    for k in ("FASTLAUNCH_SM90_WCAP", "FASTLAUNCH_SM90_ONLY", "FASTLAUNCH_SM90_SHARE", "FASTLAUNCH_SM90_HALF"):
+    for k in ("FASTLAUNCH_SM90_WCAP", "FASTLAUNCH_SM90_ONLY", "FASTLAUNCH_SM90_SHARE", "FASTLAUNCH_SM90_HALF",
+              "FASTLAUNCH_SM90_NARROW"):
         env.pop(k, None)
     kind, _, value = mode.partition(":")
     var = {"share": "FASTLAUNCH_SM90_SHARE", "only": "FASTLAUNCH_SM90_ONLY", "cap": "FASTLAUNCH_SM90_WCAP",
-           "half": "FASTLAUNCH_SM90_HALF"}.get(kind)
+           "half": "FASTLAUNCH_SM90_HALF", "narrow": "FASTLAUNCH_SM90_NARROW"}.get(kind)
     if var:
         env[var] = value
     return env
