@@ -109,7 +109,8 @@ def shape_sets():
             "longk": (LONGK_SHAPES, [short(x) for x in LONGK_SHAPES]),
             "any": (ANY_SHAPES, twin_names(ANY_SHAPES)),
             "rows": (ROWS_SHAPES, [f"M={ms[0]}" for _g, ms, _n, _k in ROWS_SHAPES]),
-            "decode": (DECODE_SHAPES, [short(x) for x in DECODE_SHAPES]),
+            "decode": (DECODE_SHAPES, [f"G={g} M={ms[0]}{'..' + str(ms[-1]) if ms[-1] != ms[0] else ''} "
+                                       f"{ns[0]}x{ks[0]}" for g, ms, ns, ks in DECODE_SHAPES]),
             "far": (FAR_SHAPES, twin_names(FAR_SHAPES[:2 * FAR_PAIRS]) + [short(x) for x in FAR_SHAPES[2 * FAR_PAIRS:]])}
 
 
