@@ -492,22 +492,23 @@ PyObject* unpack(PyObject*, PyObject* data) {
   }
 }
 
+// A tuple of n Python ints, value(i) the i-th; nullptr with a Python error set.
+template <class F>
+PyObject* int_tuple(Py_ssize_t n, F value) {
+  PyObject* out = PyTuple_New(n);
+  for (Py_ssize_t i = 0; out && i < n; ++i) {
+    PyObject* v = PyLong_FromLongLong((long long)value(i));
+    if (!v) Py_CLEAR(out);
+    else PyTuple_SET_ITEM(out, i, v);
+  }
+  return out;
+}
+
 PyObject* pack(PyObject*, PyObject* data) {
   try {
     Unpacked u;
     if (!unpack_into(data, false, &u)) return nullptr;
-    const Py_ssize_t n = kFields * u.groups;
-    PyObject* out = PyTuple_New(n);
-    if (!out) return nullptr;
-    for (Py_ssize_t i = 0; i < n; ++i) {
-      PyObject* v = PyLong_FromLongLong(u.buf[i]);
-      if (!v) {
-        Py_DECREF(out);
-        return nullptr;
-      }
-      PyTuple_SET_ITEM(out, i, v);
-    }
-    return out;
+    return int_tuple(kFields * u.groups, [&](Py_ssize_t i) { return u.buf[i]; });
   } catch (const std::exception& e) {
     return err_cpp(e.what());
   }
@@ -633,22 +634,13 @@ PyObject* plan(PyObject*, PyObject* args) {
 }
 
 // mma_n(sizes, sm_count, ...) -> (n, ...): each group's wgmma N in plan()'s plan (its tile width, or in
-// the narrow build a narrower N of plan.h kNarrowNs).
+// the narrow build plan.h kNarrowN).
 PyObject* mma_n(PyObject*, PyObject* args) {
   PlanArgs a;
   if (!plan_args(args, "Oi|iiiii:mma_n", a)) return nullptr;
   fl::sm90::LaunchPlan p;
   fl::sm90::plan_launch(a.m, a.n, a.k, a.groups, a.sm_count, a.force, p);
-  PyObject* out = PyTuple_New(a.groups);
-  for (int g = 0; out && g < a.groups; ++g) {
-    PyObject* v = PyLong_FromLong(p.group[g].mma_n);
-    if (!v) {
-      Py_DECREF(out);
-      return nullptr;
-    }
-    PyTuple_SET_ITEM(out, g, v);
-  }
-  return out;
+  return int_tuple(a.groups, [&](Py_ssize_t g) { return p.group[g].mma_n; });
 }
 
 // cuts(sizes, sm_count, share=0, cap=0, parts=0, half=0, narrow=0) -> (head, ...): the rows at which the sm90 launcher
@@ -669,16 +661,7 @@ PyObject* cuts(PyObject*, PyObject* args) {
                           },
                           head);
   }
-  PyObject* out = PyTuple_New(G);
-  for (int g = 0; out && g < G; ++g) {
-    PyObject* h = PyLong_FromLongLong(head[g]);
-    if (!h) {
-      Py_DECREF(out);
-      return nullptr;
-    }
-    PyTuple_SET_ITEM(out, g, h);
-  }
-  return out;
+  return int_tuple(G, [&](Py_ssize_t g) { return head[g]; });
 }
 
 PyMethodDef kMethods[] = {
@@ -725,18 +708,14 @@ PyMODINIT_FUNC PyInit__C(void) {
   if (!m) return nullptr;
   if (PyModule_AddStringConstant(m, "supported_archs", fl_supported_archs()) < 0 ||
       PyModule_AddIntConstant(m, "max_width", fl::sm90::kMaxWidth) < 0 ||
+      PyModule_AddIntConstant(m, "narrow_n", fl::sm90::kNarrowN) < 0 ||
       PyModule_AddIntConstant(m, "block_n", fl::sm90::kBlockN) < 0 ||
       PyModule_AddIntConstant(m, "max_ctas", fl::sm90::kMaxCtas) < 0 ||
       PyModule_AddIntConstant(m, "max_groups_per_launch", fl::sm90::kGroupsPerLaunch) < 0) {
     Py_DECREF(m);
     return nullptr;
   }
-  PyObject* widths = PyTuple_New(fl::sm90::kNumWidths);
-  for (int i = 0; widths && i < fl::sm90::kNumWidths; ++i) {
-    PyObject* w = PyLong_FromLong(fl::sm90::kWidths[i]);
-    if (!w) Py_CLEAR(widths);
-    else PyTuple_SET_ITEM(widths, i, w);
-  }
+  PyObject* widths = int_tuple(fl::sm90::kNumWidths, [](Py_ssize_t i) { return fl::sm90::kWidths[i]; });
   if (!widths || PyModule_AddObject(m, "tile_widths", widths) < 0) {  // steals widths on success
     Py_XDECREF(widths);
     Py_DECREF(m);

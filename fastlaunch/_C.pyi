@@ -5,6 +5,7 @@ import torch
 supported_archs: str
 max_width: int
 tile_widths: tuple[int, ...]
+narrow_n: int  # the narrow build's wgmma N (and A box rows) for groups of at most that many rows
 block_n: int
 max_ctas: int
 max_groups_per_launch: int

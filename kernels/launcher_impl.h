@@ -151,7 +151,7 @@ struct Sm90State {
   CUfunction fn[2][4] = {};
   CUfunction convert_fn[4] = {};  // the A conversion, by groups as fn ([0]: convert_a_small)
   CUfunction half_fn[2] = {};     // the GEMM on half tiles (plan.h kHalfBlockN), up to kGroupsSmall groups
-  CUfunction narrow_fn[2][4] = {};  // the narrow build (plan.h kNarrowNs), indexed as fn
+  CUfunction narrow_fn[2][4] = {};  // the narrow build (plan.h kNarrowN), indexed as fn
   CUfunction red_fn = {};         // reduced tiles (plan.h share_reduce), up to kGroupsSmall groups: the GEMM
   CUfunction reduce_fn = {};      // ... and the kernel that sums their parts into C
   sm90::PlanForce force;  // FASTLAUNCH_SM90_WCAP / _SHARE / _HALF / _NARROW (experiments, tests), read at set-up

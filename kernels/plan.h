@@ -88,18 +88,20 @@ constexpr double epilogue_ns(int w, int64_t n, bool half = false) {
   return kPassNs * (double)passes + (n % 8 ? kUnalignedPassNs * (double)(half ? ceil_div(passes, 2) : passes) : 0.0);
 }
 
-// Narrow wgmma (v106, v108 in docs/sm90_kernel_notes.md): a kernel build of its own runs, inside a
-// width's K loop, the wgmma at a smaller N where every tile of a group holds few enough A rows: one more
-// K loop per N of kNarrowNs[width index] (0: none; more than one narrow N made ptxas serialise the
-// wgmma, C7512), each on the first N / 2 of the width's sums. The tile keeps its width (its A box, its
-// epilogue); only the MMA of the rows past N is not done. Its target is a decode step: groups of a few
+// Narrow wgmma (v106, v108 in docs/sm90_kernel_notes.md): a kernel build of its own runs, inside the
+// narrowest width's K loop, the wgmma at N = kNarrowN where every tile of a group holds at most that many
+// A rows: one more K loop (a second narrow N made ptxas serialise the wgmma, C7512), on the first
+// kNarrowN / 2 of the width's sums. The tile keeps its width (its epilogue); only the MMA of the rows
+// past kNarrowN is not done, and (v109) only kNarrowN A rows are loaded, through a tensor map of their
+// own after the widths' (Params::map_a16[kNumWidths]): a decode step's A traffic from L2 a quarter. Its target is a decode step: groups of a few
 // A rows each, whose 128-wide step is bound by the B dequantisation's chain beside an MMA that is
 // mostly padding. A step at N = 32 is taken as the 128-wide one scaled by the probe's ratio
 // (`tools/wgmma_rate.cu` narrow rows, the GEMM's loads, a ring of 6 stages: 471 cycles at N = 32
 // against 607 at 128).
-constexpr int kMaxNarrow = 2;
-constexpr int kNarrowNs[kNumWidths][kMaxNarrow] = {{32, 0}, {0, 0}};
+constexpr int kNarrowN = 32;
 constexpr double kNarrowStepRatio = 471.0 / 607.0;
+constexpr int kNumA16Maps = kNumWidths + 1;
+static_assert(kNarrowN % 16 == 0 && kNarrowN < kWidths[0], "a wgmma N (Group::mma_n16 holds N / 16) below every width");
 
 // One group's tiles: `chunks` tiles of `width` A rows along M, tiles_n along N, each estimated
 // at `tile_ns`; mma_n: the wgmma's N (the width, or a narrow N of it in narrow plans).
@@ -141,22 +143,17 @@ constexpr int fit_width(int64_t rows) {
   return kMaxWidth;
 }
 
-// The narrowest wgmma N of width w's K loops that covers `rows` A rows (w itself if none does).
-constexpr int narrow_n(int w, int64_t rows) {
-  const int i = width_index(w);
-  for (int j = 0; i >= 0 && j < kMaxNarrow; ++j)
-    if (kNarrowNs[i][j] > 0 && rows <= kNarrowNs[i][j]) return kNarrowNs[i][j];
-  return w;
-}
-// A step at narrow N of width w's loop (kNarrowNs holds one N per width, so one ratio).
+// The wgmma N of width w's tiles of at most `rows` A rows in the narrow build: kNarrowN where it covers
+// them in the narrowest width, else w.
+constexpr int narrow_n(int w, int64_t rows) { return w == kWidths[0] && rows <= kNarrowN ? kNarrowN : w; }
+// A step at kNarrowN of width w's loop.
 constexpr double narrow_step_ns(int w) { return kNarrowStepRatio * step_ns(w); }
 
 // The widest tiles of at most `cap` rows (a compiled width) that cut M evenly; `half`: half tiles;
 // `narrow`: the wgmma at the narrowest N that covers a tile's rows (not with half tiles).
 inline GroupTiles group_tiles(int64_t m, int64_t n, int64_t k, int cap, bool half = false, bool narrow = false) {
   const int64_t c = ceil_div(m, cap);
-  const int64_t rows = ceil_div(m, c);
-  const int w = fit_width(rows);
+  const int w = fit_width(ceil_div(m, c));
   const int64_t kst = k / kBlockK;
   if (half)
     return {w, c, ceil_div(n, kHalfBlockN), kst, m, step_ns(w),

@@ -59,14 +59,14 @@ const sm90::LaunchPlan& launch_plan(const int64_t* m, const int64_t* n, const in
 }
 
 // The tensor maps of one launch's fp16 A workspace (`rows` rows of `pitch_bytes`, 128-byte swizzle),
-// one per tile width (box: that many rows x 128 bytes). Encoded on the host, kept per thread for the
+// one per tile width (box: that many rows x 128 bytes), then the narrow build's (plan.h kNarrowN rows). Encoded on the host, kept per thread for the
 // last few workspaces: the caching allocator hands the same block back for the same sizes, so most
 // calls encode nothing.
 int a16_maps(const Driver& drv, CUtensorMap* out, void* base, int64_t pitch_bytes, int64_t rows, Error& err) {
   struct Entry {
     void* base = nullptr;
     int64_t pitch = 0, rows = 0;
-    alignas(64) CUtensorMap maps[sm90::kNumWidths];
+    alignas(64) CUtensorMap maps[sm90::kNumA16Maps];
   };
   thread_local Recent<Entry> cache;
   const Entry* hit =
@@ -74,9 +74,10 @@ int a16_maps(const Driver& drv, CUtensorMap* out, void* base, int64_t pitch_byte
   if (!hit) {
     Entry& e = cache.oldest();
     e.base = nullptr;  // invalid until encoded
-    for (int i = 0; i < sm90::kNumWidths; ++i)
+    for (int i = 0; i < sm90::kNumA16Maps; ++i)
       if (int rc = encode_byte_map(drv, &e.maps[i], base, (uint64_t)pitch_bytes, (uint64_t)rows, sm90::kA16RowBytes,
-                                   sm90::kWidths[i], CU_TENSOR_MAP_SWIZZLE_128B, err))
+                                   i < sm90::kNumWidths ? sm90::kWidths[i] : sm90::kNarrowN,
+                                   CU_TENSOR_MAP_SWIZZLE_128B, err))
         return rc;
     e.base = base, e.pitch = pitch_bytes, e.rows = rows;
     hit = &e;
@@ -181,7 +182,7 @@ int launch_chunk(const DeviceState& dev, const int64_t* buf, int G, int g0, int 
     gr.k = (int32_t)k;
     gr.width = (int16_t)gt.width;  // a compiled width (the plan picks from kWidths): fits 16 bits
     gr.width_idx = (int8_t)sm90::width_index(gt.width);
-    gr.mma_n16 = (uint8_t)(gt.mma_n / 16);  // a narrow N of kNarrowNs, or the width
+    gr.mma_n16 = (uint8_t)(gt.mma_n / 16);  // kNarrowN, or the width
     gr.chunks = (int32_t)gt.chunks;
     p.tile_end[i] = (int32_t)tiles;
     gr.unit_end = (int32_t)units;

@@ -239,7 +239,7 @@ __device__ __forceinline__ void k_loop(const Smem& sm, float (&all)[kMaxWidth / 
 
 // One unit of a tile of width W: its K loop, then the epilogue, or the partial sums for the CTA that
 // finishes the tile. `all` is the accumulator array every width shares (a width uses its first
-// W / 2 registers). N: the wgmma's N (W, or in the narrow build one of W's plan.h kNarrowNs), the K loop
+// W / 2 registers). N: the wgmma's N (W, or in the narrow build plan.h kNarrowN), the K loop
 // on the first N / 2 sums; the sums past N are left as they are: they belong to A rows past the tile's
 // (N covers them), which no epilogue stores and no partial sum carries into a stored row.
 // `pending`: this warp's flag, raised after the next unit's K loop (or at the end).
@@ -350,23 +350,20 @@ __device__ __forceinline__ void consumer_unit_half(const Params<MAXG>& p, const 
   trace(tr, kTrFirstEpilogue);
 }
 
-// The narrow build (plan.h kNarrowNs): the unit at the narrowest wgmma N of width W's that covers the
-// group's (Group::mma_n16), else at W; each N a unit of its own (K loop and epilogue: K loops of
+// The narrow build (plan.h kNarrowN): a unit of the narrowest width at wgmma N = kNarrowN where its group's
+// tiles take it (narrow_tiles), else at W; each N a unit of its own (K loop and epilogue: K loops of
 // different N before one epilogue made ptxas serialise the wgmma, C7515).
-template <int W, bool ANY, int J = 0, int MAXG>
+template <int W, bool ANY, int MAXG>
 __device__ __forceinline__ void narrow_unit(const Params<MAXG>& p, const Smem& sm, float (&all)[kMaxWidth / 2],
                                             const Unit& w, ConsumerPos& pos, int r0, int c, int cw, int wq, int lane,
                                             int32_t*& pending, uint64_t* tr) {
-  constexpr int N = J < kMaxNarrow ? kNarrowNs[width_index(W)][J < kMaxNarrow ? J : 0] : 0;
-  if constexpr (N > 0 && N < W) {
-    if (p.groups[w.tile.g].mma_n16 * 16 <= N) {
-      consumer_unit<W, ANY, false, N>(p, sm, all, w, pos, r0, c, cw, wq, lane, pending, tr);
+  if constexpr (W == kWidths[0]) {
+    if (narrow_tiles(p.groups[w.tile.g])) {
+      consumer_unit<W, ANY, false, kNarrowN>(p, sm, all, w, pos, r0, c, cw, wq, lane, pending, tr);
       return;
     }
-    narrow_unit<W, ANY, J + 1>(p, sm, all, w, pos, r0, c, cw, wq, lane, pending, tr);
-  } else {
-    consumer_unit<W, ANY, false, W>(p, sm, all, w, pos, r0, c, cw, wq, lane, pending, tr);
   }
+  consumer_unit<W, ANY, false, W>(p, sm, all, w, pos, r0, c, cw, wq, lane, pending, tr);
 }
 
 // The main loop of the tile's width (plan.h kWidths: more main loops in one kernel made ptxas
@@ -390,7 +387,7 @@ __device__ __forceinline__ void consumer_dispatch(const Params<MAXG>& p, const S
 // HALF: half tiles (plan.h kHalfBlockN, whole tiles only; consumer_unit_half). ANY: C rows at any
 // alignment stored in aligned 16-byte chunks (sm90_epilogue.cuh), for launches with such rows. RED:
 // reduced tiles (plan.h): every CTA stores its one unit's partial sums for the reduce kernel
-// (sm90_reduce.cuh), which stores C. NARROW: the narrow build (plan.h kNarrowNs; whole and split tiles).
+// (sm90_reduce.cuh), which stores C. NARROW: the narrow build (plan.h kNarrowN; whole and split tiles).
 template <int MAXG, bool HALF = false, bool ANY = false, bool RED = false, bool NARROW = false>
 __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_constant__ Params<MAXG> p) {
   static_assert(!HALF || kStages % 2 == 0, "half tiles: each stage serves one consumer warpgroup");
@@ -469,12 +466,19 @@ __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_con
       // fp16 A comes from the conversion kernel: wait for it. Its tensor map is a kernel parameter. The
       // first unit's parameters (a chain of dependent constant loads, ~0.5 us on the path to the first
       // K step) are read, and its map prefetched, while the wait lasts.
+      // The narrow build's narrow tiles load only the kNarrowN rows their wgmma reads.
+      const auto box = [&](const Group& gr, const CUtensorMap*& map, uint32_t& bytes) {
+        const bool nar = NARROW && narrow_tiles(gr);
+        map = &p.map_a16[nar ? kNumWidths : gr.width_idx];
+        bytes = (uint32_t)(nar ? kNarrowN : gr.width) * kA16RowBytes;
+      };
       RingPos<kStages> ra;
       bool first = true;
       Unit w = share.unit<kBN>(p, 0);  // (a CTA of the plan has at least one unit)
       int a_row = p.groups[w.tile.g].a16_row + w.tile.m0;
-      const CUtensorMap* map = &p.map_a16[p.groups[w.tile.g].width_idx];
-      uint32_t bytes = (uint32_t)p.groups[w.tile.g].width * kA16RowBytes;
+      const CUtensorMap* map;
+      uint32_t bytes;
+      box(p.groups[w.tile.g], map, bytes);
       if (lane == 0) ptx::prefetch_tensormap(map);
       ptx::griddep_wait_holding((uint32_t)a_row, bytes, map);
       if (lane == 0) trace(p.trace, kTrGridWait);
@@ -483,8 +487,7 @@ __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_con
           w = share.unit<kBN>(p, u);
           const Group& gr = p.groups[w.tile.g];
           a_row = gr.a16_row + w.tile.m0;
-          map = &p.map_a16[gr.width_idx];
-          bytes = (uint32_t)gr.width * kA16RowBytes;
+          box(gr, map, bytes);
         }
         for (int kc = w.k0; kc < w.k1; ++kc, ra.next()) {
           ptx::mbar_wait(sm.empty(ra.s), ra.ph ^ 1);

@@ -25,6 +25,9 @@ struct Group : GroupOperands {  // a, b, sfa, sfb, c
 static_assert(kMaxWidth < 32768 && kNumWidths < 128 && kMaxWidth / 16 < 256 && sizeof(Group) == 80,
               "widths, their index and wgmma N / 16 fit their fields; Group holds no padding");
 
+// Whether the narrow build runs a group's tiles at wgmma N = kNarrowN (their K loop and their A box).
+__device__ __forceinline__ bool narrow_tiles(const Group& g) { return g.mma_n16 * 16 <= kNarrowN; }
+
 // Params::groups is in the plan's order (LaunchPlan::order): tiles are numbered group by group.
 // A CTA's producers read their share's bounds, the groups' tile ends (to find the first tile's group)
 // and that group's fields before their first TMA, a chain of parameter loads (~0.2 us each on a call's
@@ -34,7 +37,9 @@ static_assert(kMaxWidth < 32768 && kNumWidths < 128 && kMaxWidth / 16 < 256 && s
 // (docs/sm90_kernel_notes.md).
 template <int MAXG>
 struct Params {
-  CUtensorMap map_a16[kNumWidths];  // the workspace: [rows of all groups, a16_pitch fp16], box kWidths[i] rows x 128 bytes, 128B swizzle
+  // the workspace: [rows of all groups, a16_pitch fp16], box kWidths[i] rows x 128 bytes, 128B swizzle; the
+  // last (kNumWidths) with a box of kNarrowN rows, for the narrow build's narrow tiles
+  CUtensorMap map_a16[kNumA16Maps];
   CUtensorMap tmpl_b;   // any valid map with B's box (128 rows x 32 bytes), rewritten per group by the conversion
   // Launches of up to kGroupsSmall groups: each group's B map, encoded on the host (cached by B's
   // address and sizes), so the GEMM's B producer needs nothing from the conversion kernel.

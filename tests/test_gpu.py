@@ -152,7 +152,7 @@ def test_every_width_cap_and_share(cap, share, half):
     check_in_child(EVERY_SHAPE_CASES, env)
 
 
-# The narrow build (plan.h kNarrowNs): groups whose tiles hold few enough rows run a narrower wgmma in
+# The narrow build (plan.h kNarrowN): groups whose tiles hold few enough rows run a narrower wgmma in
 # their width's K loop. Rows at the narrow N's edge and one past it, one row, a group cut into two tiles
 # under cap 128 (190 rows: tiles of 128 and 62, so not narrow), unaligned C rows (N % 8 != 0), split
 # tiles over long K, a decode-like launch of 8 groups of 1-32 rows, and a launch of 20 groups (the next

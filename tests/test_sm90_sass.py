@@ -1,7 +1,9 @@
 """The built extension's sm_90a GEMM kernels, from their SASS (cuobjdump; no GPU needed): every variant is
 there (16, 64, 128 and 256 groups; half tiles for up to 16; each also for C rows at any alignment; reduced tiles
-for up to 16 groups), each with a wgmma main loop per compiled tile
-width, TMA loads and no local memory (a register spill in a main loop costs several percent: notes v50c)."""
+for up to 16 groups; the narrow build for 16-256 groups, each also for C rows at any alignment), each with a
+wgmma main loop per compiled tile width (the narrow build: one more at its narrow N), TMA loads and no local
+memory (a register spill in a main loop costs several percent: notes v50c; the narrow build keeps one
+4-byte value in local memory outside its K loops: none inside them)."""
 import re
 
 import fastlaunch._C as _C
@@ -10,10 +12,13 @@ from conftest import load_tool
 sass_loops = load_tool("sass_loops")
 
 GEMM = "nvfp4_group_gemm"
-# template arguments <MAXG, HALF, ANY, RED> as mangled
-VARIANTS = {f"ILi{g}ELb{h}ELb{a}ELb0E": f"{g} groups{', half tiles' if h else ''}{', C at any alignment' if a else ''}"
+# template arguments <MAXG, HALF, ANY, RED, NARROW> as mangled (up to the end of the list: "EE")
+VARIANTS = {f"ILi{g}ELb{h}ELb{a}ELb0ELb0EE": f"{g} groups{', half tiles' if h else ''}{', C at any alignment' if a else ''}"
             for g, h in ((16, 0), (64, 0), (128, 0), (256, 0), (16, 1)) for a in (0, 1)}
-VARIANTS["ILi16ELb0ELb0ELb1E"] = "16 groups, reduced tiles"
+VARIANTS["ILi16ELb0ELb0ELb1ELb0EE"] = "16 groups, reduced tiles"
+NARROW = {f"ILi{g}ELb0ELb{a}ELb0ELb1EE": f"{g} groups, narrow build{', C at any alignment' if a else ''}"
+          for g in (16, 64, 128, 256) for a in (0, 1)}
+VARIANTS.update(NARROW)
 
 
 def _gemms(sass):
@@ -21,18 +26,28 @@ def _gemms(sass):
     return {tag: body for name, body in funcs.items() if GEMM in name for tag in VARIANTS if tag in name}
 
 
+def _widths(tag):
+    return set(_C.tile_widths) | ({_C.narrow_n} if tag in NARROW else set())
+
+
 def test_every_sm90_gemm_variant_is_built(sass):
     assert set(_gemms(sass)) == set(VARIANTS), sorted(sass_loops.functions(sass["sm_90a"]))
 
 
 def test_sm90_gemms_have_a_wgmma_loop_per_width_and_no_local_memory(sass):
-    widths = _C.tile_widths
     for tag, body in _gemms(sass).items():
+        widths = _widths(tag)
         shapes = set(re.findall(r"\bHGMMA\.64x(\d+)x16\.F32\b", body))
         assert shapes == {str(w) for w in widths}, (VARIANTS[tag], shapes)
         # four k16 wgmma per 64-wide K step, two fragment sets (the loop body is unrolled twice)
         assert len(re.findall(r"\bHGMMA\b", body)) == 8 * len(widths), VARIANTS[tag]
-        assert not re.search(r"\b(LDL|STL)\b", body), f"{VARIANTS[tag]}: local memory (a spill)"
+        if tag in NARROW:  # local memory outside the K loops only (each width's innermost wgmma loop)
+            inner = sass_loops.inner_loops(body)
+            assert set(inner) == widths, VARIANTS[tag]
+            for width, (_hgmma, _n, _r2ur, text) in inner.items():
+                assert not re.search(r"\b(LDL|STL)\b", text), f"{VARIANTS[tag]} W={width}: local memory in a K loop"
+        else:
+            assert not re.search(r"\b(LDL|STL)\b", body), f"{VARIANTS[tag]}: local memory (a spill)"
         assert re.search(r"\bUTMALDG\b", body), f"{VARIANTS[tag]}: no TMA load"
 
 
@@ -40,14 +55,11 @@ def test_sm90_k_loops_keep_descriptors_in_uniform_registers(sass):
     # tools/sass_loops.py: each variant's innermost wgmma loop per width holds its two unrolled K steps
     # (8 HGMMA) and no R2UR, i.e. its ring position and wgmma descriptors stay in uniform registers (a
     # divergent branch before the loop once cost 9% more instructions per step: v87 in the notes)
-    widths = set(_C.tile_widths)
     for tag, body in _gemms(sass).items():
-        loops = sass_loops.k_loops(body)
-        inner = {}
-        for width, hgmma, n, r2ur in loops:  # shortest first
-            inner.setdefault(width, (hgmma, n, r2ur))
+        widths = _widths(tag)
+        inner = sass_loops.inner_loops(body)
         assert set(inner) == widths, VARIANTS[tag]
-        for width, (hgmma, n, r2ur) in inner.items():
+        for width, (hgmma, n, r2ur, _text) in inner.items():
             assert hgmma == 8 and n > hgmma, (VARIANTS[tag], width, hgmma, n)
             assert r2ur == 0, f"{VARIANTS[tag]} W={width}: {r2ur} R2UR in the K loop"
 

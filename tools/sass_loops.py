@@ -22,9 +22,10 @@ def functions(text):
     return dict(zip(parts[1::2], parts[2::2]))
 
 
-def k_loops(body):
+def k_loops(body, with_text=False):
     """The loops of one function whose body holds HGMMA, innermost first: [(width, HGMMA, instructions,
-    R2UR)] (width: the wgmma N of the body's first HGMMA)."""
+    R2UR)] (width: the wgmma N of the body's first HGMMA); with_text: each also with its instructions, one
+    per line."""
     ins = [(int(a, 16), re.sub(r"/\*.*?\*/", "", t).strip()) for a, t in _INS.findall(body)]
     loops = []
     for addr, text in ins:
@@ -37,8 +38,18 @@ def k_loops(body):
         hgmma = [t for t in inside if re.search(r"\bHGMMA\b", t)]
         if hgmma:
             width = int(re.search(r"HGMMA\.64x(\d+)x16", hgmma[0]).group(1))
-            loops.append((width, len(hgmma), len(inside), sum(bool(re.search(r"\bR2UR\b", t)) for t in inside)))
+            loops.append((width, len(hgmma), len(inside), sum(bool(re.search(r"\bR2UR\b", t)) for t in inside))
+                         + (("\n".join(inside),) if with_text else ()))
     return sorted(loops, key=lambda x: x[2])
+
+
+def inner_loops(body):
+    """Each wgmma width's innermost loop in one function: {width: (HGMMA, instructions, R2UR, its
+    instructions one per line)}."""
+    inner = {}
+    for width, *rest in k_loops(body, with_text=True):  # shortest first
+        inner.setdefault(width, tuple(rest))
+    return inner
 
 
 def main(argv=None):

@@ -11,8 +11,11 @@ repetition, and the process exits (a GPU grid that never ends cannot be recovere
 is reported with the CTAs grouped by the points they reached and the shares of the fewer (the trace
 changes the kernel's timing a little).
 
-  python tools/stress_sm90.py [--reps 20] [--hang 10] [--cases every|tests|bench|all] [--trace]
+  python tools/stress_sm90.py [--reps 20] [--hang 10] [--cases every|tests|bench|all] [--trace] [--narrow]
                               [--only 128:whole:1 _:split:2:_ ...]
+
+With --narrow every setting also forces the narrow build where a launch may take it
+(FASTLAUNCH_SM90_NARROW=1), and the cases include test_gpu.py's narrow cases.
 
 The last lines are a table: setting, calls, wrong outputs, hangs, seconds; the exit status is 1 if any
 call was wrong or hung.
@@ -93,7 +96,7 @@ def plan_args(cap, share, half):
     return code, int(cap or 0), int(parts or 0), {"": 0, "1": 1, "0": 2}[half]
 
 
-def hang_report(traced, case, setting, plan=None):
+def hang_report(traced, case, setting, plan=None, narrow=False):
     """Lines on a hung call's trace: the CTAs grouped by the trace points they reached, and the share of
     each CTA in the smaller groups. traced: the child's TRACE record; case: (g, ms, ns, ks); plan: a
     stand-in for fastlaunch._C.plan (tests)."""
@@ -103,7 +106,8 @@ def hang_report(traced, case, setting, plan=None):
         plan = fastlaunch._C.plan
     g, ms, ns, ks = case
     share, cap, parts, half = plan_args(*setting)
-    groups, starts, _est, rows, _reduce = plan(list(zip(ms, ns, ks)), traced["sm_count"], share, cap, parts, half)
+    groups, starts, _est, rows, _reduce = plan(list(zip(ms, ns, ks)), traced["sm_count"], share, cap, parts, half,
+                                               1 if narrow else 0)
     ctas = len(starts) - 1
     reached = {int(b): tuple(e) for b, e in traced["reached"].items()}
     by_sig = {}
@@ -129,21 +133,26 @@ def main():
                     help="the test's cases (default), the task's test shapes, the benchmark shapes, or all three")
     ap.add_argument("--trace", action="store_true",
                     help="the GEMM's trace points in host memory; on a hang, which CTAs reached which point")
+    ap.add_argument("--narrow", action="store_true",
+                    help="every setting with the narrow build forced where allowed, and the narrow cases added")
     ap.add_argument("--only", nargs="*", default=None, help="settings as cap:share:half, _ for none, e.g. 128:whole:1 _:split:2:_")
     args = ap.parse_args()
     # the test's cases and settings (cap, share, half), so that both stay one list
-    from test_gpu import EVERY_SHAPE_CASES, test_every_width_cap_and_share
+    from test_gpu import EVERY_SHAPE_CASES, NARROW_CASES, test_every_width_cap_and_share
     from fastlaunch.shapes import BENCH_SHAPES, TEST_SHAPES
 
     cases = {"every": EVERY_SHAPE_CASES, "tests": list(TEST_SHAPES), "bench": list(BENCH_SHAPES),
              "all": EVERY_SHAPE_CASES + list(TEST_SHAPES) + list(BENCH_SHAPES)}[args.cases]
+    if args.narrow:
+        cases = NARROW_CASES + cases
 
     every = [m for m in test_every_width_cap_and_share.pytestmark if m.name == "parametrize"][0].args[1]
     settings = every if not args.only else [parse(s) for s in args.only]
     rows = []
     for cap, share, half in settings:
         env = dict(os.environ, PYTHONPATH=ROOT)
-        for key, val in (("FASTLAUNCH_SM90_WCAP", cap), ("FASTLAUNCH_SM90_SHARE", share), ("FASTLAUNCH_SM90_HALF", half)):
+        for key, val in (("FASTLAUNCH_SM90_WCAP", cap), ("FASTLAUNCH_SM90_SHARE", share), ("FASTLAUNCH_SM90_HALF", half),
+                         ("FASTLAUNCH_SM90_NARROW", "1" if args.narrow else "")):
             env.pop(key, None)
             if val:
                 env[key] = val
@@ -164,7 +173,8 @@ def main():
                 calls, wrong = map(int, line.split()[1:])
             elif line.startswith("TRACE "):
                 traced = json.loads(line[6:])
-                print("\n".join(hang_report(traced, cases[traced["case"]], (cap, share, half))), flush=True)
+                print("\n".join(hang_report(traced, cases[traced["case"]], (cap, share, half), narrow=args.narrow)),
+                      flush=True)
             elif line.startswith(("HANG", "TIMEOUT")):
                 hung.append(line)
                 if " after " in line:  # the calls checked before the hang

@@ -40,6 +40,8 @@
 //              filled as the GEMM fills them: what a narrower wgmma saves a tile whose A rows are few
 //              (one group of M <= 32 in a decode step). Build with -DPROBE_RING=S for rings of S stages
 //              (default 4; the GEMM has 6): the rows whose stages do not fit shared memory fail to launch.
+//              "3 / 4 warpgroups": three or four consumer warpgroups of 64 B rows each (a stage holds two
+//              B blocks), as a decode build with more B rows per CTA step would run.
 // ptxas serialises the depth-2 loop (C7513: it does not see that three fragment sets suffice); the
 // row is kept as that measurement.
 // Each row runs twice: on zeros (B in shared memory all zero) and on random fp16 in both operands (the
@@ -181,12 +183,17 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1) rate(uint32_t guard_on, Da
   static_assert(FORM == kRS || (MB == 1 && !GUARD), "SS: one block, no guard");
   static_assert(kSteps % (DEPTH + 1) == 0, "whole rounds of fragment sets");
   static_assert(!EARLY || (DEPTH == 2 && FORM == kRS && MB == 1 && !GUARD && RING), "early: three sets, wait(1)");
-  static_assert(ALU < 2 || (WGS <= 2 && !EARLY), "alu 2: the B stage's 128 rows, two warpgroups of 64");
+  static_assert(ALU < 2 || ((WGS <= 2 || MB == 1) && WGS <= 4 && !EARLY),
+                "alu 2: a B block of 128 rows per two warpgroups of 64 (two blocks for 3-4 warpgroups)");
+  // alu 2: B blocks (128 rows and their scales) per stage: one per m-block, or two for 3-4 warpgroups
+  constexpr int kQB = ALU == 2 && WGS > 2 ? 2 : MB;
   static_assert(!BESIDE || (ALU == 2 && MB == 1), "beside: the GEMM's dequantisation, one block");
   static_assert(MIX == kMixNone || (ALU == 0 && !BESIDE && FORM == kRS && MB == 1 && !GUARD && !EARLY && RING &&
                                     LOADS == kNoLoads),
                 "mix: the GEMM's form and sync, fragments made once");
-  constexpr int kRegs = WGS == 2 ? 232 : 152;  // 128 x 40 + WGS x 128 x kRegs <= 65536
+  // setmaxnreg moves registers inside the CTA's launch allocation (65536 / threads per thread, rounded down
+  // to 8): 128 x 40 + WGS x 128 x kRegs must fit it (4 warpgroups: 640 x 96)
+  constexpr int kRegs = WGS == 2 ? 232 : WGS == 3 ? 152 : 104;
   extern __shared__ __align__(1024) uint8_t smem[];
   const Layout L{ptx::smem_u32(smem), N, WGS, FORM};
   const int wg = threadIdx.x / 128;
@@ -228,39 +235,39 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1) rate(uint32_t guard_on, Da
       if (!a_thread && !b_thread) return;
       constexpr uint32_t kA = N * kRowBytes, kB = sm90::kBStageBytes;
       const uint32_t b_rows = (uint32_t)((LOADS == kTmaL2 ? kBL2Bytes : kBDramBytes) / kBPitch);
-      const uint32_t b_tiles = b_rows / (MB * 128);
+      const uint32_t b_tiles = b_rows / (kQB * 128);
       const int a_row = (int)((blockIdx.x % (kARows / N)) * N);
       for (int k = 0; k < kSteps; ++k) {
         const int s = k % kRing, kc = k % kTmaSteps;
         ptx::mbar_wait(L.empty(s), ((k / kRing) & 1) ^ 1);
         if (a_thread) {
-          ptx::mbar_arrive_expect_tx(L.full(s), kTwo ? kA : kA + MB * kB);
+          ptx::mbar_arrive_expect_tx(L.full(s), kTwo ? kA : kA + kQB * kB);
           ptx::tma_load_2d(L.b_stage(s), &map_a, kc * kRowBytes, a_row, L.full(s), ptx::kEvictLast);
         }
         if (b_thread) {
-          if (kTwo) ptx::mbar_arrive_expect_tx(L.full(s), MB * kB);
+          if (kTwo) ptx::mbar_arrive_expect_tx(L.full(s), kQB * kB);
           const uint32_t tile = (blockIdx.x + (uint32_t)(k / kTmaSteps) * gridDim.x) % b_tiles;
-          for (int mb = 0; mb < MB; ++mb) {
-            ptx::tma_load_2d(L.q_stage(s, mb), &map_b, kc * 32, (int)(tile * MB * 128 + mb * 128), L.full(s),
+          for (int mb = 0; mb < kQB; ++mb) {
+            ptx::tma_load_2d(L.q_stage(s, mb), &map_b, kc * 32, (int)(tile * kQB * 128 + mb * 128), L.full(s),
                              ptx::kEvictFirst);
-            const uint8_t* sf = abuf + ((size_t)(blockIdx.x * kSteps + k) * MB + mb) % 4096 * sm90::kSfBlockBytes;
+            const uint8_t* sf = abuf + ((size_t)(blockIdx.x * kSteps + k) * kQB + mb) % 4096 * sm90::kSfBlockBytes;
             ptx::bulk_load(L.q_stage(s, mb) + sm90::kBRawBytes, sf, sm90::kSfBlockBytes, L.full(s), ptx::kEvictLast);
           }
         }
       }
     } else if (RING && threadIdx.x == 128 * WGS) {
       constexpr uint32_t kA = N * kRowBytes, kB = sm90::kBStageBytes;
-      const size_t b_slots = (LOADS == kFromDram ? kBDramBytes : kBL2Bytes) / (MB * kB);
+      const size_t b_slots = (LOADS == kFromDram ? kBDramBytes : kBL2Bytes) / (kQB * kB);
       for (int k = 0; k < kSteps; ++k) {
         const int s = k % kRing;
         ptx::mbar_wait(L.empty(s), ((k / kRing) & 1) ^ 1);
         if constexpr (LOADS == kNoLoads) {
           ptx::mbar_arrive(L.full(s));
         } else {
-          ptx::mbar_arrive_expect_tx(L.full(s), kA + MB * kB);
+          ptx::mbar_arrive_expect_tx(L.full(s), kA + kQB * kB);
           ptx::bulk_load(L.b_stage(s), abuf + (size_t)(k % (kABufBytes / kA)) * kA, kA, L.full(s), ptx::kEvictLast);
-          const uint8_t* b = bbuf + (((size_t)blockIdx.x * kSteps + k) % b_slots) * (MB * kB);
-          for (int mb = 0; mb < MB; ++mb)
+          const uint8_t* b = bbuf + (((size_t)blockIdx.x * kSteps + k) % b_slots) * (kQB * kB);
+          for (int mb = 0; mb < kQB; ++mb)
             ptx::bulk_load(L.q_stage(s, mb), b + mb * kB, kB, L.full(s), ptx::kEvictFirst);
         }
       }
@@ -337,8 +344,9 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1) rate(uint32_t guard_on, Da
 #pragma unroll
           for (int a = 0; a < 4; ++a) keep ^= g[a][0] ^ g[a][1] ^ g[a][2] ^ g[a][3];
         } else if constexpr (ALU == 2) {
-          const int r0 = 64 * wg + 16 * (threadIdx.x / 32 % 4) + lane / 4;
-          sm90::dequant_b<false>(f[j], L.q_stage(k % kRing, 0), r0, lane % 4, 0);
+          // warpgroups 2-3 (of 3-4) read the stage's second B block
+          const int r0 = 64 * (wg % 2) + 16 * (threadIdx.x / 32 % 4) + lane / 4;
+          sm90::dequant_b<false>(f[j], L.q_stage(k % kRing, wg / 2), r0, lane % 4, 0);
           if constexpr (MB == 2) sm90::dequant_b<false>(f2[j], L.q_stage(k % kRing, 1), r0, lane % 4, 0);
         } else if constexpr (MIX != kMixNone && MIX < kMixOther) {
           keep ^= mix_ops<MIX, NOPS>(seed ^ (uint32_t)k);
@@ -456,6 +464,18 @@ int main(int argc, char** argv) {
       make<64, 2, 1, 1, kRS, true, 2, false, false, kTmaDram2>("RS N=64, alu 2, narrow, tma B from DRAM, 2 producers"),
       make<96, 2, 1, 1, kRS, true, 2, false, false, kTmaDram2>("RS N=96, alu 2, narrow, tma B from DRAM, 2 producers"),
       make<128, 2, 1, 1, kRS, true, 2, false, false, kTmaDram2>("RS N=128, alu 2, narrow, tma B from DRAM, 2 producers"),
+      make<16, 3, 1, 1, kRS, true, 2, false>("RS N=16, alu 2, narrow, 3 warpgroups"),
+      make<16, 3, 1, 1, kRS, true, 2, false, false, kTmaDram2>("RS N=16, alu 2, narrow, 3 warpgroups, tma B from DRAM, 2 producers"),
+      make<32, 3, 1, 1, kRS, true, 2, false>("RS N=32, alu 2, narrow, 3 warpgroups"),
+      make<32, 3, 1, 1, kRS, true, 2, false, false, kTmaDram2>("RS N=32, alu 2, narrow, 3 warpgroups, tma B from DRAM, 2 producers"),
+      make<64, 3, 1, 1, kRS, true, 2, false>("RS N=64, alu 2, narrow, 3 warpgroups"),
+      make<64, 3, 1, 1, kRS, true, 2, false, false, kTmaDram2>("RS N=64, alu 2, narrow, 3 warpgroups, tma B from DRAM, 2 producers"),
+      make<16, 4, 1, 1, kRS, true, 2, false>("RS N=16, alu 2, narrow, 4 warpgroups"),
+      make<16, 4, 1, 1, kRS, true, 2, false, false, kTmaDram2>("RS N=16, alu 2, narrow, 4 warpgroups, tma B from DRAM, 2 producers"),
+      make<32, 4, 1, 1, kRS, true, 2, false>("RS N=32, alu 2, narrow, 4 warpgroups"),
+      make<32, 4, 1, 1, kRS, true, 2, false, false, kTmaDram2>("RS N=32, alu 2, narrow, 4 warpgroups, tma B from DRAM, 2 producers"),
+      make<64, 4, 1, 1, kRS, true, 2, false>("RS N=64, alu 2, narrow, 4 warpgroups"),
+      make<64, 4, 1, 1, kRS, true, 2, false, false, kTmaDram2>("RS N=64, alu 2, narrow, 4 warpgroups, tma B from DRAM, 2 producers"),
       make<128, 2, 1, 1, kRS, true, 0, false, false, kNoLoads, false, kMixLop3, 0>("RS N=128, mix none (fixed frags)"),
       make<128, 2, 1, 1, kRS, true, 0, false, false, kNoLoads, false, kMixLop3, 32>("RS N=128, mix 32 LOP3"),
       make<128, 2, 1, 1, kRS, true, 0, false, false, kNoLoads, false, kMixLop3, 64>("RS N=128, mix 64 LOP3"),
