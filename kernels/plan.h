@@ -93,9 +93,9 @@ constexpr double epilogue_ns(int w, int64_t n, bool half = false) {
 // A rows: one more K loop (a second narrow N made ptxas serialise the wgmma, C7512), on the first
 // kNarrowN / 2 of the width's sums. The tile keeps its width (its epilogue); only the MMA of the rows
 // past kNarrowN is not done, and (v109) only kNarrowN A rows are loaded, through a tensor map of their
-// own after the widths' (Params::map_a16[kNumWidths]): a decode step's A traffic from L2 a quarter. Its target is a decode step: groups of a few
-// A rows each, whose 128-wide step is bound by the B dequantisation's chain beside an MMA that is
-// mostly padding. A step at N = 32 is taken as the 128-wide one scaled by the probe's ratio
+// own after the widths' (Params::map_a16[kNumWidths]): a decode step's A traffic from L2 a quarter. Its
+// target is a decode step: groups of a few A rows each, whose 128-wide step is bound by the B
+// dequantisation's chain beside an MMA that is mostly padding. A step at N = 32 is taken as the 128-wide one scaled by the probe's ratio
 // (`tools/wgmma_rate.cu` narrow rows, the GEMM's loads, a ring of 6 stages: 471 cycles at N = 32
 // against 607 at 128).
 constexpr int kNarrowN = 32;

@@ -26,6 +26,16 @@ int prepare(CUfunction* fn, Error& err) {
                        sm90::kSmemBytes, fn, err);
 }
 
+// One build of the GEMM for each parameter-block size (kGroupsSmall, kGroupsMid, kGroupsLarge,
+// kGroupsPerLaunch), indexed as Sm90State::fn[any] and narrow_fn[any].
+template <bool ANY, bool NARROW>
+int prepare_sizes(CUfunction (&fn)[4], Error& err) {
+  if (int rc = prepare<sm90::kGroupsSmall, false, ANY, false, NARROW>(&fn[0], err)) return rc;
+  if (int rc = prepare<sm90::kGroupsMid, false, ANY, false, NARROW>(&fn[1], err)) return rc;
+  if (int rc = prepare<sm90::kGroupsLarge, false, ANY, false, NARROW>(&fn[2], err)) return rc;
+  return prepare<sm90::kGroupsPerLaunch, false, ANY, false, NARROW>(&fn[3], err);
+}
+
 template <int MAXG>
 int prepare_convert(CUfunction* fn, Error& err) {
   return kernel_handle(reinterpret_cast<const void*>(&sm90::convert_a<MAXG>), 0, fn, err);
@@ -59,9 +69,9 @@ const sm90::LaunchPlan& launch_plan(const int64_t* m, const int64_t* n, const in
 }
 
 // The tensor maps of one launch's fp16 A workspace (`rows` rows of `pitch_bytes`, 128-byte swizzle),
-// one per tile width (box: that many rows x 128 bytes), then the narrow build's (plan.h kNarrowN rows). Encoded on the host, kept per thread for the
-// last few workspaces: the caching allocator hands the same block back for the same sizes, so most
-// calls encode nothing.
+// one per tile width (box: that many rows x 128 bytes), then the narrow build's (plan.h kNarrowN rows).
+// Encoded on the host, kept per thread for the last few workspaces: the caching allocator hands the same
+// block back for the same sizes, so most calls encode nothing.
 int a16_maps(const Driver& drv, CUtensorMap* out, void* base, int64_t pitch_bytes, int64_t rows, Error& err) {
   struct Entry {
     void* base = nullptr;
@@ -269,25 +279,13 @@ int sm90_init(DeviceState& dev, Error& err) {
   init_launch_config(&st.config, st.attr, sm90::kThreads);
   init_launch_config(&st.convert_config, st.attr, sm90::kConvertThreads);
   init_launch_config(&st.reduce_config, st.attr, sm90::kReduceThreads);
-  if (int rc = prepare<sm90::kGroupsSmall>(&st.fn[0][0], err)) return rc;
-  if (int rc = prepare<sm90::kGroupsMid>(&st.fn[0][1], err)) return rc;
-  if (int rc = prepare<sm90::kGroupsLarge>(&st.fn[0][2], err)) return rc;
-  if (int rc = prepare<sm90::kGroupsPerLaunch>(&st.fn[0][3], err)) return rc;
+  if (int rc = prepare_sizes<false, false>(st.fn[0], err)) return rc;
+  if (int rc = prepare_sizes<true, false>(st.fn[1], err)) return rc;
+  if (int rc = prepare_sizes<false, true>(st.narrow_fn[0], err)) return rc;
+  if (int rc = prepare_sizes<true, true>(st.narrow_fn[1], err)) return rc;
   if (int rc = prepare<sm90::kGroupsSmall, true>(&st.half_fn[0], err)) return rc;
-  if (int rc = prepare<sm90::kGroupsSmall, false, true>(&st.fn[1][0], err)) return rc;
-  if (int rc = prepare<sm90::kGroupsMid, false, true>(&st.fn[1][1], err)) return rc;
-  if (int rc = prepare<sm90::kGroupsLarge, false, true>(&st.fn[1][2], err)) return rc;
-  if (int rc = prepare<sm90::kGroupsPerLaunch, false, true>(&st.fn[1][3], err)) return rc;
   if (int rc = prepare<sm90::kGroupsSmall, true, true>(&st.half_fn[1], err)) return rc;
   if (int rc = prepare<sm90::kGroupsSmall, false, false, true>(&st.red_fn, err)) return rc;
-  if (int rc = prepare<sm90::kGroupsSmall, false, false, false, true>(&st.narrow_fn[0][0], err)) return rc;
-  if (int rc = prepare<sm90::kGroupsMid, false, false, false, true>(&st.narrow_fn[0][1], err)) return rc;
-  if (int rc = prepare<sm90::kGroupsLarge, false, false, false, true>(&st.narrow_fn[0][2], err)) return rc;
-  if (int rc = prepare<sm90::kGroupsPerLaunch, false, false, false, true>(&st.narrow_fn[0][3], err)) return rc;
-  if (int rc = prepare<sm90::kGroupsSmall, false, true, false, true>(&st.narrow_fn[1][0], err)) return rc;
-  if (int rc = prepare<sm90::kGroupsMid, false, true, false, true>(&st.narrow_fn[1][1], err)) return rc;
-  if (int rc = prepare<sm90::kGroupsLarge, false, true, false, true>(&st.narrow_fn[1][2], err)) return rc;
-  if (int rc = prepare<sm90::kGroupsPerLaunch, false, true, false, true>(&st.narrow_fn[1][3], err)) return rc;
   if (int rc = kernel_handle(reinterpret_cast<const void*>(&sm90::reduce_partials<sm90::kGroupsSmall>), 0,
                              &st.reduce_fn, err))
     return rc;

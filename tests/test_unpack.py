@@ -243,9 +243,8 @@ COST = fastlaunch._C.cost_model  # plan.h's cost model, ns
 
 def step_cost(w, mma_n=None):
     # per 64-wide K step; the narrow build's narrower wgmma N at a fixed share of its width's step
-    if mma_n is not None and mma_n < w:
-        return COST["narrow_step_ratio"] * max(COST["step_ns_dequant"], COST["step_ns_per_row"] * w)
-    return max(COST["step_ns_dequant"], COST["step_ns_per_row"] * w)
+    step = max(COST["step_ns_dequant"], COST["step_ns_per_row"] * w)
+    return COST["narrow_step_ratio"] * step if mma_n is not None and mma_n < w else step
 
 
 def epilogue_cost(w, n, half=False):
