@@ -5,6 +5,7 @@
 //   pack(data) -> tuple[int, ...]       the int64 buffer unpack() fills, for tests and tools
 //   launch_repeat(data, iters) -> float host ns per launcher call, from a C loop (benchmarks)
 //   plan(sizes, sm_count[, share, cap, parts, half]) -> tuple   the sm90 plan of a launch: tiles and CTA shares (tests)
+//   skinny(sizes, sm_count) -> tuple | None   the skinny kernel's plan of a launch, and whether the launcher takes it
 //
 // The walk reads the nested tuples/lists with borrowed references and runs no Python code (no
 // __index__, no isinstance hooks, no tensor subclass dispatch), so nothing can change the input
@@ -25,6 +26,7 @@
 #include "../kernels/launcher.h"
 #include "../kernels/group_cuts.h"
 #include "../kernels/plan.h"
+#include "../kernels/skinny_plan.h"
 
 #define FL_LIKELY(x) __builtin_expect(!!(x), 1)
 #define FL_UNLIKELY(x) __builtin_expect(!!(x), 0)
@@ -664,6 +666,22 @@ PyObject* cuts(PyObject*, PyObject* args) {
   return int_tuple(G, [&](Py_ssize_t g) { return head[g]; });
 }
 
+// skinny(sizes, sm_count) -> (rows, items, ctas, smem, est_us, chosen) or None: the skinny kernel's plan
+// (kernels/skinny_plan.h) for a launch the launcher does not cut (up to kGroupsSmall groups), None where
+// it may not take it; chosen: whether the launcher takes it with no experiment setting (its estimate
+// against the wgmma plan's).
+PyObject* skinny(PyObject*, PyObject* args) {
+  PlanArgs a;
+  if (!plan_args(args, "Oi:skinny", a)) return nullptr;
+  fl::sm90::SkinnyPlan sp;
+  if (!fl::sm90::skinny_plan(a.m, a.n, a.k, a.groups, a.sm_count, sp)) Py_RETURN_NONE;
+  fl::sm90::LaunchPlan p;
+  fl::sm90::plan_launch(a.m, a.n, a.k, a.groups, a.sm_count, a.force, p);
+  const bool chosen = fl::sm90::skinny_wins(sp, p.est_ns);
+  return Py_BuildValue("(iLiLdO)", fl::sm90::kSkinnyBuilds[sp.build], (long long)sp.items, sp.ctas,
+                       (long long)sp.smem, sp.est_ns / 1000.0, chosen ? Py_True : Py_False);
+}
+
 PyMethodDef kMethods[] = {
     {"fast_launch", fast_launch, METH_O,
      "fast_launch(data) -> list[Tensor]\n\nRuns the NVFP4 grouped GEMM on the GPU MODE nvfp4_group_gemm input "
@@ -696,6 +714,12 @@ PyMethodDef kMethods[] = {
     {"mma_n", mma_n, METH_VARARGS,
      "mma_n(sizes, sm_count, share=0, cap=0, parts=0, half=0, narrow=0) -> tuple[int, ...]\n\nEach group's "
      "wgmma N in plan()'s plan with the same settings: its tile width, or in the narrow build a narrower N."},
+    {"skinny", skinny, METH_VARARGS,
+     "skinny(sizes, sm_count) -> tuple | None\n\nThe skinny kernel's plan (rows, items, ctas, smem, est_us, "
+     "chosen) for sizes [(m, n, k), ...] on a GPU with sm_count multiprocessors, or None where a launch may not "
+     "take it: rows the compiled A rows, items the (group, 64 B rows) items, ctas the grid, smem its dynamic "
+     "shared memory, est_us its estimate; chosen: whether the launcher takes it (its estimate against the "
+     "wgmma plan's)."},
     {nullptr, nullptr, 0, nullptr},
 };
 

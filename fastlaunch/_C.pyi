@@ -27,3 +27,6 @@ def mma_n(
     sizes: Sequence[tuple[int, int, int]], sm_count: int, share: int = 0, cap: int = 0, parts: int = 0,
     half: int = 0, narrow: int = 0,
 ) -> tuple[int, ...]: ...
+def skinny(
+    sizes: Sequence[tuple[int, int, int]], sm_count: int,
+) -> tuple[int, int, int, int, float, bool] | None: ...

@@ -12,6 +12,7 @@
 
 #include "launcher.h"
 #include "plan.h"
+#include "skinny_plan.h"
 
 namespace fl {
 
@@ -154,13 +155,15 @@ struct Sm90State {
   CUfunction narrow_fn[2][4] = {};  // the narrow build (plan.h kNarrowN), indexed as fn
   CUfunction red_fn = {};         // reduced tiles (plan.h share_reduce), up to kGroupsSmall groups: the GEMM
   CUfunction reduce_fn = {};      // ... and the kernel that sums their parts into C
-  sm90::PlanForce force;  // FASTLAUNCH_SM90_WCAP / _SHARE / _HALF / _NARROW (experiments, tests), read at set-up
+  CUfunction skinny_fn[sm90::kNumSkinnyBuilds] = {};  // launches of few A rows per group (skinny_plan.h)
+  sm90::PlanForce force;  // FASTLAUNCH_SM90_WCAP / _SHARE / _HALF / _NARROW / _SKINNY (experiments, tests), read at set-up
   int only = 0;        // FASTLAUNCH_SM90_ONLY (experiments, wrong results): 1 conversion, 2 GEMM
   uint64_t* trace = nullptr;  // FASTLAUNCH_SM90_TRACE (experiments): device buffer for the GEMM's trace points
   CUlaunchAttribute attr[1];  // programmatic stream serialisation
   CUlaunchConfig config;      // prebuilt; a launch sets grid size, shared memory and stream
   CUlaunchConfig convert_config;
   CUlaunchConfig reduce_config;
+  CUlaunchConfig skinny_config;
   alignas(64) CUtensorMap tmpl_b;  // packed B box (128 rows x 32 bytes)
 };
 

@@ -11,6 +11,7 @@
 #include "sm90_convert_a.cuh"
 #include "sm90_group_gemm.cuh"
 #include "sm90_reduce.cuh"
+#include "sm90_skinny.cuh"
 
 namespace fl {
 namespace {
@@ -34,6 +35,20 @@ int prepare_sizes(CUfunction (&fn)[4], Error& err) {
   if (int rc = prepare<sm90::kGroupsMid, false, ANY, false, NARROW>(&fn[1], err)) return rc;
   if (int rc = prepare<sm90::kGroupsLarge, false, ANY, false, NARROW>(&fn[2], err)) return rc;
   return prepare<sm90::kGroupsPerLaunch, false, ANY, false, NARROW>(&fn[3], err);
+}
+
+// The skinny kernel's builds (skinny_plan.h kSkinnyBuilds), each allowed the most shared memory a launch
+// may ask of it.
+template <int I = 0>
+int prepare_skinny(CUfunction (&fn)[sm90::kNumSkinnyBuilds], Error& err) {
+  if constexpr (I == sm90::kNumSkinnyBuilds) {
+    return FL_OK;
+  } else {
+    if (int rc = kernel_handle(reinterpret_cast<const void*>(&sm90::skinny_gemm<sm90::kSkinnyBuilds[I]>),
+                               (uint32_t)sm90::kSkinnySmemMax, &fn[I], err))
+      return rc;
+    return prepare_skinny<I + 1>(fn, err);
+  }
 }
 
 template <int MAXG>
@@ -272,6 +287,32 @@ int launch_chunk(const DeviceState& dev, const int64_t* buf, int G, int g0, int 
   return FL_OK;
 }
 
+// A launch of up to kGroupsSmall groups on the skinny kernel (skinny_plan.h): one grid, no workspace.
+int launch_skinny(const DeviceState& dev, const int64_t* buf, int G, const sm90::SkinnyPlan& sp, cudaStream_t stream,
+                  Error& err) {
+  const Sm90State& st = dev.sm90;
+  sm90::SkinnyParams p{};
+  int64_t items = 0;
+  for (int g = 0; g < G; ++g) {
+    sm90::SkinnyGroup& gr = p.groups[g];
+    load_operands(gr, buf, G, g);
+    gr.m = (int32_t)buf[5 * G + g];
+    gr.n = (int32_t)buf[6 * G + g];
+    gr.k = (int32_t)buf[7 * G + g];
+    items += ceil_div(gr.n, sm90::kSkinnyRows);
+    gr.item_end = (int32_t)items;  // < 2^31: skinny_plan
+  }
+  p.num_groups = G;
+  p.num_items = (int32_t)items;
+  void* args[1] = {&p};
+  CUlaunchConfig cfg = st.skinny_config;
+  cfg.gridDimX = (unsigned)sp.ctas;
+  cfg.sharedMemBytes = (unsigned)sp.smem;
+  cfg.hStream = reinterpret_cast<CUstream>(stream);
+  FL_DRV_TRY(err, dev.drv, dev.drv.launch_kernel_ex(&cfg, st.skinny_fn[sp.build], args, nullptr));
+  return FL_OK;
+}
+
 }  // namespace
 
 int sm90_init(DeviceState& dev, Error& err) {
@@ -279,6 +320,8 @@ int sm90_init(DeviceState& dev, Error& err) {
   init_launch_config(&st.config, st.attr, sm90::kThreads);
   init_launch_config(&st.convert_config, st.attr, sm90::kConvertThreads);
   init_launch_config(&st.reduce_config, st.attr, sm90::kReduceThreads);
+  init_launch_config(&st.skinny_config, st.attr, sm90::kSkinnyThreads);
+  if (int rc = prepare_skinny(st.skinny_fn, err)) return rc;
   if (int rc = prepare_sizes<false, false>(st.fn[0], err)) return rc;
   if (int rc = prepare_sizes<true, false>(st.fn[1], err)) return rc;
   if (int rc = prepare_sizes<false, true>(st.narrow_fn[0], err)) return rc;
@@ -299,7 +342,7 @@ int sm90_init(DeviceState& dev, Error& err) {
     return rc;
   // Experiments (tools/sweep_sm90.py) and tests: the widest tile the planner may use; whole or split
   // tiles only; half tiles always (where allowed) or never; the narrow build always (where allowed) or never;
-  // one of the two kernels only.
+  // the skinny kernel always (where allowed) or never; one of the two kernels only.
   if (const char* env = std::getenv("FASTLAUNCH_SM90_WCAP")) {
     const int cap = std::atoi(env);
     if (sm90::width_index(cap) >= 0) st.force.cap = cap;
@@ -330,6 +373,10 @@ int sm90_init(DeviceState& dev, Error& err) {
   if (const char* env = std::getenv("FASTLAUNCH_SM90_NARROW")) {
     st.force.narrow = std::strcmp(env, "1") == 0 ? 1 : std::strcmp(env, "0") == 0 ? 2 : -1;
     if (st.force.narrow < 0) return err.set(FL_ERR_VALUE, "FASTLAUNCH_SM90_NARROW=%s: expected 0 or 1", env);
+  }
+  if (const char* env = std::getenv("FASTLAUNCH_SM90_SKINNY")) {
+    st.force.skinny = std::strcmp(env, "1") == 0 ? 1 : std::strcmp(env, "0") == 0 ? 2 : -1;
+    if (st.force.skinny < 0) return err.set(FL_ERR_VALUE, "FASTLAUNCH_SM90_SKINNY=%s: expected 0 or 1", env);
   }
   if (const char* env = std::getenv("FASTLAUNCH_SM90_ONLY")) {
     st.only = std::strcmp(env, "convert") == 0 ? 1 : std::strcmp(env, "gemm") == 0 ? 2 : -1;
@@ -446,6 +493,17 @@ int sm90_launch(const DeviceState& dev, const int64_t* buf, int G, cudaStream_t 
     bool valid = true;
     for (int g = 0; g < G && valid; ++g)
       valid = check_group_sizes(buf[5 * G + g], buf[6 * G + g], buf[7 * G + g], g, quiet) == FL_OK;
+    if (valid && dev.sm90.force.skinny != 2 && dev.sm90.only == 0) {
+      // Few A rows per group: the skinny kernel where it is estimated faster (or forced).
+      sm90::SkinnyPlan sp;
+      if (sm90::skinny_plan(buf + 5 * G, buf + 6 * G, buf + 7 * G, G, dev.sm_count, sp)) {
+        const bool take = dev.sm90.force.skinny == 1 ||
+                          sm90::skinny_wins(sp, launch_plan(buf + 5 * G, buf + 6 * G, buf + 7 * G, G, dev.sm_count,
+                                                            dev.sm90.force)
+                                                    .est_ns);
+        if (take) return launch_skinny(dev, buf, G, sp, stream, err);
+      }
+    }
     if (valid) {
       if (const int64_t* head = launch_cuts(dev, buf, G)) {
         int64_t cut[8 * sm90::kGroupsSmall];

@@ -173,6 +173,21 @@ def test_narrow_build(cap, share):
     check_in_child(NARROW_CASES + EVERY_SHAPE_CASES, env)
 
 
+# The skinny kernel (kernels/skinny_plan.h): launches of up to 16 groups of at most 16 rows each, on the CUDA
+# cores. Every compiled row count (1-8, 12, 16) with rows past M, N below, at and past one item (64 B rows)
+# and not a multiple of 8, the shortest K, groups of different K (each CTA converts the A rows of every group
+# its items reach), a decode-like launch with more items than the grid's CTAs, and 16 groups.
+SKINNY_CASES = [(1, [1], [1], [64]), (2, [2, 3], [31, 33], [128, 64]), (3, [4, 5, 1], [64, 100, 7], [448, 64, 1024]),
+                (2, [6, 7], [520, 77], [1536, 192]), (1, [8], [4097], [256]), (2, [12, 9], [300, 64], [640, 2048]),
+                (3, [16, 10, 1], [129, 712, 1000], [64, 1152, 3136]),
+                (8, [1, 2, 3, 4, 1, 2, 3, 4], [4096] * 8, [7168] * 8),
+                (16, [1 + i % 8 for i in range(16)], [96 + 40 * i for i in range(16)], [64 * (1 + i % 5) for i in range(16)])]
+
+
+def test_skinny_kernel():
+    check_in_child(SKINNY_CASES, dict(os.environ, FASTLAUNCH_SM90_SKINNY="1"))
+
+
 def test_forced_plans_repeated_without_a_wrong_output_or_a_hang():
     # One pass of test_every_width_cap_and_share catches a hang that comes now and then only by luck (a
     # change to the B producer's first loads hung about one call in five of the case with more tiles
@@ -197,13 +212,12 @@ def test_reduce_kernel_grids(share):
     check_in_child(REDUCE_GRID_CASES, dict(os.environ, FASTLAUNCH_SM90_SHARE=share))
 
 
-def test_full_range_values_and_garbage_scale_padding():
-    # Every E2M1 code, every finite positive E4M3 scale (subnormals included), and NaN bytes (0x7f) in the
-    # scale rows past M/N that the contract leaves arbitrary. Products reach 2688^2 and cancel, so the fp32
-    # sums of the kernel and of the reference round differently: compare with float64 and allow the
-    # contract's tolerance plus 2^-20 of the sum of |products| (fp32 accumulation over K <= 256 terms).
-    data = R.generate_input([100, 300], [70, 129], [192, 256], 2, fresh_seed(), device="cuda", full_range=True,
-                            scale_pad=0x7F)
+def check_full_range(ms, ns, ks):
+    """Every E2M1 code, every finite positive E4M3 scale (subnormals included), and NaN bytes (0x7f) in the
+    scale rows past M/N that the contract leaves arbitrary. Products reach 2688^2 and cancel, so the fp32
+    sums of the kernel and of the reference round differently: compare with float64 and allow the
+    contract's tolerance plus 2^-20 of the sum of |products| (fp32 accumulation over K <= 256 terms)."""
+    data = R.generate_input(ms, ns, ks, len(ms), fresh_seed(), device="cuda", full_range=True, scale_pad=0x7F)
     R.poison(data)
     out = fastlaunch.fast_launch(data)
     torch.cuda.synchronize()
@@ -219,6 +233,19 @@ def test_full_range_values_and_garbage_scale_padding():
         tol = 1e-3 + 1e-3 * ref.abs() + 2.0 ** -20 * magnitude
         err = (o - ref).abs()
         assert bool((err[finite] <= tol[finite]).all()), f"max excess {(err - tol)[finite].max().item()}"
+
+
+def test_full_range_values_and_garbage_scale_padding():
+    check_full_range([100, 300], [70, 129], [192, 256])
+
+
+def test_skinny_kernel_full_range_values():
+    # The skinny kernel (the launcher's own choice for these sizes): its fp16 sums of 8 products per
+    # 16-wide block must be exact for every code and scale.
+    ms, ns, ks = [3, 16], [70, 129], [192, 256]
+    plan = fastlaunch._C.skinny(list(zip(ms, ns, ks)), torch.cuda.get_device_properties(0).multi_processor_count)
+    assert plan is not None and plan[5], "these sizes should take the skinny kernel"
+    check_full_range(ms, ns, ks)
 
 
 def test_uint8_views_of_fp4():
@@ -345,7 +372,7 @@ def test_tensors_on_two_devices_are_refused():
 
 
 @pytest.mark.parametrize("setting", ["WCAP=100", "SHARE=halves", "SHARE=split:0", "SHARE=split:2x", "SHARE=reduce:65",
-                                     "HALF=yes", "NARROW=2", "ONLY=both"])
+                                     "HALF=yes", "NARROW=2", "SKINNY=on", "ONLY=both"])
 def test_bad_experiment_setting_is_reported(setting):
     # The experiment settings are read when the device is first used; a bad one is a ValueError naming it.
     name, _, value = setting.partition("=")

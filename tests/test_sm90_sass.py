@@ -3,7 +3,8 @@ there (16, 64, 128 and 256 groups; half tiles for up to 16; each also for C rows
 for up to 16 groups; the narrow build for 16-256 groups, each also for C rows at any alignment), each with a
 wgmma main loop per compiled tile width (the narrow build: one more at its narrow N), TMA loads and no local
 memory (a register spill in a main loop costs several percent: notes v50c; the narrow build keeps one
-4-byte value in local memory outside its K loops: none inside them)."""
+4-byte value in local memory outside its K loops: none inside them); and the skinny kernel's builds
+(kernels/skinny_plan.h), each with its unit loop of fp16 multiply-adds free of local memory."""
 import re
 
 import fastlaunch._C as _C
@@ -76,3 +77,35 @@ def test_sm90_conversions_are_built_without_local_memory(sass):
     assert found == set(tags) and len(conv) == len(tags), sorted(conv)
     for name, body in conv.items():
         assert not re.search(r"\b(LDL|STL)\b", body), f"{name}: local memory"
+
+
+def _loops(body):
+    """(start, end, text) of each loop in a function's SASS: a backward branch and the instructions from its
+    target to it."""
+    ins = [(int(a, 16), line) for line in body.splitlines()
+           for a in re.findall(r"/\*([0-9a-f]{4,})\*/", line)[:1]]
+    loops = []
+    for addr, line in ins:
+        b = re.search(r"\bBRA (0x[0-9a-f]+)", line)
+        if b and int(b.group(1), 16) < addr:
+            start = int(b.group(1), 16)
+            loops.append((start, addr, "\n".join(text for a, text in ins if start <= a <= addr)))
+    return loops
+
+
+def test_skinny_kernels_are_built_with_their_unit_loop_in_registers(sass):
+    # kernels/skinny_plan.h kSkinnyBuilds: one build per A row count, each with an innermost loop of fp16
+    # multiply-adds (HFMA2; 2 blocks x 8 per unit and A row, four units per trip) and B's 16-byte loads, and
+    # no local memory inside it (the build of 2 rows, bound to 64 registers, keeps one 4-byte value outside)
+    funcs = sass_loops.functions(sass["sm_90a"])
+    builds = {int(m.group(1)): body for name, body in funcs.items()
+              for m in [re.search(r"skinny_gemmILi(\d+)E", name)] if m}
+    assert sorted(builds) == [1, 2, 3, 4, 5, 6, 7, 8, 12, 16]
+    for rows, body in builds.items():
+        inner = [text for start, end, text in _loops(body)
+                 if "LDG.E.128.CONSTANT" in text and not any(s2 > start and e2 < end for s2, e2, _t in _loops(body))]
+        assert len(inner) == 1, (rows, len(inner))
+        text = inner[0]
+        assert len(re.findall(r"\bHFMA2\b", text)) == 4 * 2 * 8 * rows, rows
+        assert len(re.findall(r"\bLDG\.E\.128\.CONSTANT\b", text)) == 4, rows
+        assert not re.search(r"\b(LDL|STL)\b", text), f"skinny build of {rows} rows: local memory in its unit loop"

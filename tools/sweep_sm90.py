@@ -3,7 +3,8 @@ the planner then cuts each group under it), with whole, split or reduced tiles f
 split:S cuts the steps into S CTAs per tile instead of one per SM; reduce:S each tile into S parts summed by
 the reduce kernel), with half tiles (64 B rows) never or always where
 allowed (FASTLAUNCH_SM90_HALF=0/1), with the narrow build (a narrower wgmma where a group's tiles hold few
-rows) never or always where allowed (FASTLAUNCH_SM90_NARROW=0/1) and with the planner's choice, each mode in
+rows) never or always where allowed (FASTLAUNCH_SM90_NARROW=0/1), with the skinny kernel (CUDA cores, for
+groups of a few rows) never or always where allowed (FASTLAUNCH_SM90_SKINNY=0/1) and with the planner's choice, each mode in
 its own process, after a
 correctness check on a few test shapes and on each timed shape; then the planner's choice with only the A
 conversion or only the GEMM launched (FASTLAUNCH_SM90_ONLY; those results are wrong). Mode `cublas` times
@@ -23,7 +24,8 @@ and --align8 adds each one's twin with every N rounded up to a multiple of 8.
 python tools/sweep_sm90.py [--set bench|tests|hand|slow|longk|any|far|rows|decode|random:SEED] [--shape G:M:N:K ...]
                            [--align8] [--json FILE] [mode ...]
   (modes: auto, cap:W, share:whole, share:split, share:split:S, share:reduce, share:reduce:S, half:0, half:1,
-  narrow:0, narrow:1, only:convert, only:gemm, cublas; default: all but split:S, reduce:S and cublas)
+  narrow:0, narrow:1, skinny:0, skinny:1, only:convert, only:gemm, cublas; default: all but split:S, reduce:S,
+  skinny and cublas)
 """
 import argparse
 import json
@@ -147,6 +149,7 @@ MODES = {"auto": "planner", **{f"cap:{w}": f"widths <= {w}" for w in WIDTHS},
          "share:reduce": "reduced tiles where allowed",
          "half:0": "no half tiles", "half:1": "half tiles where allowed",
          "narrow:0": "no narrow build", "narrow:1": "narrow build where allowed",
+         "skinny:0": "no skinny kernel", "skinny:1": "skinny kernel where allowed",
          "only:convert": "planner, A conversion only", "only:gemm": "planner, GEMM only"}
 
 
@@ -190,14 +193,15 @@ print(json.dumps({"ok": bool(ok), "us": times}))
 
 def mode_env(mode):
     """The environment of a child process run in `mode` (auto, cap:W, share:whole|split|split:S|reduce|reduce:S,
-    half:0|1, narrow:0|1, only:convert|gemm; others, such as cublas, leave the settings unset)."""
+    half:0|1, narrow:0|1, skinny:0|1, only:convert|gemm; others, such as cublas, leave the settings unset)."""
     env = dict(os.environ)
     for k in ("FASTLAUNCH_SM90_WCAP", "FASTLAUNCH_SM90_ONLY", "FASTLAUNCH_SM90_SHARE", "FASTLAUNCH_SM90_HALF",
-              "FASTLAUNCH_SM90_NARROW"):
+              "FASTLAUNCH_SM90_NARROW", "FASTLAUNCH_SM90_SKINNY"):
         env.pop(k, None)
     kind, _, value = mode.partition(":")
     var = {"share": "FASTLAUNCH_SM90_SHARE", "only": "FASTLAUNCH_SM90_ONLY", "cap": "FASTLAUNCH_SM90_WCAP",
-           "half": "FASTLAUNCH_SM90_HALF", "narrow": "FASTLAUNCH_SM90_NARROW"}.get(kind)
+           "half": "FASTLAUNCH_SM90_HALF", "narrow": "FASTLAUNCH_SM90_NARROW",
+           "skinny": "FASTLAUNCH_SM90_SKINNY"}.get(kind)
     if var:
         env[var] = value
     return env
@@ -217,7 +221,7 @@ def main(argv=None):
     else:
         shapes, names = resolve_set(args.set)
     rows = []
-    for m in args.modes or list(MODES):
+    for m in args.modes or [m for m in MODES if not m.startswith("skinny")]:
         out = subprocess.run([sys.executable, "-c", CHILD, m, json.dumps(shapes)], env=mode_env(m), capture_output=True,
                              text=True, timeout=600)
         if out.returncode:

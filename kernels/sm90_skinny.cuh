@@ -1,0 +1,220 @@
+// The skinny kernel: launches whose every group holds a few A rows (skinny_plan.h) on the CUDA cores, one
+// launch, no workspace.
+//
+// An item is 64 B rows of one group over the whole K: each warp takes 4 rows, 8 lanes per row, lane s of a
+// row every 8th unit of 32 K values from the s-th (so 8 lanes read 128 contiguous bytes of their row: a
+// warp's load touches 4 lines; one row per lane made every load touch 32 and bound the kernel by the L1's
+// lines per cycle, v113), and the 8 lanes' sums are added by shuffles at the end. A CTA takes a run of
+// consecutive items and holds its group's A rows in shared memory (converted once per group it meets),
+// each unit's entries placed so that the 8 units a warp reads at once sit in different banks.
+//
+// Exact arithmetic: B's nibbles become fp16 as value x 2^-14 (nvfp4.cuh), A's as value x 2^12. Their
+// product is value_a x value_b / 4: a multiple of 1/16, at most 9. Within a 16-wide K block each fp16 half
+// of an f16x2 accumulator sums 8 such products: at most 72 in steps of 1/16 (1152 steps < 2^11, fp16's
+// significand), so the fp16 sums are exact. Each block's two halves go to fp32 and are multiplied by 4 x scale_a x
+// scale_b (exact: two E4M3 significands) into the fp32 sum, one rounding per block as in any fp32
+// accumulation.
+#pragma once
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "group_operands.h"
+#include "nvfp4.cuh"
+#include "ptx/cvt.cuh"
+#include "ptx/griddep.cuh"
+#include "skinny_plan.h"
+#include "sm90_group_gemm.cuh"  // kSfBlockBytes, sf_row_offset
+
+namespace fl::sm90 {
+
+struct SkinnyGroup : GroupOperands {  // a, b, sfa, sfb, c
+  int32_t m, n, k;
+  int32_t item_end;  // exclusive end of this group's items (kSkinnyRows B rows each) in the launch
+};
+
+struct SkinnyParams {
+  int32_t num_groups;
+  int32_t num_items;
+  SkinnyGroup groups[kGroupsSmall];
+};
+
+namespace skinny {
+
+constexpr uint32_t kScale2e13 = 0x70007000u;  // (2^13, 2^13) as f16x2
+
+__device__ __forceinline__ uint32_t fma_f16x2(uint32_t a, uint32_t b, uint32_t c) {
+  uint32_t out;
+  asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(out) : "r"(a), "r"(b), "r"(c));
+  return out;
+}
+
+__device__ __forceinline__ float2 f16x2_to_float2(uint32_t h) {
+  return __half22float2(*reinterpret_cast<const __half2*>(&h));
+}
+
+// Two E4M3 scales (the low two bytes of v) as floats.
+__device__ __forceinline__ float2 e4m3x2_to_float2(uint32_t v) {
+  return f16x2_to_float2(ptx::e4m3x2_to_f16x2((uint16_t)(v & 0xFFFFu)));
+}
+
+// Nibbles J and J + 4 of w as value x 2^12 (A's form): value x 2^-14, times 2^13 twice (exact).
+template <int J>
+__device__ __forceinline__ uint32_t a_pair(uint32_t w) {
+  return ptx::mul_f16x2(ptx::mul_f16x2(e2m1_pair_j<J>(w), kScale2e13), kScale2e13);
+}
+
+__device__ __forceinline__ uint4 ldg_nc_v4(const uint8_t* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+  return v;
+}
+
+__device__ __forceinline__ uint32_t ldg_nc_u16(const uint8_t* p) {
+  uint16_t v;
+  asm volatile("ld.global.nc.u16 %0, [%1];" : "=h"(v) : "l"(p));
+  return v;
+}
+
+// Byte offset of (unit u, A row m)'s entry in shared memory (skinny_plan.h skinny_unit_stride).
+template <int MB>
+__device__ __forceinline__ uint32_t entry(int u, int m) {
+  return (uint32_t)u * (uint32_t)skinny_unit_stride(MB) + (uint32_t)m * (uint32_t)kSkinnyEntryBytes;
+}
+
+// One unit (32 K values) of a B row: 16 bytes and the row's two scales of it.
+struct BUnit {
+  uint4 v;
+  uint32_t sf;
+};
+
+__device__ __forceinline__ BUnit load_unit(const uint8_t* row, const uint8_t* sf_row, int u) {
+  return {ldg_nc_v4(row + u * 16), ldg_nc_u16(sf_row + (int64_t)(u / 2) * kSfBlockBytes + (u % 2) * 2)};
+}
+
+// Group g's A rows into shared memory: per (unit, row) entry 16 f16x2 (value x 2^12) in the order the B pairs
+// come out of a word (pairs J = 0..3 of each of the unit's four words), then the unit's two scales x 4.
+template <int MB>
+__device__ __forceinline__ void load_a(const SkinnyGroup& gr, uint8_t* smem) {
+  const int units = gr.k / kSkinnyUnitK;
+  for (int e = threadIdx.x; e < units * MB; e += kSkinnyThreads) {
+    const int u = e / MB, m = e % MB;
+    uint4 v[4] = {};
+    float2 s = make_float2(0.f, 0.f);
+    if (m < gr.m) {  // rows < 128: the first 128-row block of the scales
+      const uint4 w = *reinterpret_cast<const uint4*>(gr.a + (int64_t)m * (gr.k / 2) + u * 16);
+      const uint32_t ws[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+      for (int c = 0; c < 4; ++c) v[c] = make_uint4(a_pair<0>(ws[c]), a_pair<1>(ws[c]), a_pair<2>(ws[c]), a_pair<3>(ws[c]));
+      const uint32_t sf = *reinterpret_cast<const uint16_t*>(gr.sfa + (int64_t)(u / 2) * kSfBlockBytes +
+                                                             sf_row_offset(m) + (u % 2) * 2);
+      s = e4m3x2_to_float2(sf);
+      s.x *= 4.f, s.y *= 4.f;
+    }
+    uint4* dst = reinterpret_cast<uint4*>(smem + entry<MB>(u, m));
+#pragma unroll
+    for (int c = 0; c < 4; ++c) dst[c] = v[c];
+    *reinterpret_cast<float2*>(smem + entry<MB>(u, m) + 64) = s;
+  }
+}
+
+// One unit of one lane's B row into acc (MB A rows), block by block: a block's 8 B pairs, then each A
+// row's 8 multiply-adds with them.
+template <int MB>
+__device__ __forceinline__ void unit(const BUnit& b, const uint8_t* smem, int u, float (&acc)[MB]) {
+  const uint32_t w[4] = {b.v.x, b.v.y, b.v.z, b.v.w};
+  const float2 sb2 = e4m3x2_to_float2(b.sf);
+  const float sb[2] = {sb2.x, sb2.y};
+#pragma unroll
+  for (int jb = 0; jb < 2; ++jb) {
+    const E2m1Bytes e0 = e2m1_bytes(w[2 * jb]), e1 = e2m1_bytes(w[2 * jb + 1]);
+    const uint32_t f[8] = {e2m1_pair_bytes<0>(e0), e2m1_pair_bytes<1>(e0), e2m1_pair_bytes<2>(e0),
+                           e2m1_pair_bytes<3>(e0), e2m1_pair_bytes<0>(e1), e2m1_pair_bytes<1>(e1),
+                           e2m1_pair_bytes<2>(e1), e2m1_pair_bytes<3>(e1)};  // value x 2^-14
+#pragma unroll
+    for (int m = 0; m < MB; ++m) {
+      const uint8_t* e = smem + entry<MB>(u, m);
+      const uint4 a0 = *reinterpret_cast<const uint4*>(e + 32 * jb);
+      const uint4 a1 = *reinterpret_cast<const uint4*>(e + 32 * jb + 16);
+      const float sa = *reinterpret_cast<const float*>(e + 64 + 4 * jb);
+      uint32_t h = fma_f16x2(a0.x, f[0], 0u);
+      h = fma_f16x2(a0.y, f[1], h);
+      h = fma_f16x2(a0.z, f[2], h);
+      h = fma_f16x2(a0.w, f[3], h);
+      h = fma_f16x2(a1.x, f[4], h);
+      h = fma_f16x2(a1.y, f[5], h);
+      h = fma_f16x2(a1.z, f[6], h);
+      h = fma_f16x2(a1.w, f[7], h);
+      const float2 s = f16x2_to_float2(h);
+      acc[m] = fmaf(s.x + s.y, sa * sb[jb], acc[m]);
+    }
+  }
+}
+
+// A lane's units s, s + 8, ... of its row, two per trip, the next trip's two loaded before this trip's are
+// used (two buffers taking turns): two units' loads in flight per lane behind the work. Loads past the
+// lane's last unit repeat it (read, not used).
+template <int MB>
+__device__ __forceinline__ void lane_units(const uint8_t* row, const uint8_t* sf_row, const uint8_t* smem, int s,
+                                           int units, float (&acc)[MB]) {
+  constexpr int L = kSkinnyLanesPerRow;
+  const int last = s + (units - 1 - s) / L * L;
+  auto at = [last](int u) { return u < last ? u : last; };
+  BUnit a0 = load_unit(row, sf_row, s), a1 = load_unit(row, sf_row, at(s + L));
+  for (int u = s;;) {
+    const BUnit b0 = load_unit(row, sf_row, at(u + 2 * L)), b1 = load_unit(row, sf_row, at(u + 3 * L));
+    unit<MB>(a0, smem, u, acc);
+    if (u + L <= last) unit<MB>(a1, smem, u + L, acc);
+    u += 2 * L;
+    if (u > last) break;
+    a0 = load_unit(row, sf_row, at(u + 2 * L)), a1 = load_unit(row, sf_row, at(u + 3 * L));
+    unit<MB>(b0, smem, u, acc);
+    if (u + L <= last) unit<MB>(b1, smem, u + L, acc);
+    u += 2 * L;
+    if (u > last) break;
+  }
+}
+
+}  // namespace skinny
+
+template <int MB>
+__global__ void __launch_bounds__(kSkinnyThreads, MB <= kSkinnyTwoCtaRows ? 2 : 1) skinny_gemm(const __grid_constant__ SkinnyParams p) {
+  extern __shared__ __align__(16) uint8_t smem[];
+  // The inputs and C may be written by the grid before this one: wait for it.
+  ptx::griddep_wait();
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, s = lane % kSkinnyLanesPerRow;
+  const int64_t first = (int64_t)p.num_items * blockIdx.x / gridDim.x;
+  const int64_t last = (int64_t)p.num_items * (blockIdx.x + 1) / gridDim.x;
+  int g = 0, loaded = -1;
+  for (int64_t item = first; item < last; ++item) {
+    while (item >= p.groups[g].item_end) ++g;
+    const SkinnyGroup& gr = p.groups[g];
+    if (g != loaded) {
+      __syncthreads();  // the previous group's A rows are no longer read
+      skinny::load_a<MB>(gr, smem);
+      loaded = g;
+      __syncthreads();
+    }
+    const int units = gr.k / kSkinnyUnitK, steps = gr.k / kBlockK;
+    const int64_t n0 = (item - (g ? p.groups[g - 1].item_end : 0)) * kSkinnyRows;
+    const int64_t row_n = n0 + warp * (32 / kSkinnyLanesPerRow) + lane / kSkinnyLanesPerRow;
+    const int64_t n = row_n < gr.n ? row_n : gr.n - 1;  // rows past N repeat the last row, unstored
+    const uint8_t* row = gr.b + n * (gr.k / 2);
+    const uint8_t* sf_row = gr.sfb + (n / 128) * steps * kSfBlockBytes + sf_row_offset((int)(n % 128));
+    float acc[MB];
+#pragma unroll
+    for (int m = 0; m < MB; ++m) acc[m] = 0.f;
+    if (s < units) skinny::lane_units<MB>(row, sf_row, smem, s, units, acc);
+    // The row's lanes' sums, added in a fixed order (the same result for the same inputs every call).
+#pragma unroll
+    for (int m = 0; m < MB; ++m) {
+      float v = acc[m];
+#pragma unroll
+      for (int x = 1; x < kSkinnyLanesPerRow; x *= 2) v += __shfl_xor_sync(0xFFFFFFFFu, v, x);
+      if (s == 0 && m < gr.m && row_n < gr.n) gr.c[(int64_t)m * gr.n + row_n] = __float2half_rn(v);
+    }
+  }
+  ptx::griddep_launch_dependents();
+}
+
+}  // namespace fl::sm90

@@ -1,0 +1,93 @@
+"""The skinny kernel's plan (kernels/skinny_plan.h, through fastlaunch._C.skinny; no GPU needed): which
+launches may take it, its grid and shared memory, and the launcher's choice against the wgmma plan on the
+launches it was fitted to (v113 in docs/sm90_kernel_notes.md)."""
+import math
+import random
+
+import pytest
+
+import fastlaunch._C as _C
+
+SMS = 132
+BUILDS = (1, 2, 3, 4, 5, 6, 7, 8, 12, 16)  # kSkinnyBuilds
+ROWS = 64           # kSkinnyRows: B rows per item
+UNIT_K = 32         # kSkinnyUnitK
+ENTRY = 80          # kSkinnyEntryBytes
+SMEM_MAX = 227 * 1024
+
+
+def unit_stride(mb):
+    return 16 * ((mb * ENTRY // 16) | 1)
+
+
+@pytest.mark.parametrize("m", range(1, 17))
+def test_smallest_build_that_holds_the_rows(m):
+    sizes = [(m, 512, 1024), (1, 256, 512)]
+    plan = _C.skinny(sizes, SMS)
+    assert plan is not None
+    rows, items, ctas, smem, est_us, _chosen = plan
+    assert rows == min(b for b in BUILDS if b >= m)
+    assert items == 512 // ROWS + 256 // ROWS
+    assert ctas == items  # fewer items than SMs: one CTA each
+    assert smem == 1024 // UNIT_K * unit_stride(rows)
+    assert est_us > 0
+
+
+def test_launches_it_may_not_take():
+    assert _C.skinny([(17, 512, 1024)], SMS) is None                     # more rows than any build
+    assert _C.skinny([(1, 512, 1024)] * 17, SMS) is None                 # more groups than its parameter block
+    k = 64 * (SMEM_MAX // unit_stride(16) * UNIT_K // 64 + 1)            # A rows past shared memory
+    assert _C.skinny([(16, 512, k)], SMS) is None
+    assert _C.skinny([(16, 512, k - 64)], SMS) is not None
+    assert _C.skinny([(8, 4096, 7168)] * 8, SMS) is not None
+
+
+def test_unit_entries_start_in_different_banks():
+    # a warp's 8 row lanes read units s, s + 1, ..., s + 7 at once: their entries must start in 8 different
+    # 16-byte bank groups of a 128-byte row, i.e. a unit's stride is an odd number of 16-byte chunks
+    for mb in BUILDS:
+        stride = unit_stride(mb)
+        assert stride >= mb * ENTRY and stride % 16 == 0
+        assert len({(u * stride // 16) % 8 for u in range(8)}) == 8, mb
+
+
+def test_grid_holds_every_item_and_at_most_two_ctas_per_sm():
+    rng = random.Random(20261201)
+    for _ in range(200):
+        g = rng.randint(1, 16)
+        sizes = [(rng.randint(1, 16), rng.randint(1, 20000), 64 * rng.randint(1, 40)) for _ in range(g)]
+        plan = _C.skinny(sizes, SMS)
+        if plan is None:
+            continue
+        _rows, items, ctas, smem, est_us, _chosen = plan
+        assert items == sum(math.ceil(n / ROWS) for _m, n, _k in sizes)
+        assert 1 <= ctas <= min(items, 2 * SMS)
+        assert smem <= SMEM_MAX
+        assert est_us > 0
+
+
+def test_estimate_grows_with_rows_and_bytes():
+    ests = [_C.skinny([(m, 4096, 7168)] * 8, SMS)[4] for m in (1, 2, 4, 8)]
+    assert ests == sorted(ests) and ests[0] < ests[-1]
+    assert _C.skinny([(1, 4096, 7168)], SMS)[4] < _C.skinny([(1, 4096, 7168)] * 8, SMS)[4]
+
+
+# Launches timed both ways on the H200 (skinny kernel forced / never; tools/sweep_sm90.py skinny:1 skinny:0):
+# whether the skinny kernel was the faster, which the launcher's choice must match.
+MEASURED = [((8, 1, 4096, 7168), True),    # 48.2 against 71.1 us
+            ((8, 2, 4096, 7168), True),    # 53.4 against 70.4
+            ((8, 4, 4096, 7168), False),   # 89.2 against 70.4
+            ((8, 8, 4096, 7168), False),   # 156.3 against 70.1
+            ((1, 4, 7168, 2048), True),    # 12.4 against 13.8
+            ((1, 1, 7168, 2048), True),    # 9.0 against 14.0
+            ((1, 10, 712, 1152), False),   # 17.0 against 8.8
+            ((1, 16, 1024, 4096), False),  # 49.0 against 11.7
+            ((4, 12, 2048, 2048), False),  # 24.3 against 14.4
+            ((16, 1, 2048, 4096), True),   # 31.6 against 44.2
+            ((1, 2, 512, 512), True)]      # 6.3 against 8.5
+
+
+@pytest.mark.parametrize("shape, faster", MEASURED, ids=lambda x: ":".join(map(str, x)) if isinstance(x, tuple) else "")
+def test_launcher_chooses_the_kernel_that_measured_faster(shape, faster):
+    g, m, n, k = shape
+    assert _C.skinny([(m, n, k)] * g, SMS)[5] is faster
