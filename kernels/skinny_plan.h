@@ -35,7 +35,9 @@ constexpr int skinny_build(int64_t max_m) {
 }
 
 // Bytes of the A rows (values and scales) for the launch's largest K.
-constexpr int64_t skinny_smem_bytes(int mb, int64_t kmax) { return kmax / kSkinnyUnitK * skinny_unit_stride(mb); }
+constexpr int64_t skinny_smem_bytes(int mb, int64_t kmax) {
+  return kmax / kSkinnyUnitK * skinny_unit_stride(mb);
+}
 
 // CTAs per SM: two where the registers (the builds of up to kSkinnyTwoCtaRows rows are bound to 64 per
 // thread; at 4 rows that spilled) and shared memory allow.

@@ -11,9 +11,9 @@
 // Exact arithmetic: B's nibbles become fp16 as value x 2^-14 (nvfp4.cuh), A's as value x 2^12. Their
 // product is value_a x value_b / 4: a multiple of 1/16, at most 9. Within a 16-wide K block each fp16 half
 // of an f16x2 accumulator sums 8 such products: at most 72 in steps of 1/16 (1152 steps < 2^11, fp16's
-// significand), so the fp16 sums are exact. Each block's two halves go to fp32 and are multiplied by 4 x scale_a x
-// scale_b (exact: two E4M3 significands) into the fp32 sum, one rounding per block as in any fp32
-// accumulation.
+// significand), so the fp16 sums are exact. Each block's two halves go to fp32 and are multiplied by
+// 4 x scale_a x scale_b (exact: two E4M3 significands) into the fp32 sum, one rounding per block as in any
+// fp32 accumulation.
 #pragma once
 #include <cuda_fp16.h>
 
@@ -66,7 +66,9 @@ __device__ __forceinline__ uint32_t a_pair(uint32_t w) {
 
 __device__ __forceinline__ uint4 ldg_nc_v4(const uint8_t* p) {
   uint4 v;
-  asm volatile("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+  asm volatile("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
   return v;
 }
 
@@ -105,7 +107,8 @@ __device__ __forceinline__ void load_a(const SkinnyGroup& gr, uint8_t* smem) {
       const uint4 w = *reinterpret_cast<const uint4*>(gr.a + (int64_t)m * (gr.k / 2) + u * 16);
       const uint32_t ws[4] = {w.x, w.y, w.z, w.w};
 #pragma unroll
-      for (int c = 0; c < 4; ++c) v[c] = make_uint4(a_pair<0>(ws[c]), a_pair<1>(ws[c]), a_pair<2>(ws[c]), a_pair<3>(ws[c]));
+      for (int c = 0; c < 4; ++c)
+        v[c] = make_uint4(a_pair<0>(ws[c]), a_pair<1>(ws[c]), a_pair<2>(ws[c]), a_pair<3>(ws[c]));
       const uint32_t sf = *reinterpret_cast<const uint16_t*>(gr.sfa + (int64_t)(u / 2) * kSfBlockBytes +
                                                              sf_row_offset(m) + (u % 2) * 2);
       s = e4m3x2_to_float2(sf);
@@ -178,7 +181,8 @@ __device__ __forceinline__ void lane_units(const uint8_t* row, const uint8_t* sf
 }  // namespace skinny
 
 template <int MB>
-__global__ void __launch_bounds__(kSkinnyThreads, MB <= kSkinnyTwoCtaRows ? 2 : 1) skinny_gemm(const __grid_constant__ SkinnyParams p) {
+__global__ void __launch_bounds__(kSkinnyThreads, MB <= kSkinnyTwoCtaRows ? 2 : 1)
+    skinny_gemm(const __grid_constant__ SkinnyParams p) {
   extern __shared__ __align__(16) uint8_t smem[];
   // The inputs and C may be written by the grid before this one: wait for it.
   ptx::griddep_wait();

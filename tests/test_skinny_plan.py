@@ -35,7 +35,7 @@ def test_smallest_build_that_holds_the_rows(m):
 
 def test_launches_it_may_not_take():
     assert _C.skinny([(17, 512, 1024)], SMS) is None                     # more rows than any build
-    assert _C.skinny([(1, 512, 1024)] * 17, SMS) is None                 # more groups than its parameter block
+    assert _C.skinny([(1, 512, 1024)] * 17, SMS) is None                 # more groups than its params hold
     k = 64 * (SMEM_MAX // unit_stride(16) * UNIT_K // 64 + 1)            # A rows past shared memory
     assert _C.skinny([(16, 512, k)], SMS) is None
     assert _C.skinny([(16, 512, k - 64)], SMS) is not None
@@ -87,7 +87,11 @@ MEASURED = [((8, 1, 4096, 7168), True),    # 48.2 against 71.1 us
             ((1, 2, 512, 512), True)]      # 6.3 against 8.5
 
 
-@pytest.mark.parametrize("shape, faster", MEASURED, ids=lambda x: ":".join(map(str, x)) if isinstance(x, tuple) else "")
+def _shape_id(x):
+    return ":".join(map(str, x)) if isinstance(x, tuple) else ""
+
+
+@pytest.mark.parametrize("shape, faster", MEASURED, ids=_shape_id)
 def test_launcher_chooses_the_kernel_that_measured_faster(shape, faster):
     g, m, n, k = shape
     assert _C.skinny([(m, n, k)] * g, SMS)[5] is faster
