@@ -667,19 +667,30 @@ PyObject* cuts(PyObject*, PyObject* args) {
 }
 
 // skinny(sizes, sm_count) -> (rows, items, ctas, smem, est_us, chosen) or None: the skinny kernel's plan
-// (kernels/skinny_plan.h) for a launch the launcher does not cut (up to kGroupsSmall groups), None where
-// it may not take it; chosen: whether the launcher takes it with no experiment setting (its estimate
-// against the wgmma plan's).
+// (kernels/skinny_plan.h) for a launch of up to kGroupsPerLaunch groups, one skinny launch per run of up to
+// kGroupsSmall groups (rows, ctas and smem: the largest run's; items and est_us: summed), None where it may
+// not take it; chosen: whether the launcher takes it with no experiment setting (its estimate against the
+// wgmma plan's).
 PyObject* skinny(PyObject*, PyObject* args) {
   PlanArgs a;
   if (!plan_args(args, "Oi:skinny", a)) return nullptr;
-  fl::sm90::SkinnyPlan sp;
-  if (!fl::sm90::skinny_plan(a.m, a.n, a.k, a.groups, a.sm_count, sp)) Py_RETURN_NONE;
+  double est = 0;
+  if (!fl::sm90::skinny_runs(a.m, a.n, a.k, a.groups, a.sm_count, &est)) Py_RETURN_NONE;
+  int rows = 0, ctas = 0;
+  long long items = 0, smem = 0;
+  for (int g0 = 0; g0 < a.groups; g0 += fl::sm90::kGroupsSmall) {
+    const int gc = a.groups - g0 < fl::sm90::kGroupsSmall ? a.groups - g0 : fl::sm90::kGroupsSmall;
+    fl::sm90::SkinnyPlan sp;
+    fl::sm90::skinny_plan(a.m + g0, a.n + g0, a.k + g0, gc, a.sm_count, sp);  // allowed: skinny_runs
+    if (fl::sm90::kSkinnyBuilds[sp.build] > rows) rows = fl::sm90::kSkinnyBuilds[sp.build];
+    if (sp.ctas > ctas) ctas = sp.ctas;
+    if (sp.smem > smem) smem = sp.smem;
+    items += sp.items;
+  }
   fl::sm90::LaunchPlan p;
   fl::sm90::plan_launch(a.m, a.n, a.k, a.groups, a.sm_count, a.force, p);
-  const bool chosen = fl::sm90::skinny_wins(sp, p.est_ns);
-  return Py_BuildValue("(iLiLdO)", fl::sm90::kSkinnyBuilds[sp.build], (long long)sp.items, sp.ctas,
-                       (long long)sp.smem, sp.est_ns / 1000.0, chosen ? Py_True : Py_False);
+  const bool chosen = fl::sm90::skinny_wins(est, p.est_ns);
+  return Py_BuildValue("(iLiLdO)", rows, items, ctas, smem, est / 1000.0, chosen ? Py_True : Py_False);
 }
 
 PyMethodDef kMethods[] = {
@@ -716,10 +727,10 @@ PyMethodDef kMethods[] = {
      "wgmma N in plan()'s plan with the same settings: its tile width, or in the narrow build a narrower N."},
     {"skinny", skinny, METH_VARARGS,
      "skinny(sizes, sm_count) -> tuple | None\n\nThe skinny kernel's plan (rows, items, ctas, smem, est_us, "
-     "chosen) for sizes [(m, n, k), ...] on a GPU with sm_count multiprocessors, or None where a launch may not "
-     "take it: rows the compiled A rows, items the (group, 64 B rows) items, ctas the grid, smem its dynamic "
-     "shared memory, est_us its estimate; chosen: whether the launcher takes it (its estimate against the "
-     "wgmma plan's)."},
+     "chosen) for sizes [(m, n, k), ...] on a GPU with sm_count multiprocessors, one skinny launch per 16 groups, "
+     "or None where a launch may not take it: rows the compiled A rows, items the (group, 64 B rows) items, ctas "
+     "the grid, smem its dynamic shared memory (rows, ctas, smem: the largest launch's), est_us its estimate "
+     "(summed); chosen: whether the launcher takes it (its estimate against the wgmma plan's)."},
     {nullptr, nullptr, 0, nullptr},
 };
 

@@ -111,12 +111,28 @@ inline bool skinny_plan(const int64_t* m, const int64_t* n, const int64_t* k, in
   return true;
 }
 
-// The launcher's choice (auto): the skinny kernel where its estimate beats the wgmma plan's (`wgmma_est_ns`,
-// plan.h: its busiest CTA) with the two launches and the A conversion that path adds (kWgmmaFixedNs: event
-// time of the decode launches beyond their plan's estimate, v113).
+// A launch of more groups runs the skinny kernel once per run of up to kGroupsSmall groups, one after the
+// other in the stream (a mixture-of-experts decode step over many experts). Whether every run may take it,
+// and the runs' estimates summed into *est_ns; groups up to kGroupsPerLaunch.
+inline bool skinny_runs(const int64_t* m, const int64_t* n, const int64_t* k, int groups, int sm_count,
+                        double* est_ns) {
+  *est_ns = 0;
+  if (groups < 1 || groups > kGroupsPerLaunch) return false;
+  for (int g0 = 0; g0 < groups; g0 += kGroupsSmall) {
+    const int gc = groups - g0 < kGroupsSmall ? groups - g0 : kGroupsSmall;
+    SkinnyPlan sp;
+    if (!skinny_plan(m + g0, n + g0, k + g0, gc, sm_count, sp)) return false;
+    *est_ns += sp.est_ns;
+  }
+  return true;
+}
+
+// The launcher's choice (auto): the skinny kernel where its estimate (`skinny_est_ns`, all its runs) beats
+// the wgmma plan's (`wgmma_est_ns`, plan.h: its busiest CTA) with the two launches and the A conversion that
+// path adds (kWgmmaFixedNs: event time of the decode launches beyond their plan's estimate, v113).
 constexpr double kWgmmaFixedNs = 6000;
-inline bool skinny_wins(const SkinnyPlan& sp, double wgmma_est_ns) {
-  return sp.build >= 0 && sp.est_ns < wgmma_est_ns + kWgmmaFixedNs;
+inline bool skinny_wins(double skinny_est_ns, double wgmma_est_ns) {
+  return skinny_est_ns < wgmma_est_ns + kWgmmaFixedNs;
 }
 
 }  // namespace fl::sm90

@@ -287,14 +287,19 @@ int launch_chunk(const DeviceState& dev, const int64_t* buf, int G, int g0, int 
   return FL_OK;
 }
 
-// A launch of up to kGroupsSmall groups on the skinny kernel (skinny_plan.h): one grid, no workspace.
-int launch_skinny(const DeviceState& dev, const int64_t* buf, int G, const sm90::SkinnyPlan& sp, cudaStream_t stream,
+// Groups g0 .. g0+gc-1 (gc <= kGroupsSmall) of buf's G on the skinny kernel (skinny_plan.h): one grid, no
+// workspace.
+int launch_skinny(const DeviceState& dev, const int64_t* buf, int G, int g0, int gc, cudaStream_t stream,
                   Error& err) {
   const Sm90State& st = dev.sm90;
+  sm90::SkinnyPlan sp;
+  if (!sm90::skinny_plan(buf + 5 * G + g0, buf + 6 * G + g0, buf + 7 * G + g0, gc, dev.sm_count, sp))
+    return err.set(FL_ERR_VALUE, "groups %d..%d: not a launch the skinny kernel may take", g0, g0 + gc - 1);
   sm90::SkinnyParams p{};
   int64_t items = 0;
-  for (int g = 0; g < G; ++g) {
-    sm90::SkinnyGroup& gr = p.groups[g];
+  for (int i = 0; i < gc; ++i) {
+    const int g = g0 + i;
+    sm90::SkinnyGroup& gr = p.groups[i];
     load_operands(gr, buf, G, g);
     gr.m = (int32_t)buf[5 * G + g];
     gr.n = (int32_t)buf[6 * G + g];
@@ -302,7 +307,7 @@ int launch_skinny(const DeviceState& dev, const int64_t* buf, int G, const sm90:
     items += ceil_div(gr.n, sm90::kSkinnyRows);
     gr.item_end = (int32_t)items;  // < 2^31: skinny_plan
   }
-  p.num_groups = G;
+  p.num_groups = gc;
   p.num_items = (int32_t)items;
   void* args[1] = {&p};
   CUlaunchConfig cfg = st.skinny_config;
@@ -310,6 +315,24 @@ int launch_skinny(const DeviceState& dev, const int64_t* buf, int G, const sm90:
   cfg.sharedMemBytes = (unsigned)sp.smem;
   cfg.hStream = reinterpret_cast<CUstream>(stream);
   FL_DRV_TRY(err, dev.drv, dev.drv.launch_kernel_ex(&cfg, st.skinny_fn[sp.build], args, nullptr));
+  return FL_OK;
+}
+
+// Few A rows per group (up to kGroupsPerLaunch groups of valid sizes): the skinny kernel, one launch per run
+// of up to kGroupsSmall groups, where it is estimated faster than the wgmma plan (or forced). Sets *taken.
+int try_skinny(const DeviceState& dev, const int64_t* buf, int G, cudaStream_t stream, bool* taken, Error& err) {
+  *taken = false;
+  double est = 0;
+  if (dev.sm90.force.skinny == 2 || dev.sm90.only != 0 ||
+      !sm90::skinny_runs(buf + 5 * G, buf + 6 * G, buf + 7 * G, G, dev.sm_count, &est))
+    return FL_OK;
+  if (dev.sm90.force.skinny != 1 &&
+      !sm90::skinny_wins(est, launch_plan(buf + 5 * G, buf + 6 * G, buf + 7 * G, G, dev.sm_count, dev.sm90.force).est_ns))
+    return FL_OK;
+  *taken = true;
+  for (int g0 = 0; g0 < G; g0 += sm90::kGroupsSmall)
+    if (int rc = launch_skinny(dev, buf, G, g0, G - g0 < sm90::kGroupsSmall ? G - g0 : sm90::kGroupsSmall, stream, err))
+      return rc;
   return FL_OK;
 }
 
@@ -488,23 +511,18 @@ int sm90_launch(const DeviceState& dev, const int64_t* buf, int G, cudaStream_t 
   // Launches of up to kGroupsSmall groups: groups cut at a 128-row boundary into two (launch_cuts) where
   // that is estimated faster. Only valid sizes of modest extent are tried (launch_groups checks and
   // reports every limit, with the caller's group numbers).
-  if (G <= sm90::kGroupsSmall) {
+  // Launches of few A rows per group may take the skinny kernel (try_skinny).
+  if (G <= sm90::kGroupsPerLaunch) {
     Error quiet{nullptr, 0};
     bool valid = true;
     for (int g = 0; g < G && valid; ++g)
       valid = check_group_sizes(buf[5 * G + g], buf[6 * G + g], buf[7 * G + g], g, quiet) == FL_OK;
-    if (valid && dev.sm90.force.skinny != 2 && dev.sm90.only == 0) {
-      // Few A rows per group: the skinny kernel where it is estimated faster (or forced).
-      sm90::SkinnyPlan sp;
-      if (sm90::skinny_plan(buf + 5 * G, buf + 6 * G, buf + 7 * G, G, dev.sm_count, sp)) {
-        const bool take = dev.sm90.force.skinny == 1 ||
-                          sm90::skinny_wins(sp, launch_plan(buf + 5 * G, buf + 6 * G, buf + 7 * G, G, dev.sm_count,
-                                                            dev.sm90.force)
-                                                    .est_ns);
-        if (take) return launch_skinny(dev, buf, G, sp, stream, err);
-      }
-    }
+    bool taken = false;
     if (valid) {
+      if (int rc = try_skinny(dev, buf, G, stream, &taken, err)) return rc;
+      if (taken) return FL_OK;
+    }
+    if (valid && G <= sm90::kGroupsSmall) {
       if (const int64_t* head = launch_cuts(dev, buf, G)) {
         int64_t cut[8 * sm90::kGroupsSmall];
         int src[sm90::kGroupsSmall];

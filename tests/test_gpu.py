@@ -176,16 +176,26 @@ def test_narrow_build(cap, share):
 # The skinny kernel (kernels/skinny_plan.h): launches of up to 16 groups of at most 16 rows each, on the CUDA
 # cores. Every compiled row count (1-8, 12, 16) with rows past M, N below, at and past one item (64 B rows)
 # and not a multiple of 8, the shortest K, groups of different K (each CTA converts the A rows of every group
-# its items reach), a decode-like launch with more items than the grid's CTAs, and 16 groups.
+# its items reach), a decode-like launch with more items than the grid's CTAs, 16 groups, and 40 (three
+# launches of up to 16 groups).
 SKINNY_CASES = [(1, [1], [1], [64]), (2, [2, 3], [31, 33], [128, 64]), (3, [4, 5, 1], [64, 100, 7], [448, 64, 1024]),
                 (2, [6, 7], [520, 77], [1536, 192]), (1, [8], [4097], [256]), (2, [12, 9], [300, 64], [640, 2048]),
                 (3, [16, 10, 1], [129, 712, 1000], [64, 1152, 3136]),
                 (8, [1, 2, 3, 4, 1, 2, 3, 4], [4096] * 8, [7168] * 8),
-                (16, [1 + i % 8 for i in range(16)], [96 + 40 * i for i in range(16)], [64 * (1 + i % 5) for i in range(16)])]
+                (16, [1 + i % 8 for i in range(16)], [96 + 40 * i for i in range(16)], [64 * (1 + i % 5) for i in range(16)]),
+                (40, [1 + i % 3 for i in range(40)], [200 + 24 * i for i in range(40)], [64 * (1 + i % 4) for i in range(40)])]
 
 
 def test_skinny_kernel():
     check_in_child(SKINNY_CASES, dict(os.environ, FASTLAUNCH_SM90_SKINNY="1"))
+
+
+def test_skinny_kernel_chosen_over_many_groups():
+    # a decode step over 24 experts of 1-2 rows: the launcher's own choice, two skinny launches
+    g, ms, ns, ks = 24, [1 + i % 2 for i in range(24)], [1024] * 24, [2048] * 24
+    plan = fastlaunch._C.skinny(list(zip(ms, ns, ks)), torch.cuda.get_device_properties(0).multi_processor_count)
+    assert plan is not None and plan[5], "this launch should take the skinny kernel"
+    run_and_check(R.generate_input(ms, ns, ks, g, fresh_seed(), device="cuda"))
 
 
 def test_forced_plans_repeated_without_a_wrong_output_or_a_hang():

@@ -35,11 +35,24 @@ def test_smallest_build_that_holds_the_rows(m):
 
 def test_launches_it_may_not_take():
     assert _C.skinny([(17, 512, 1024)], SMS) is None                     # more rows than any build
-    assert _C.skinny([(1, 512, 1024)] * 17, SMS) is None                 # more groups than its params hold
+    assert _C.skinny([(1, 512, 1024)] * 16 + [(17, 512, 1024)], SMS) is None  # one run may not
     k = 64 * (SMEM_MAX // unit_stride(16) * UNIT_K // 64 + 1)            # A rows past shared memory
     assert _C.skinny([(16, 512, k)], SMS) is None
     assert _C.skinny([(16, 512, k - 64)], SMS) is not None
     assert _C.skinny([(8, 4096, 7168)] * 8, SMS) is not None
+
+
+def test_more_than_16_groups_run_as_launches_of_16():
+    # one skinny launch per run of up to 16 groups: items and estimates add up, the rest is the largest run's
+    sizes = [(1 + i % 3, 256 + 64 * i, 64 * (1 + i % 4)) for i in range(40)]
+    runs = [_C.skinny(sizes[i:i + 16], SMS) for i in range(0, 40, 16)]
+    whole = _C.skinny(sizes, SMS)
+    assert whole[0] == max(r[0] for r in runs) and whole[2] == max(r[2] for r in runs)
+    assert whole[1] == sum(r[1] for r in runs) and whole[3] == max(r[3] for r in runs)
+    assert whole[4] == pytest.approx(sum(r[4] for r in runs))
+    assert _C.skinny([(1, 2048, 7168)] * 64, SMS)[5]  # a decode step over 64 experts
+    with pytest.raises(ValueError):
+        _C.skinny([(1, 64, 64)] * 257, SMS)
 
 
 def test_unit_entries_start_in_different_banks():
