@@ -674,14 +674,14 @@ PyObject* cuts(PyObject*, PyObject* args) {
 PyObject* skinny(PyObject*, PyObject* args) {
   PlanArgs a;
   if (!plan_args(args, "Oi:skinny", a)) return nullptr;
+  fl::sm90::SkinnyPlan runs[fl::sm90::kMaxSkinnyRuns];
   double est = 0;
-  if (!fl::sm90::skinny_runs(a.m, a.n, a.k, a.groups, a.sm_count, &est)) Py_RETURN_NONE;
+  const int count = fl::sm90::skinny_runs(a.m, a.n, a.k, a.groups, a.sm_count, runs, &est);
+  if (count == 0) Py_RETURN_NONE;
   int rows = 0, ctas = 0;
   long long items = 0, smem = 0;
-  for (int g0 = 0; g0 < a.groups; g0 += fl::sm90::kGroupsSmall) {
-    const int gc = a.groups - g0 < fl::sm90::kGroupsSmall ? a.groups - g0 : fl::sm90::kGroupsSmall;
-    fl::sm90::SkinnyPlan sp;
-    fl::sm90::skinny_plan(a.m + g0, a.n + g0, a.k + g0, gc, a.sm_count, sp);  // allowed: skinny_runs
+  for (int r = 0; r < count; ++r) {
+    const fl::sm90::SkinnyPlan& sp = runs[r];
     if (fl::sm90::kSkinnyBuilds[sp.build] > rows) rows = fl::sm90::kSkinnyBuilds[sp.build];
     if (sp.ctas > ctas) ctas = sp.ctas;
     if (sp.smem > smem) smem = sp.smem;

@@ -112,19 +112,25 @@ inline bool skinny_plan(const int64_t* m, const int64_t* n, const int64_t* k, in
 }
 
 // A launch of more groups runs the skinny kernel once per run of up to kGroupsSmall groups, one after the
-// other in the stream (a mixture-of-experts decode step over many experts). Whether every run may take it,
-// and the runs' estimates summed into *est_ns; groups up to kGroupsPerLaunch.
-inline bool skinny_runs(const int64_t* m, const int64_t* n, const int64_t* k, int groups, int sm_count,
-                        double* est_ns) {
+// other in the stream (a mixture-of-experts decode step over many experts): run r holds groups
+// r x kGroupsSmall .. The runs' plans into runs[] and their estimates summed into *est_ns; the number of
+// runs, or 0 where a run may not take it. Groups up to kGroupsPerLaunch.
+constexpr int kMaxSkinnyRuns = kGroupsPerLaunch / kGroupsSmall;
+static_assert(kGroupsPerLaunch % kGroupsSmall == 0, "whole runs of kGroupsSmall groups");
+constexpr int skinny_run_groups(int groups, int run) {
+  return groups - run * kGroupsSmall < kGroupsSmall ? groups - run * kGroupsSmall : kGroupsSmall;
+}
+inline int skinny_runs(const int64_t* m, const int64_t* n, const int64_t* k, int groups, int sm_count,
+                       SkinnyPlan (&runs)[kMaxSkinnyRuns], double* est_ns) {
   *est_ns = 0;
-  if (groups < 1 || groups > kGroupsPerLaunch) return false;
-  for (int g0 = 0; g0 < groups; g0 += kGroupsSmall) {
-    const int gc = groups - g0 < kGroupsSmall ? groups - g0 : kGroupsSmall;
-    SkinnyPlan sp;
-    if (!skinny_plan(m + g0, n + g0, k + g0, gc, sm_count, sp)) return false;
-    *est_ns += sp.est_ns;
+  if (groups < 1 || groups > kGroupsPerLaunch) return 0;
+  const int count = (int)ceil_div(groups, kGroupsSmall);
+  for (int r = 0; r < count; ++r) {
+    const int g0 = r * kGroupsSmall;
+    if (!skinny_plan(m + g0, n + g0, k + g0, skinny_run_groups(groups, r), sm_count, runs[r])) return 0;
+    *est_ns += runs[r].est_ns;
   }
-  return true;
+  return count;
 }
 
 // The launcher's choice (auto): the skinny kernel where its estimate (`skinny_est_ns`, all its runs) beats

@@ -287,14 +287,11 @@ int launch_chunk(const DeviceState& dev, const int64_t* buf, int G, int g0, int 
   return FL_OK;
 }
 
-// Groups g0 .. g0+gc-1 (gc <= kGroupsSmall) of buf's G on the skinny kernel (skinny_plan.h): one grid, no
-// workspace.
-int launch_skinny(const DeviceState& dev, const int64_t* buf, int G, int g0, int gc, cudaStream_t stream,
-                  Error& err) {
+// Groups g0 .. g0+gc-1 (gc <= kGroupsSmall) of buf's G on the skinny kernel with their plan `sp`
+// (skinny_plan.h): one grid, no workspace.
+int launch_skinny(const DeviceState& dev, const int64_t* buf, int G, int g0, int gc, const sm90::SkinnyPlan& sp,
+                  cudaStream_t stream, Error& err) {
   const Sm90State& st = dev.sm90;
-  sm90::SkinnyPlan sp;
-  if (!sm90::skinny_plan(buf + 5 * G + g0, buf + 6 * G + g0, buf + 7 * G + g0, gc, dev.sm_count, sp))
-    return err.set(FL_ERR_VALUE, "groups %d..%d: not a launch the skinny kernel may take", g0, g0 + gc - 1);
   sm90::SkinnyParams p{};
   int64_t items = 0;
   for (int i = 0; i < gc; ++i) {
@@ -322,17 +319,20 @@ int launch_skinny(const DeviceState& dev, const int64_t* buf, int G, int g0, int
 // of up to kGroupsSmall groups, where it is estimated faster than the wgmma plan (or forced). Sets *taken.
 int try_skinny(const DeviceState& dev, const int64_t* buf, int G, cudaStream_t stream, bool* taken, Error& err) {
   *taken = false;
+  if (dev.sm90.force.skinny == 2 || dev.sm90.only != 0) return FL_OK;
+  sm90::SkinnyPlan runs[sm90::kMaxSkinnyRuns];
   double est = 0;
-  if (dev.sm90.force.skinny == 2 || dev.sm90.only != 0 ||
-      !sm90::skinny_runs(buf + 5 * G, buf + 6 * G, buf + 7 * G, G, dev.sm_count, &est))
-    return FL_OK;
-  if (dev.sm90.force.skinny != 1 &&
-      !sm90::skinny_wins(est, launch_plan(buf + 5 * G, buf + 6 * G, buf + 7 * G, G, dev.sm_count, dev.sm90.force).est_ns))
-    return FL_OK;
+  const int count = sm90::skinny_runs(buf + 5 * G, buf + 6 * G, buf + 7 * G, G, dev.sm_count, runs, &est);
+  if (count == 0) return FL_OK;
+  if (dev.sm90.force.skinny != 1) {
+    const sm90::LaunchPlan& wgmma = launch_plan(buf + 5 * G, buf + 6 * G, buf + 7 * G, G, dev.sm_count, dev.sm90.force);
+    if (!sm90::skinny_wins(est, wgmma.est_ns)) return FL_OK;
+  }
   *taken = true;
-  for (int g0 = 0; g0 < G; g0 += sm90::kGroupsSmall)
-    if (int rc = launch_skinny(dev, buf, G, g0, G - g0 < sm90::kGroupsSmall ? G - g0 : sm90::kGroupsSmall, stream, err))
-      return rc;
+  for (int r = 0; r < count; ++r) {
+    const int g0 = r * sm90::kGroupsSmall, gc = sm90::skinny_run_groups(G, r);
+    if (int rc = launch_skinny(dev, buf, G, g0, gc, runs[r], stream, err)) return rc;
+  }
   return FL_OK;
 }
 
