@@ -23,6 +23,7 @@
 #include "nvfp4.cuh"
 #include "ptx/cvt.cuh"
 #include "ptx/griddep.cuh"
+#include "ptx/memorder.cuh"
 #include "skinny_plan.h"
 #include "sm90_group_gemm.cuh"  // kSfBlockBytes, sf_row_offset
 
@@ -43,12 +44,6 @@ namespace skinny {
 
 constexpr uint32_t kScale2e13 = 0x70007000u;  // (2^13, 2^13) as f16x2
 
-__device__ __forceinline__ uint32_t fma_f16x2(uint32_t a, uint32_t b, uint32_t c) {
-  uint32_t out;
-  asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(out) : "r"(a), "r"(b), "r"(c));
-  return out;
-}
-
 __device__ __forceinline__ float2 f16x2_to_float2(uint32_t h) {
   return __half22float2(*reinterpret_cast<const __half2*>(&h));
 }
@@ -64,20 +59,6 @@ __device__ __forceinline__ uint32_t a_pair(uint32_t w) {
   return ptx::mul_f16x2(ptx::mul_f16x2(e2m1_pair_j<J>(w), kScale2e13), kScale2e13);
 }
 
-__device__ __forceinline__ uint4 ldg_nc_v4(const uint8_t* p) {
-  uint4 v;
-  asm volatile("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p));
-  return v;
-}
-
-__device__ __forceinline__ uint32_t ldg_nc_u16(const uint8_t* p) {
-  uint16_t v;
-  asm volatile("ld.global.nc.u16 %0, [%1];" : "=h"(v) : "l"(p));
-  return v;
-}
-
 // Byte offset of (unit u, A row m)'s entry in shared memory (skinny_plan.h skinny_unit_stride).
 template <int MB>
 __device__ __forceinline__ uint32_t entry(int u, int m) {
@@ -91,7 +72,7 @@ struct BUnit {
 };
 
 __device__ __forceinline__ BUnit load_unit(const uint8_t* row, const uint8_t* sf_row, int u) {
-  return {ldg_nc_v4(row + u * 16), ldg_nc_u16(sf_row + (int64_t)(u / 2) * kSfBlockBytes + (u % 2) * 2)};
+  return {ptx::ld_nc_v4(row + u * 16), ptx::ld_nc_u16(sf_row + (int64_t)(u / 2) * kSfBlockBytes + (u % 2) * 2)};
 }
 
 // Group g's A rows into shared memory: per (unit, row) entry 16 f16x2 (value x 2^12) in the order the B pairs
@@ -140,14 +121,14 @@ __device__ __forceinline__ void unit(const BUnit& b, const uint8_t* smem, int u,
       const uint4 a0 = *reinterpret_cast<const uint4*>(e + 32 * jb);
       const uint4 a1 = *reinterpret_cast<const uint4*>(e + 32 * jb + 16);
       const float sa = *reinterpret_cast<const float*>(e + 64 + 4 * jb);
-      uint32_t h = fma_f16x2(a0.x, f[0], 0u);
-      h = fma_f16x2(a0.y, f[1], h);
-      h = fma_f16x2(a0.z, f[2], h);
-      h = fma_f16x2(a0.w, f[3], h);
-      h = fma_f16x2(a1.x, f[4], h);
-      h = fma_f16x2(a1.y, f[5], h);
-      h = fma_f16x2(a1.z, f[6], h);
-      h = fma_f16x2(a1.w, f[7], h);
+      uint32_t h = ptx::fma_f16x2(a0.x, f[0], 0u);
+      h = ptx::fma_f16x2(a0.y, f[1], h);
+      h = ptx::fma_f16x2(a0.z, f[2], h);
+      h = ptx::fma_f16x2(a0.w, f[3], h);
+      h = ptx::fma_f16x2(a1.x, f[4], h);
+      h = ptx::fma_f16x2(a1.y, f[5], h);
+      h = ptx::fma_f16x2(a1.z, f[6], h);
+      h = ptx::fma_f16x2(a1.w, f[7], h);
       const float2 s = f16x2_to_float2(h);
       acc[m] = fmaf(s.x + s.y, sa * sb[jb], acc[m]);
     }

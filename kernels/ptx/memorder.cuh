@@ -1,5 +1,6 @@
 // Global-memory accesses with an explicit memory order or cache level: a flag one CTA raises
-// (release) and another waits for (acquire), and the L2-only vector accesses of the data it guards.
+// (release) and another waits for (acquire), the L2-only vector accesses of the data it guards, and loads
+// through the read-only path.
 #pragma once
 #include <cstdint>
 
@@ -52,6 +53,21 @@ __device__ __forceinline__ void ld_cg_v4_upto4(const float* p0, const float* p1,
 // A plain 16-byte global store (`p` 16-byte aligned), where the compiler cannot see the alignment.
 __device__ __forceinline__ void st_v4(void* p, uint4 v) {
   asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
+}
+
+// Loads through the read-only (non-coherent) path: data no thread writes while the grid runs.
+__device__ __forceinline__ uint4 ld_nc_v4(const uint8_t* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+
+__device__ __forceinline__ uint32_t ld_nc_u16(const uint8_t* p) {
+  uint16_t v;
+  asm volatile("ld.global.nc.u16 %0, [%1];" : "=h"(v) : "l"(p));
+  return v;
 }
 
 }  // namespace fl::ptx
