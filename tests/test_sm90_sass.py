@@ -79,20 +79,6 @@ def test_sm90_conversions_are_built_without_local_memory(sass):
         assert not re.search(r"\b(LDL|STL)\b", body), f"{name}: local memory"
 
 
-def _loops(body):
-    """(start, end, text) of each loop in a function's SASS: a backward branch and the instructions from its
-    target to it."""
-    ins = [(int(a, 16), line) for line in body.splitlines()
-           for a in re.findall(r"/\*([0-9a-f]{4,})\*/", line)[:1]]
-    loops = []
-    for addr, line in ins:
-        b = re.search(r"\bBRA (0x[0-9a-f]+)", line)
-        if b and int(b.group(1), 16) < addr:
-            start = int(b.group(1), 16)
-            loops.append((start, addr, "\n".join(text for a, text in ins if start <= a <= addr)))
-    return loops
-
-
 def test_skinny_kernels_are_built_with_their_unit_loop_in_registers(sass):
     # kernels/skinny_plan.h kSkinnyBuilds: one build per A row count, each with an innermost loop of fp16
     # multiply-adds (HFMA2; 2 blocks x 8 per unit and A row, four units per trip) and B's 16-byte loads, and
@@ -102,8 +88,9 @@ def test_skinny_kernels_are_built_with_their_unit_loop_in_registers(sass):
               for m in [re.search(r"skinny_gemmILi(\d+)E", name)] if m}
     assert sorted(builds) == [1, 2, 3, 4, 5, 6, 7, 8, 12, 16]
     for rows, body in builds.items():
-        inner = [text for start, end, text in _loops(body)
-                 if "LDG.E.128.CONSTANT" in text and not any(s2 > start and e2 < end for s2, e2, _t in _loops(body))]
+        every = sass_loops.loops(body)
+        innermost = [ins for start, end, ins in every if not any(s2 > start and e2 < end for s2, e2, _i in every)]
+        inner = ["\n".join(ins) for ins in innermost if any("LDG.E.128.CONSTANT" in t for t in ins)]
         assert len(inner) == 1, (rows, len(inner))
         text = inner[0]
         assert len(re.findall(r"\bHFMA2\b", text)) == 4 * 2 * 8 * rows, rows

@@ -22,25 +22,34 @@ def functions(text):
     return dict(zip(parts[1::2], parts[2::2]))
 
 
-def k_loops(body, with_text=False):
-    """The loops of one function whose body holds HGMMA, innermost first: [(width, HGMMA, instructions,
-    R2UR)] (width: the wgmma N of the body's first HGMMA); with_text: each also with its instructions, one
-    per line."""
+def loops(body):
+    """Every loop of one function: [(start, end, instructions)] for each backward branch, its instructions
+    from the branch's target to it, shortest first."""
     ins = [(int(a, 16), re.sub(r"/\*.*?\*/", "", t).strip()) for a, t in _INS.findall(body)]
-    loops = []
+    out = []
     for addr, text in ins:
         if "BRA" not in text:
             continue
         target = re.findall(r"0x([0-9a-f]+)", text)
         if not target or int(target[-1], 16) >= addr:
             continue
-        inside = [t for a, t in ins if int(target[-1], 16) <= a <= addr]
+        start = int(target[-1], 16)
+        out.append((start, addr, [t for a, t in ins if start <= a <= addr]))
+    return sorted(out, key=lambda x: len(x[2]))
+
+
+def k_loops(body, with_text=False):
+    """The loops of one function whose body holds HGMMA, innermost first: [(width, HGMMA, instructions,
+    R2UR)] (width: the wgmma N of the body's first HGMMA); with_text: each also with its instructions, one
+    per line."""
+    out = []
+    for _start, _end, inside in loops(body):
         hgmma = [t for t in inside if re.search(r"\bHGMMA\b", t)]
         if hgmma:
             width = int(re.search(r"HGMMA\.64x(\d+)x16", hgmma[0]).group(1))
-            loops.append((width, len(hgmma), len(inside), sum(bool(re.search(r"\bR2UR\b", t)) for t in inside))
-                         + (("\n".join(inside),) if with_text else ()))
-    return sorted(loops, key=lambda x: x[2])
+            out.append((width, len(hgmma), len(inside), sum(bool(re.search(r"\bR2UR\b", t)) for t in inside))
+                       + (("\n".join(inside),) if with_text else ()))
+    return sorted(out, key=lambda x: x[2])
 
 
 def inner_loops(body):
