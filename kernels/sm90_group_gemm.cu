@@ -508,17 +508,19 @@ const int64_t* launch_cuts(const DeviceState& dev, const int64_t* buf, int G) {
 
 int sm90_launch(const DeviceState& dev, const int64_t* buf, int G, cudaStream_t stream, const fl_allocator* alloc,
                 Error& err) {
-  // Launches of up to kGroupsSmall groups: groups cut at a 128-row boundary into two (launch_cuts) where
-  // that is estimated faster. Only valid sizes of modest extent are tried (launch_groups checks and
-  // reports every limit, with the caller's group numbers).
-  // Launches of few A rows per group may take the skinny kernel (try_skinny).
-  if (G <= sm90::kGroupsPerLaunch) {
+  // Launches of few A rows per group (every M at most kSkinnyMaxM: a scan that stops at the first larger
+  // group) may take the skinny kernel (try_skinny); launches of up to kGroupsSmall groups may be cut at a
+  // 128-row boundary into two (launch_cuts) where that is estimated faster. Both are tried on valid sizes
+  // only (launch_groups checks and reports every limit, with the caller's group numbers).
+  bool few_rows = G <= sm90::kGroupsPerLaunch;
+  for (int g = 0; g < G && few_rows; ++g) few_rows = buf[5 * G + g] <= sm90::kSkinnyMaxM;
+  if (few_rows || G <= sm90::kGroupsSmall) {
     Error quiet{nullptr, 0};
     bool valid = true;
     for (int g = 0; g < G && valid; ++g)
       valid = check_group_sizes(buf[5 * G + g], buf[6 * G + g], buf[7 * G + g], g, quiet) == FL_OK;
-    bool taken = false;
-    if (valid) {
+    if (valid && few_rows) {
+      bool taken = false;
       if (int rc = try_skinny(dev, buf, G, stream, &taken, err)) return rc;
       if (taken) return FL_OK;
     }
