@@ -15,6 +15,11 @@ constexpr int kSkinnyThreads = 512;
 constexpr int kSkinnyLanesPerRow = 8;  // the lanes of a warp that share a B row (each every 8th unit of K)
 constexpr int kSkinnyRows = kSkinnyThreads / kSkinnyLanesPerRow;  // B rows per item
 constexpr int kSkinnyUnitK = 32;  // K values per lane and load: 16 bytes of B, two scale blocks
+// K split: a launch of few items may cut every item's K into `split` parts, one CTA each, the CTAs of an item
+// one thread-block cluster (at most 8 CTAs: the portable cluster size) whose partial sums meet in shared
+// memory. Parts are whole chunks of kSkinnyLanesPerRow units (each lane of a row the same units).
+constexpr int kSkinnyMaxSplit = 8;
+constexpr int kSkinnyChunkUnits = kSkinnyLanesPerRow;
 // The compiled row counts (A rows held in shared memory, rows past M zero): a launch takes the smallest
 // that holds its largest M.
 constexpr int kSkinnyBuilds[] = {1, 2, 3, 4, 5, 6, 7, 8, 12, 16};
@@ -34,16 +39,34 @@ constexpr int skinny_build(int64_t max_m) {
   return -1;
 }
 
-// Bytes of the A rows (values and scales) for the launch's largest K.
-constexpr int64_t skinny_smem_bytes(int mb, int64_t kmax) {
-  return kmax / kSkinnyUnitK * skinny_unit_stride(mb);
+// Part r of `split` of a K of `units` units: units [*u0, *u1), whole chunks but the last (empty where the
+// K has fewer chunks than parts). The kernel and the planner share it.
+constexpr void skinny_part(int64_t units, int split, int r, int64_t* u0, int64_t* u1) {
+  const int64_t chunks = (units + kSkinnyChunkUnits - 1) / kSkinnyChunkUnits;
+  const int64_t c0 = chunks * r / split, c1 = chunks * (r + 1) / split;
+  *u0 = c0 * kSkinnyChunkUnits < units ? c0 * kSkinnyChunkUnits : units;
+  *u1 = c1 * kSkinnyChunkUnits < units ? c1 * kSkinnyChunkUnits : units;
 }
 
+// The most units a part of `split` holds, over a K of `units` units.
+constexpr int64_t skinny_part_units(int64_t units, int split) {
+  int64_t most = 0;
+  for (int r = 0; r < split; ++r) {
+    int64_t u0 = 0, u1 = 0;
+    skinny_part(units, split, r, &u0, &u1);
+    if (u1 - u0 > most) most = u1 - u0;
+  }
+  return most;
+}
+
+// Bytes of a split CTA's partial sums (fp32, one per A row and B row of the item), after its A rows.
+constexpr int64_t skinny_sums_bytes(int mb) { return (int64_t)mb * kSkinnyRows * 4; }
+
 // CTAs per SM: two where the registers (the builds of up to kSkinnyTwoCtaRows rows are bound to 64 per
-// thread; at 4 rows that spilled) and shared memory allow.
+// thread; at 4 rows that spilled) and shared memory (`smem` per CTA) allow.
 constexpr int kSkinnyTwoCtaRows = 3;
-constexpr int skinny_ctas_per_sm(int mb, int64_t kmax) {
-  return mb <= kSkinnyTwoCtaRows && 2 * (skinny_smem_bytes(mb, kmax) + 1024) <= 228 * 1024 ? 2 : 1;
+constexpr int skinny_ctas_per_sm(int mb, int64_t smem) {
+  return mb <= kSkinnyTwoCtaRows && 2 * (smem + 1024) <= 228 * 1024 ? 2 : 1;
 }
 
 // Cost model (ns on the H200), fitted to the skinny kernel's times forced on 11 launches (v113 in
@@ -52,29 +75,48 @@ constexpr int skinny_ctas_per_sm(int mb, int64_t kmax) {
 // then per A row 32 fp16 multiply-adds and their scaling); an SM issues kSkinnyIssueOne lane-instructions
 // per ns with one CTA (16 warps), kSkinnyIssueTwo with two; B (bytes and scales) streams at
 // kSkinnyBytesPerNs; a launch costs kSkinnyFixedNs more (launch, A rows into shared memory, first loads).
-// A CTA runs its items one after the other; each of an item's warps the units of its busiest lane.
+// A CTA runs its items one after the other; each of an item's warps the units of its busiest lane. A CTA
+// streams its own B at kSkinnyCtaBytesPerNs at most (its loads in flight over the memory's latency), which
+// bounds launches of few CTAs. A launch that splits K costs kSkinnySplitNs more: the cluster launch, its
+// partial sums through shared memory and two cluster barriers (1.6 us in v114's fit, docs/sm90_kernel_notes.md:
+// 12 launches forced at 1, 2, 4 and 8 parts, one wave of clusters each), and the fixed cost of a small launch
+// beyond kSkinnyFixedNs (the fit's 5.6 us against 4: the launches of few items that split).
 constexpr double kSkinnyUnitBase = 67;
 constexpr double kSkinnyUnitPerRow = 32;
 constexpr double kSkinnyIssueOne = 110;
 constexpr double kSkinnyIssueTwo = 145;
 constexpr double kSkinnyBytesPerNs = 3000;
 constexpr double kSkinnyFixedNs = 4000;
+constexpr double kSkinnyCtaBytesPerNs = 25;
+constexpr double kSkinnySplitNs = 3200;
+
+// Clusters of `split` CTAs of the skinny kernel's size (512 threads) that the H200 runs at once, per 132 SMs,
+// with one CTA per SM ([0]) and two ([1]) (tools/cluster_occupancy.cu): a cluster takes SMs of one GPC, so
+// past 2 CTAs the GPCs' leftover SMs go unused. The planner splits only where every item's cluster fits
+// in one wave.
+constexpr int kSkinnyClustersAtOnce[2][kSkinnyMaxSplit] = {{132, 66, 39, 30, 22, 17, 15, 15},
+                                                           {264, 132, 79, 62, 47, 39, 32, 30}};
 
 struct SkinnyPlan {
   int build = -1;      // index into kSkinnyBuilds
+  int split = 1;       // CTAs per item (one cluster), each a part of K (skinny_part)
   int64_t items = 0;   // (group, kSkinnyRows B rows) items of the launch
-  int ctas = 0;        // the grid: CTA b takes items [items * b / ctas, items * (b + 1) / ctas)
+  int ctas = 0;        // the grid: ctas / split clusters, cluster c taking items [items * c / clusters, ...)
   int64_t smem = 0;    // dynamic shared memory per CTA
+  int64_t sums = 0;    // where a split CTA's partial sums start in it (after the A rows)
   double est_ns = 0;   // estimated device time of the launch
 };
 
 // Whether the launch of `groups` groups (sizes valid: check_group_sizes) may run on the skinny kernel, and
-// its plan. Not allowed: more than kGroupsSmall groups (its parameter block), a group of more than
-// kSkinnyMaxM rows, or A rows that do not fit shared memory.
+// its plan: the K split of the lowest estimate among those that leave one item per cluster (a split fills
+// the SMs of a launch of few items), or `force_split` (1..kSkinnyMaxSplit; 0: the planner's).
+// Not allowed: more than kGroupsSmall groups (its parameter block), a group of more than kSkinnyMaxM rows,
+// or A rows that do not fit shared memory.
 inline bool skinny_plan(const int64_t* m, const int64_t* n, const int64_t* k, int groups, int sm_count,
-                        SkinnyPlan& out) {
+                        SkinnyPlan& out, int force_split = 0) {
   out = SkinnyPlan{};
-  if (groups < 1 || groups > kGroupsSmall || sm_count < 1) return false;
+  if (groups < 1 || groups > kGroupsSmall || sm_count < 1 || force_split < 0 || force_split > kSkinnyMaxSplit)
+    return false;
   int64_t max_m = 0, kmax = 0;
   for (int g = 0; g < groups; ++g) {
     if (m[g] > max_m) max_m = m[g];
@@ -83,32 +125,57 @@ inline bool skinny_plan(const int64_t* m, const int64_t* n, const int64_t* k, in
   const int build = skinny_build(max_m);
   if (build < 0) return false;
   const int mb = kSkinnyBuilds[build];
-  const int64_t smem = skinny_smem_bytes(mb, kmax);
-  if (smem > kSkinnySmemMax) return false;
-  double bytes = 0, item_instr = 0;  // item_instr: the costliest item's lane-instructions per lane
+  double bytes = 0;
   int64_t items = 0;
   for (int g = 0; g < groups; ++g) {
     items += ceil_div(n[g], kSkinnyRows);
     bytes += (double)n[g] * (double)k[g] * (0.5 + 1.0 / 16);
-    const double per_lane = (double)ceil_div(k[g] / kSkinnyUnitK, kSkinnyLanesPerRow) *
-                            (kSkinnyUnitBase + kSkinnyUnitPerRow * mb);
-    if (per_lane > item_instr) item_instr = per_lane;
   }
   if (items > (int64_t{1} << 31) - 1) return false;
-  const int64_t slots = (int64_t)sm_count * skinny_ctas_per_sm(mb, kmax);
-  const int64_t ctas = items < slots ? items : slots;
-  // CTAs sharing an SM share its issue rate.
-  const bool two = ctas > sm_count;
-  const double cta_rate = two ? kSkinnyIssueTwo / 2 : kSkinnyIssueOne;
-  const double cta_ns = (double)ceil_div(items, ctas) * item_instr * kSkinnyThreads / cta_rate;
+  const int64_t kmax_units = kmax / kSkinnyUnitK;
   const double bytes_ns = bytes / kSkinnyBytesPerNs;
-  const double est = cta_ns > bytes_ns ? cta_ns : bytes_ns;
-  out.build = build;
-  out.items = items;
-  out.ctas = (int)ctas;
-  out.smem = smem;
-  out.est_ns = est + kSkinnyFixedNs;
-  return true;
+  bool found = false;
+  for (int split = 1; split <= kSkinnyMaxSplit; ++split) {
+    // The planner's splits: 1, 2, 4 or 8 (those timed), at most the longest K's chunks.
+    if (force_split ? split != force_split
+                    : split & (split - 1) || (split > 1 && split > ceil_div(kmax_units, kSkinnyChunkUnits)))
+      continue;
+    const int64_t sums = skinny_part_units(kmax_units, split) * skinny_unit_stride(mb);
+    const int64_t smem = sums + (split > 1 ? skinny_sums_bytes(mb) : 0);
+    if (smem > kSkinnySmemMax) continue;
+    double item_instr = 0;  // the costliest item's lane-instructions per lane
+    for (int g = 0; g < groups; ++g) {
+      const double per_lane = (double)ceil_div(skinny_part_units(k[g] / kSkinnyUnitK, split), kSkinnyLanesPerRow) *
+                              (kSkinnyUnitBase + kSkinnyUnitPerRow * mb);
+      if (per_lane > item_instr) item_instr = per_lane;
+    }
+    const int two = skinny_ctas_per_sm(mb, smem);
+    const int64_t slots = (int64_t)sm_count * two;
+    const int64_t fit = slots / split > 1 ? slots / split : 1;
+    // The planner splits K only to fill the SMs, in one wave: each cluster then takes one item.
+    const int64_t at_once = (int64_t)kSkinnyClustersAtOnce[two - 1][split - 1] * sm_count / 132;
+    if (!force_split && split > 1 && items > at_once) continue;
+    const int64_t clusters = items < fit ? items : fit;
+    const int64_t ctas = clusters * split;
+    // CTAs sharing an SM share its issue rate.
+    const double cta_rate = ctas > sm_count ? kSkinnyIssueTwo / 2 : kSkinnyIssueOne;
+    const double cta_ns = (double)ceil_div(items, clusters) * item_instr * kSkinnyThreads / cta_rate;
+    const double cta_bytes_ns = bytes / (double)ctas / kSkinnyCtaBytesPerNs;
+    double est = cta_ns > bytes_ns ? cta_ns : bytes_ns;
+    if (cta_bytes_ns > est) est = cta_bytes_ns;
+    est += kSkinnyFixedNs + (split > 1 ? kSkinnySplitNs : 0);
+    if (found && est >= out.est_ns) continue;
+    found = true;
+    out.build = build;
+    out.split = split;
+    out.items = items;
+    out.ctas = (int)ctas;
+    out.smem = smem;
+    out.sums = sums;
+    out.est_ns = est;
+  }
+  if (!found) out = SkinnyPlan{};
+  return found;
 }
 
 // A launch of more groups runs the skinny kernel once per run of up to kGroupsSmall groups, one after the
@@ -121,13 +188,13 @@ constexpr int skinny_run_groups(int groups, int run) {
   return groups - run * kGroupsSmall < kGroupsSmall ? groups - run * kGroupsSmall : kGroupsSmall;
 }
 inline int skinny_runs(const int64_t* m, const int64_t* n, const int64_t* k, int groups, int sm_count,
-                       SkinnyPlan (&runs)[kMaxSkinnyRuns], double* est_ns) {
+                       SkinnyPlan (&runs)[kMaxSkinnyRuns], double* est_ns, int force_split = 0) {
   *est_ns = 0;
   if (groups < 1 || groups > kGroupsPerLaunch) return 0;
   const int count = (int)ceil_div(groups, kGroupsSmall);
   for (int r = 0; r < count; ++r) {
     const int g0 = r * kGroupsSmall;
-    if (!skinny_plan(m + g0, n + g0, k + g0, skinny_run_groups(groups, r), sm_count, runs[r])) return 0;
+    if (!skinny_plan(m + g0, n + g0, k + g0, skinny_run_groups(groups, r), sm_count, runs[r], force_split)) return 0;
     *est_ns += runs[r].est_ns;
   }
   return count;

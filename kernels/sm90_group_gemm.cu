@@ -288,7 +288,7 @@ int launch_chunk(const DeviceState& dev, const int64_t* buf, int G, int g0, int 
 }
 
 // Groups g0 .. g0+gc-1 (gc <= kGroupsSmall) of buf's G on the skinny kernel with their plan `sp`
-// (skinny_plan.h): one grid, no workspace.
+// (skinny_plan.h): one grid, no workspace; clusters of sp.split CTAs where it splits K.
 int launch_skinny(const DeviceState& dev, const int64_t* buf, int G, int g0, int gc, const sm90::SkinnyPlan& sp,
                   cudaStream_t stream, Error& err) {
   const Sm90State& st = dev.sm90;
@@ -306,11 +306,21 @@ int launch_skinny(const DeviceState& dev, const int64_t* buf, int G, int g0, int
   }
   p.num_groups = gc;
   p.num_items = (int32_t)items;
+  p.split = sp.split;
+  p.sums = (int32_t)sp.sums;  // < kSkinnySmemMax
   void* args[1] = {&p};
   CUlaunchConfig cfg = st.skinny_config;
-  cfg.gridDimX = (unsigned)sp.ctas;
+  cfg.gridDimX = (unsigned)sp.ctas;  // a multiple of sp.split
   cfg.sharedMemBytes = (unsigned)sp.smem;
   cfg.hStream = reinterpret_cast<CUstream>(stream);
+  CUlaunchAttribute attrs[2] = {st.attr[0], {}};
+  if (sp.split > 1) {
+    attrs[1].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attrs[1].value.clusterDim.x = (unsigned)sp.split;
+    attrs[1].value.clusterDim.y = attrs[1].value.clusterDim.z = 1;
+    cfg.attrs = attrs;
+    cfg.numAttrs = 2;
+  }
   FL_DRV_TRY(err, dev.drv, dev.drv.launch_kernel_ex(&cfg, st.skinny_fn[sp.build], args, nullptr));
   return FL_OK;
 }
@@ -322,7 +332,8 @@ int try_skinny(const DeviceState& dev, const int64_t* buf, int G, cudaStream_t s
   if (dev.sm90.force.skinny == 2 || dev.sm90.only != 0) return FL_OK;
   sm90::SkinnyPlan runs[sm90::kMaxSkinnyRuns];
   double est = 0;
-  const int count = sm90::skinny_runs(buf + 5 * G, buf + 6 * G, buf + 7 * G, G, dev.sm_count, runs, &est);
+  const int count =
+      sm90::skinny_runs(buf + 5 * G, buf + 6 * G, buf + 7 * G, G, dev.sm_count, runs, &est, dev.sm90.skinny_split);
   if (count == 0) return FL_OK;
   if (dev.sm90.force.skinny != 1) {
     const sm90::LaunchPlan& wgmma = launch_plan(buf + 5 * G, buf + 6 * G, buf + 7 * G, G, dev.sm_count, dev.sm90.force);
@@ -365,7 +376,7 @@ int sm90_init(DeviceState& dev, Error& err) {
     return rc;
   // Experiments (tools/sweep_sm90.py) and tests: the widest tile the planner may use; whole or split
   // tiles only; half tiles always (where allowed) or never; the narrow build always (where allowed) or never;
-  // the skinny kernel always (where allowed) or never; one of the two kernels only.
+  // the skinny kernel always (where allowed) or never, and its K split; one of the two kernels only.
   if (const char* env = std::getenv("FASTLAUNCH_SM90_WCAP")) {
     const int cap = std::atoi(env);
     if (sm90::width_index(cap) >= 0) st.force.cap = cap;
@@ -400,6 +411,14 @@ int sm90_init(DeviceState& dev, Error& err) {
   if (const char* env = std::getenv("FASTLAUNCH_SM90_SKINNY")) {
     st.force.skinny = std::strcmp(env, "1") == 0 ? 1 : std::strcmp(env, "0") == 0 ? 2 : -1;
     if (st.force.skinny < 0) return err.set(FL_ERR_VALUE, "FASTLAUNCH_SM90_SKINNY=%s: expected 0 or 1", env);
+  }
+  if (const char* env = std::getenv("FASTLAUNCH_SM90_SKINNY_SPLIT")) {
+    int split = 0;
+    char tail = 0;
+    if (std::sscanf(env, "%d%c", &split, &tail) != 1 || split < 1 || split > sm90::kSkinnyMaxSplit)
+      return err.set(FL_ERR_VALUE, "FASTLAUNCH_SM90_SKINNY_SPLIT=%s: expected a K split of 1..%d", env,
+                     sm90::kSkinnyMaxSplit);
+    st.skinny_split = split;
   }
   if (const char* env = std::getenv("FASTLAUNCH_SM90_ONLY")) {
     st.only = std::strcmp(env, "convert") == 0 ? 1 : std::strcmp(env, "gemm") == 0 ? 2 : -1;

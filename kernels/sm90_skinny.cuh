@@ -8,6 +8,13 @@
 // consecutive items and holds its group's A rows in shared memory (converted once per group it meets),
 // each unit's entries placed so that the 8 units a warp reads at once sit in different banks.
 //
+// A launch of few items may split K (skinny_plan.h): the grid is then clusters of `split` CTAs, each cluster
+// taking one item (or, forced, a run of items) and each of its CTAs one part of every item's K (the A rows
+// of that part only in its shared memory). A CTA leaves its partial sums of an item in its shared memory;
+// after a cluster barrier the CTA of rank r adds up, in rank order, every part's sums of the A rows
+// m = r (mod split) and stores them (the same result for the same inputs every call); a second barrier
+// frees the sums for the next item.
+//
 // Exact arithmetic: B's nibbles become fp16 as value x 2^-14 (nvfp4.cuh), A's as value x 2^12. Their
 // product is value_a x value_b / 4: a multiple of 1/16, at most 9. Within a 16-wide K block each fp16 half
 // of an f16x2 accumulator sums 8 such products: at most 72 in steps of 1/16 (1152 steps < 2^11, fp16's
@@ -21,6 +28,7 @@
 
 #include "group_operands.h"
 #include "nvfp4.cuh"
+#include "ptx/cluster.cuh"
 #include "ptx/cvt.cuh"
 #include "ptx/griddep.cuh"
 #include "ptx/memorder.cuh"
@@ -37,6 +45,8 @@ struct SkinnyGroup : GroupOperands {  // a, b, sfa, sfb, c
 struct SkinnyParams {
   int32_t num_groups;
   int32_t num_items;
+  int32_t split;  // CTAs per item, one cluster (SkinnyPlan::split)
+  int32_t sums;   // with split > 1: the byte offset of the partial sums in shared memory (SkinnyPlan::sums)
   SkinnyGroup groups[kGroupsSmall];
 };
 
@@ -75,23 +85,23 @@ __device__ __forceinline__ BUnit load_unit(const uint8_t* row, const uint8_t* sf
   return {ptx::ld_nc_v4(row + u * 16), ptx::ld_nc_u16(sf_row + (int64_t)(u / 2) * kSfBlockBytes + (u % 2) * 2)};
 }
 
-// Group g's A rows into shared memory: per (unit, row) entry 16 f16x2 (value x 2^12) in the order the B pairs
-// come out of a word (pairs J = 0..3 of each of the unit's four words), then the unit's two scales x 4.
+// Units u0 .. u0 + units - 1 of group g's A rows into shared memory (as units 0 ..): per (unit, row) entry
+// 16 f16x2 (value x 2^12) in the order the B pairs come out of a word (pairs J = 0..3 of each of the unit's
+// four words), then the unit's two scales x 4.
 template <int MB>
-__device__ __forceinline__ void load_a(const SkinnyGroup& gr, uint8_t* smem) {
-  const int units = gr.k / kSkinnyUnitK;
+__device__ __forceinline__ void load_a(const SkinnyGroup& gr, uint8_t* smem, int u0, int units) {
   for (int e = threadIdx.x; e < units * MB; e += kSkinnyThreads) {
-    const int u = e / MB, m = e % MB;
+    const int u = e / MB, m = e % MB, gu = u0 + u;
     uint4 v[4] = {};
     float2 s = make_float2(0.f, 0.f);
     if (m < gr.m) {  // rows < 128: the first 128-row block of the scales
-      const uint4 w = *reinterpret_cast<const uint4*>(gr.a + (int64_t)m * (gr.k / 2) + u * 16);
+      const uint4 w = *reinterpret_cast<const uint4*>(gr.a + (int64_t)m * (gr.k / 2) + gu * 16);
       const uint32_t ws[4] = {w.x, w.y, w.z, w.w};
 #pragma unroll
       for (int c = 0; c < 4; ++c)
         v[c] = make_uint4(a_pair<0>(ws[c]), a_pair<1>(ws[c]), a_pair<2>(ws[c]), a_pair<3>(ws[c]));
-      const uint32_t sf = *reinterpret_cast<const uint16_t*>(gr.sfa + (int64_t)(u / 2) * kSfBlockBytes +
-                                                             sf_row_offset(m) + (u % 2) * 2);
+      const uint32_t sf = *reinterpret_cast<const uint16_t*>(gr.sfa + (int64_t)(gu / 2) * kSfBlockBytes +
+                                                             sf_row_offset(m) + (gu % 2) * 2);
       s = e4m3x2_to_float2(sf);
       s.x *= 4.f, s.y *= 4.f;
     }
@@ -168,24 +178,33 @@ __global__ void __launch_bounds__(kSkinnyThreads, MB <= kSkinnyTwoCtaRows ? 2 : 
   // The inputs and C may be written by the grid before this one: wait for it.
   ptx::griddep_wait();
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, s = lane % kSkinnyLanesPerRow;
-  const int64_t first = (int64_t)p.num_items * blockIdx.x / gridDim.x;
-  const int64_t last = (int64_t)p.num_items * (blockIdx.x + 1) / gridDim.x;
+  const int split = p.split, rank = split > 1 ? (int)ptx::cluster_ctarank() : 0;
+  const int64_t clusters = gridDim.x / split, cluster = blockIdx.x / split;
+  const int64_t first = (int64_t)p.num_items * cluster / clusters;
+  const int64_t last = (int64_t)p.num_items * (cluster + 1) / clusters;
+  const int row_item = warp * (32 / kSkinnyLanesPerRow) + lane / kSkinnyLanesPerRow;  // this lane's B row
   int g = 0, loaded = -1;
+  int u0 = 0, units = 0;  // this CTA's part of the group's K, in units
   for (int64_t item = first; item < last; ++item) {
     while (item >= p.groups[g].item_end) ++g;
     const SkinnyGroup& gr = p.groups[g];
     if (g != loaded) {
+      int64_t a, b;
+      skinny_part(gr.k / kSkinnyUnitK, split, rank, &a, &b);
+      u0 = (int)a, units = (int)(b - a);
       __syncthreads();  // the previous group's A rows are no longer read
-      skinny::load_a<MB>(gr, smem);
+      skinny::load_a<MB>(gr, smem, u0, units);
       loaded = g;
       __syncthreads();
     }
-    const int units = gr.k / kSkinnyUnitK, steps = gr.k / kBlockK;
+    const int steps = gr.k / kBlockK;
     const int64_t n0 = (item - (g ? p.groups[g - 1].item_end : 0)) * kSkinnyRows;
-    const int64_t row_n = n0 + warp * (32 / kSkinnyLanesPerRow) + lane / kSkinnyLanesPerRow;
+    const int64_t row_n = n0 + row_item;
     const int64_t n = row_n < gr.n ? row_n : gr.n - 1;  // rows past N repeat the last row, unstored
-    const uint8_t* row = gr.b + n * (gr.k / 2);
-    const uint8_t* sf_row = gr.sfb + (n / 128) * steps * kSfBlockBytes + sf_row_offset((int)(n % 128));
+    // The part's first unit (u0 even: whole chunks), its bytes and its scales.
+    const uint8_t* row = gr.b + n * (gr.k / 2) + (int64_t)u0 * 16;
+    const uint8_t* sf_row = gr.sfb + (n / 128) * steps * kSfBlockBytes + sf_row_offset((int)(n % 128)) +
+                            (int64_t)(u0 / 2) * kSfBlockBytes;
     float acc[MB];
 #pragma unroll
     for (int m = 0; m < MB; ++m) acc[m] = 0.f;
@@ -193,11 +212,29 @@ __global__ void __launch_bounds__(kSkinnyThreads, MB <= kSkinnyTwoCtaRows ? 2 : 
     // The row's lanes' sums, added in a fixed order (the same result for the same inputs every call).
 #pragma unroll
     for (int m = 0; m < MB; ++m) {
-      float v = acc[m];
 #pragma unroll
-      for (int x = 1; x < kSkinnyLanesPerRow; x *= 2) v += __shfl_xor_sync(0xFFFFFFFFu, v, x);
-      if (s == 0 && m < gr.m && row_n < gr.n) gr.c[(int64_t)m * gr.n + row_n] = __float2half_rn(v);
+      for (int x = 1; x < kSkinnyLanesPerRow; x *= 2) acc[m] += __shfl_xor_sync(0xFFFFFFFFu, acc[m], x);
     }
+    if (split == 1) {
+#pragma unroll
+      for (int m = 0; m < MB; ++m)
+        if (s == 0 && m < gr.m && row_n < gr.n) gr.c[(int64_t)m * gr.n + row_n] = __float2half_rn(acc[m]);
+      continue;
+    }
+    float* sums = reinterpret_cast<float*>(smem + p.sums);
+    if (s == 0) {
+#pragma unroll
+      for (int m = 0; m < MB; ++m) sums[m * kSkinnyRows + row_item] = acc[m];
+    }
+    ptx::cluster_sync();  // every part's sums of this item written
+    for (int e = threadIdx.x; e < MB * kSkinnyRows; e += kSkinnyThreads) {
+      const int m = e / kSkinnyRows, r = e % kSkinnyRows;
+      if (m % split != rank) continue;
+      float v = 0.f;
+      for (int q = 0; q < split; ++q) v += ptx::ld_shared_cluster_f32(ptx::map_shared_rank(sums + e, (uint32_t)q));
+      if (m < gr.m && n0 + r < gr.n) gr.c[(int64_t)m * gr.n + n0 + r] = __float2half_rn(v);
+    }
+    ptx::cluster_sync();  // every part's sums read: free for the next item
   }
   ptx::griddep_launch_dependents();
 }

@@ -176,18 +176,27 @@ def test_narrow_build(cap, share):
 # The skinny kernel (kernels/skinny_plan.h): launches of up to 16 groups of at most 16 rows each, on the CUDA
 # cores. Every compiled row count (1-8, 12, 16) with rows past M, N below, at and past one item (64 B rows)
 # and not a multiple of 8, the shortest K, groups of different K (each CTA converts the A rows of every group
-# its items reach), a decode-like launch with more items than the grid's CTAs, 16 groups, and 40 (three
-# launches of up to 16 groups).
+# its items reach), a decode-like launch with more items than the grid's CTAs, 16 groups, 40 (three
+# launches of up to 16 groups), and three launches of few items whose K the planner splits.
 SKINNY_CASES = [(1, [1], [1], [64]), (2, [2, 3], [31, 33], [128, 64]), (3, [4, 5, 1], [64, 100, 7], [448, 64, 1024]),
                 (2, [6, 7], [520, 77], [1536, 192]), (1, [8], [4097], [256]), (2, [12, 9], [300, 64], [640, 2048]),
                 (3, [16, 10, 1], [129, 712, 1000], [64, 1152, 3136]),
                 (8, [1, 2, 3, 4, 1, 2, 3, 4], [4096] * 8, [7168] * 8),
                 (16, [1 + i % 8 for i in range(16)], [96 + 40 * i for i in range(16)], [64 * (1 + i % 5) for i in range(16)]),
-                (40, [1 + i % 3 for i in range(40)], [200 + 24 * i for i in range(40)], [64 * (1 + i % 4) for i in range(40)])]
+                (40, [1 + i % 3 for i in range(40)], [200 + 24 * i for i in range(40)], [64 * (1 + i % 4) for i in range(40)]),
+                (1, [10], [712], [1152]), (2, [16, 7], [1000, 24], [4096, 4032]), (1, [1], [1000], [4096])]
 
 
-def test_skinny_kernel():
-    check_in_child(SKINNY_CASES, dict(os.environ, FASTLAUNCH_SM90_SKINNY="1"))
+@pytest.mark.parametrize("split", ["", "1", "2", "3", "8"])
+def test_skinny_kernel(split):
+    # split: every item's K cut into that many parts, one CTA each, a cluster per item (skinny_plan.h; the
+    # planner's choice where unset). Forced, it also runs launches of more items than clusters (each cluster
+    # then takes several items, and the groups' A rows change under it) and parts with no units (K shorter
+    # than `split` chunks of 256 values).
+    env = dict(os.environ, FASTLAUNCH_SM90_SKINNY="1")
+    if split:
+        env["FASTLAUNCH_SM90_SKINNY_SPLIT"] = split
+    check_in_child(SKINNY_CASES, env)
 
 
 def test_skinny_kernel_chosen_over_many_groups():
@@ -255,6 +264,15 @@ def test_skinny_kernel_full_range_values():
     ms, ns, ks = [3, 16], [70, 129], [192, 256]
     plan = fastlaunch._C.skinny(list(zip(ms, ns, ks)), torch.cuda.get_device_properties(0).multi_processor_count)
     assert plan is not None and plan[5], "these sizes should take the skinny kernel"
+    check_full_range(ms, ns, ks)
+
+
+def test_skinny_kernel_split_full_range_values():
+    # The skinny kernel with K split over a cluster (the launcher's own choice for these sizes): the parts'
+    # sums added through shared memory.
+    ms, ns, ks = [2], [1000], [4096]
+    plan = fastlaunch._C.skinny(list(zip(ms, ns, ks)), torch.cuda.get_device_properties(0).multi_processor_count)
+    assert plan is not None and plan[5] and plan[6] > 1, "these sizes should take the skinny kernel, K split"
     check_full_range(ms, ns, ks)
 
 
@@ -382,7 +400,8 @@ def test_tensors_on_two_devices_are_refused():
 
 
 @pytest.mark.parametrize("setting", ["WCAP=100", "SHARE=halves", "SHARE=split:0", "SHARE=split:2x", "SHARE=reduce:65",
-                                     "HALF=yes", "NARROW=2", "SKINNY=on", "ONLY=both"])
+                                     "HALF=yes", "NARROW=2", "SKINNY=on", "SKINNY_SPLIT=9",
+                                     "SKINNY_SPLIT=0", "ONLY=both"])
 def test_bad_experiment_setting_is_reported(setting):
     # The experiment settings are read when the device is first used; a bad one is a ValueError naming it.
     name, _, value = setting.partition("=")

@@ -131,6 +131,9 @@ def test_sweep_modes_set_their_variables():
     env = sweep.mode_env("share:split:3")
     assert env["FASTLAUNCH_SM90_SHARE"] == "split:3" and "FASTLAUNCH_SM90_HALF" not in env
     assert sweep.mode_env("half:1")["FASTLAUNCH_SM90_HALF"] == "1"
+    env = sweep.mode_env("skinny:1:4")
+    assert env["FASTLAUNCH_SM90_SKINNY"] == "1" and env["FASTLAUNCH_SM90_SKINNY_SPLIT"] == "4"
+    assert "FASTLAUNCH_SM90_SKINNY_SPLIT" not in sweep.mode_env("skinny:1")
     assert sweep.mode_env("cap:128")["FASTLAUNCH_SM90_WCAP"] == "128"
     assert not any(k.startswith("FASTLAUNCH_SM90_") for k in sweep.mode_env("cublas"))
     assert sweep.describe("share:split:3") == "split tiles, 3 CTAs per tile"

@@ -1,0 +1,56 @@
+// Answers queries on the skinny kernel's K split (kernels/skinny_plan.h), one per line on stdin, for
+// tests/test_skinny_plan.py:
+//   part UNITS SPLIT          -> "MOST u0:u1 u0:u1 ..." (skinny_part_units, then each part's units)
+//   plan SMS SPLIT G m n k .. -> "build split items ctas smem sums est_ns" (skinny_plan with that split; 0 the
+//                                planner's), or "none"
+#include <cstdint>
+#include <cstdio>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "skinny_plan.h"
+
+int main() {
+  std::string line;
+  while (std::getline(std::cin, line)) {
+    std::istringstream in(line);
+    std::string op;
+    in >> op;
+    if (op == "part") {
+      int64_t units = 0;
+      int split = 0;
+      in >> units >> split;
+      if (in.fail() || split < 1) {
+        std::printf("bad query\n");
+        continue;
+      }
+      std::printf("%lld", (long long)fl::sm90::skinny_part_units(units, split));
+      for (int r = 0; r < split; ++r) {
+        int64_t u0 = 0, u1 = 0;
+        fl::sm90::skinny_part(units, split, r, &u0, &u1);
+        std::printf(" %lld:%lld", (long long)u0, (long long)u1);
+      }
+      std::printf("\n");
+    } else if (op == "plan") {
+      int sms = 0, split = 0, groups = 0;
+      in >> sms >> split >> groups;
+      std::vector<int64_t> m(groups > 0 ? groups : 0), n(m.size()), k(m.size());
+      for (size_t g = 0; g < m.size(); ++g) in >> m[g] >> n[g] >> k[g];
+      if (in.fail() || groups < 1) {
+        std::printf("bad query\n");
+        continue;
+      }
+      fl::sm90::SkinnyPlan p;
+      if (!fl::sm90::skinny_plan(m.data(), n.data(), k.data(), groups, sms, p, split))
+        std::printf("none\n");
+      else
+        std::printf("%d %d %lld %d %lld %lld %.1f\n", p.build, p.split, (long long)p.items, p.ctas,
+                    (long long)p.smem, (long long)p.sums, p.est_ns);
+    } else {
+      std::printf("bad query\n");
+    }
+  }
+  return 0;
+}
