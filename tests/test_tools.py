@@ -352,6 +352,14 @@ def test_stress_settings_parse_and_name():
 
 
 @pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="checks the report of a child that cannot run")
+def test_stress_skinny_splits_parse():
+    stress = load_tool("stress_sm90")
+    assert stress.skinny_splits("0,1,2,4,8") == [0, 1, 2, 4, 8]
+    for bad in ("", "9", "-1", "2,x"):
+        with pytest.raises(SystemExit):
+            stress.skinny_splits(bad)
+
+
 def test_stress_reports_a_failed_child_as_a_failure():
     # With no GPU the child process fails: the tool must say so and exit 1, not report a clean run.
     tool = os.path.join(ROOT, "tools", "stress_sm90.py")

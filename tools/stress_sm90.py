@@ -13,9 +13,13 @@ changes the kernel's timing a little).
 
   python tools/stress_sm90.py [--reps 20] [--hang 10] [--cases every|tests|bench|all] [--trace] [--narrow]
                               [--only 128:whole:1 _:split:2:_ ...]
+  python tools/stress_sm90.py --skinny 0,1,2,4,8 [--reps 20] [--hang 10]
 
 With --narrow every setting also forces the narrow build where a launch may take it
-(FASTLAUNCH_SM90_NARROW=1), and the cases include test_gpu.py's narrow cases.
+(FASTLAUNCH_SM90_NARROW=1), and the cases include test_gpu.py's narrow cases. With --skinny the settings
+are instead the skinny kernel forced where allowed (FASTLAUNCH_SM90_SKINNY=1) with each K split of the
+list (FASTLAUNCH_SM90_SKINNY_SPLIT; 0 the planner's), on test_gpu.py's skinny cases: a split runs
+cluster barriers, which hang if a CTA of the cluster misses one.
 
 The last lines are a table: setting, calls, wrong outputs, hangs, seconds; the exit status is 1 if any
 call was wrong or hung.
@@ -89,6 +93,17 @@ def name(cap, share, half):
     return f"{cap or '_'}:{share or '_'}:{half or '_'}"
 
 
+def skinny_splits(text):
+    """--skinny's list: K splits 0 (the planner's) to 8 (kSkinnyMaxSplit)."""
+    try:
+        splits = [int(x) for x in text.split(",")]
+    except ValueError:
+        splits = []
+    if not splits or any(s < 0 or s > 8 for s in splits):
+        raise SystemExit(f"--skinny {text!r}: expected K splits 0-8, comma-separated, e.g. 0,1,2,4,8")
+    return splits
+
+
 def plan_args(cap, share, half):
     """fastlaunch._C.plan's (share, cap, parts, half) for a setting's environment (plan.h PlanForce)."""
     kind, _, parts = share.partition(":")
@@ -136,9 +151,11 @@ def main():
     ap.add_argument("--narrow", action="store_true",
                     help="every setting with the narrow build forced where allowed, and the narrow cases added")
     ap.add_argument("--only", nargs="*", default=None, help="settings as cap:share:half, _ for none, e.g. 128:whole:1 _:split:2:_")
+    ap.add_argument("--skinny", default=None, metavar="SPLITS",
+                    help="instead: the skinny kernel forced, with each K split of this comma-separated list (0: the planner's)")
     args = ap.parse_args()
     # the test's cases and settings (cap, share, half), so that both stay one list
-    from test_gpu import EVERY_SHAPE_CASES, NARROW_CASES, test_every_width_cap_and_share
+    from test_gpu import EVERY_SHAPE_CASES, NARROW_CASES, SKINNY_CASES, test_every_width_cap_and_share
     from fastlaunch.shapes import BENCH_SHAPES, TEST_SHAPES
 
     cases = {"every": EVERY_SHAPE_CASES, "tests": list(TEST_SHAPES), "bench": list(BENCH_SHAPES),
@@ -148,14 +165,26 @@ def main():
 
     every = [m for m in test_every_width_cap_and_share.pytestmark if m.name == "parametrize"][0].args[1]
     settings = every if not args.only else [parse(s) for s in args.only]
+    if args.skinny is not None:
+        splits = skinny_splits(args.skinny)
+        if args.trace or args.narrow or args.only:
+            ap.error("--skinny: not with --trace, --narrow or --only (the skinny kernel has no trace points)")
+        cases, settings = SKINNY_CASES, [("", "", "")] * len(splits)
     rows = []
-    for cap, share, half in settings:
+    for i, (cap, share, half) in enumerate(settings):
         env = dict(os.environ, PYTHONPATH=ROOT)
         for key, val in (("FASTLAUNCH_SM90_WCAP", cap), ("FASTLAUNCH_SM90_SHARE", share), ("FASTLAUNCH_SM90_HALF", half),
-                         ("FASTLAUNCH_SM90_NARROW", "1" if args.narrow else "")):
+                         ("FASTLAUNCH_SM90_NARROW", "1" if args.narrow else ""), ("FASTLAUNCH_SM90_SKINNY", ""),
+                         ("FASTLAUNCH_SM90_SKINNY_SPLIT", "")):
             env.pop(key, None)
             if val:
                 env[key] = val
+        label = name(cap, share, half)
+        if args.skinny is not None:
+            env["FASTLAUNCH_SM90_SKINNY"] = "1"
+            if splits[i]:
+                env["FASTLAUNCH_SM90_SKINNY_SPLIT"] = str(splits[i])
+            label = f"skinny:{splits[i] or 'planner'}"
         seed = int.from_bytes(os.urandom(4), "little") % (1 << 30)
         t0 = time.time()
         try:
@@ -180,8 +209,8 @@ def main():
                 if " after " in line:  # the calls checked before the hang
                     calls = int(line.split(" after ")[1].split()[0])
         if hung or rc != 0 or wrong:
-            print(f"setting {name(cap, share, half)} seed {seed} rc {rc}:\n{text[-2000:]}", flush=True)
-        rows.append((name(cap, share, half), calls, wrong, len(hung), secs, rc))
+            print(f"setting {label} seed {seed} rc {rc}:\n{text[-2000:]}", flush=True)
+        rows.append((label, calls, wrong, len(hung), secs, rc))
     print("| setting | calls | wrong | hangs | s | rc |\n|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r[0]} | {r[1]} | {r[2]} | {r[3]} | {r[4]:.0f} | {r[5]} |")
