@@ -758,6 +758,12 @@ PyMODINIT_FUNC PyInit__C(void) {
     Py_DECREF(m);
     return nullptr;
   }
+  PyObject* builds = int_tuple(fl::sm90::kNumSkinnyBuilds, [](Py_ssize_t i) { return fl::sm90::kSkinnyBuilds[i]; });
+  if (!builds || PyModule_AddObject(m, "skinny_builds", builds) < 0) {  // steals builds on success
+    Py_XDECREF(builds);
+    Py_DECREF(m);
+    return nullptr;
+  }
   // The planner's cost model (plan.h), ns, so tests and tools check plans against the same numbers.
   PyObject* cost = Py_BuildValue(
       "{s:d,s:d,s:d,s:d,s:d,s:d,s:d,s:d,s:d,s:d,s:d,s:d,s:d,s:d,s:d}", "step_ns_dequant", fl::sm90::kStepNsDequant,

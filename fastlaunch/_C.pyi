@@ -5,6 +5,7 @@ import torch
 supported_archs: str
 max_width: int
 tile_widths: tuple[int, ...]
+skinny_builds: tuple[int, ...]  # the skinny kernel's compiled A row counts (kernels/skinny_plan.h kSkinnyBuilds)
 narrow_n: int  # the narrow build's wgmma N (and A box rows) for groups of at most that many rows
 block_n: int
 max_ctas: int

@@ -10,7 +10,7 @@ import fastlaunch._C as _C
 from conftest import cpp_probe
 
 SMS = 132
-BUILDS = (1, 2, 3, 4, 5, 6, 7, 8, 12, 16)  # kSkinnyBuilds
+BUILDS = _C.skinny_builds  # kSkinnyBuilds
 ROWS = 64           # kSkinnyRows: B rows per item
 UNIT_K = 32         # kSkinnyUnitK
 ENTRY = 80          # kSkinnyEntryBytes

@@ -4,7 +4,7 @@ for up to 16 groups; the narrow build for 16-256 groups, each also for C rows at
 wgmma main loop per compiled tile width (the narrow build: one more at its narrow N), TMA loads and no local
 memory (a register spill in a main loop costs several percent: notes v50c; the narrow build keeps one
 4-byte value in local memory outside its K loops: none inside them); and the skinny kernel's builds
-(kernels/skinny_plan.h), each with its unit loop of fp16 multiply-adds free of local memory."""
+(kernels/skinny_plan.h), each with its unit loop of fp16 multiply-adds, and no local memory."""
 import re
 
 import fastlaunch._C as _C
@@ -82,12 +82,13 @@ def test_sm90_conversions_are_built_without_local_memory(sass):
 def test_skinny_kernels_are_built_with_their_unit_loop_in_registers(sass):
     # kernels/skinny_plan.h kSkinnyBuilds: one build per A row count, each with an innermost loop of fp16
     # multiply-adds (HFMA2; 2 blocks x 8 per unit and A row, four units per trip) and B's 16-byte loads, and
-    # no local memory inside it (the build of 2 rows, bound to 64 registers, keeps one 4-byte value outside)
+    # no local memory anywhere (the builds of up to 3 rows are bound to 64 registers for two CTAs per SM)
     funcs = sass_loops.functions(sass["sm_90a"])
     builds = {int(m.group(1)): body for name, body in funcs.items()
               for m in [re.search(r"skinny_gemmILi(\d+)E", name)] if m}
-    assert sorted(builds) == [1, 2, 3, 4, 5, 6, 7, 8, 12, 16]
+    assert sorted(builds) == sorted(_C.skinny_builds)
     for rows, body in builds.items():
+        assert not re.search(r"\b(LDL|STL)\b", body), f"skinny build of {rows} rows: local memory (a spill)"
         every = sass_loops.loops(body)
         innermost = [ins for start, end, ins in every if not any(s2 > start and e2 < end for s2, e2, _i in every)]
         inner = ["\n".join(ins) for ins in innermost if any("LDG.E.128.CONSTANT" in t for t in ins)]
