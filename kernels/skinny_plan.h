@@ -149,11 +149,11 @@ inline bool skinny_plan(const int64_t* m, const int64_t* n, const int64_t* k, in
                               (kSkinnyUnitBase + kSkinnyUnitPerRow * mb);
       if (per_lane > item_instr) item_instr = per_lane;
     }
-    const int two = skinny_ctas_per_sm(mb, smem);
-    const int64_t slots = (int64_t)sm_count * two;
+    const int per_sm = skinny_ctas_per_sm(mb, smem);
+    const int64_t slots = (int64_t)sm_count * per_sm;
     const int64_t fit = slots / split > 1 ? slots / split : 1;
     // The planner splits K only to fill the SMs, in one wave: each cluster then takes one item.
-    const int64_t at_once = (int64_t)kSkinnyClustersAtOnce[two - 1][split - 1] * sm_count / 132;
+    const int64_t at_once = (int64_t)kSkinnyClustersAtOnce[per_sm - 1][split - 1] * sm_count / 132;
     if (!force_split && split > 1 && items > at_once) continue;
     const int64_t clusters = items < fit ? items : fit;
     const int64_t ctas = clusters * split;
@@ -174,7 +174,6 @@ inline bool skinny_plan(const int64_t* m, const int64_t* n, const int64_t* k, in
     out.sums = sums;
     out.est_ns = est;
   }
-  if (!found) out = SkinnyPlan{};
   return found;
 }
 
