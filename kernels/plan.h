@@ -241,12 +241,10 @@ struct PlanForce {
   int parts = 0;  // with split tiles only: min(parts x tiles, steps, SMs) CTAs instead of one per SM
   int half = 0;   // 1 half tiles only (where a launch may take them), 2 never
   int narrow = 0; // 1 the narrow build for every plan but half and reduced tiles, 2 never
-  int skinny = 0; // 1 the skinny kernel wherever a launch may take it (skinny_plan.h), 2 never
   // share 3: reduced tiles only where a launch may take them (else the planner's choice), `parts` per
   // tile (0: the planner's number)
   bool operator==(const PlanForce& o) const {
-    return cap == o.cap && share == o.share && parts == o.parts && half == o.half && narrow == o.narrow &&
-           skinny == o.skinny;
+    return cap == o.cap && share == o.share && parts == o.parts && half == o.half && narrow == o.narrow;
   }
 };
 

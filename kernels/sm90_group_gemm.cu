@@ -329,13 +329,13 @@ int launch_skinny(const DeviceState& dev, const int64_t* buf, int G, int g0, int
 // of up to kGroupsSmall groups, where it is estimated faster than the wgmma plan (or forced). Sets *taken.
 int try_skinny(const DeviceState& dev, const int64_t* buf, int G, cudaStream_t stream, bool* taken, Error& err) {
   *taken = false;
-  if (dev.sm90.force.skinny == 2 || dev.sm90.only != 0) return FL_OK;
+  if (dev.sm90.skinny == 2 || dev.sm90.only != 0) return FL_OK;
   sm90::SkinnyPlan runs[sm90::kMaxSkinnyRuns];
   double est = 0;
   const int count =
       sm90::skinny_runs(buf + 5 * G, buf + 6 * G, buf + 7 * G, G, dev.sm_count, runs, &est, dev.sm90.skinny_split);
   if (count == 0) return FL_OK;
-  if (dev.sm90.force.skinny != 1) {
+  if (dev.sm90.skinny != 1) {
     const sm90::LaunchPlan& wgmma = launch_plan(buf + 5 * G, buf + 6 * G, buf + 7 * G, G, dev.sm_count, dev.sm90.force);
     if (!sm90::skinny_wins(est, wgmma.est_ns)) return FL_OK;
   }
@@ -409,8 +409,8 @@ int sm90_init(DeviceState& dev, Error& err) {
     if (st.force.narrow < 0) return err.set(FL_ERR_VALUE, "FASTLAUNCH_SM90_NARROW=%s: expected 0 or 1", env);
   }
   if (const char* env = std::getenv("FASTLAUNCH_SM90_SKINNY")) {
-    st.force.skinny = std::strcmp(env, "1") == 0 ? 1 : std::strcmp(env, "0") == 0 ? 2 : -1;
-    if (st.force.skinny < 0) return err.set(FL_ERR_VALUE, "FASTLAUNCH_SM90_SKINNY=%s: expected 0 or 1", env);
+    st.skinny = std::strcmp(env, "1") == 0 ? 1 : std::strcmp(env, "0") == 0 ? 2 : -1;
+    if (st.skinny < 0) return err.set(FL_ERR_VALUE, "FASTLAUNCH_SM90_SKINNY=%s: expected 0 or 1", env);
   }
   if (const char* env = std::getenv("FASTLAUNCH_SM90_SKINNY_SPLIT")) {
     int split = 0;

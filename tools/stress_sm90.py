@@ -163,28 +163,26 @@ def main():
     if args.narrow:
         cases = NARROW_CASES + cases
 
-    every = [m for m in test_every_width_cap_and_share.pytestmark if m.name == "parametrize"][0].args[1]
-    settings = every if not args.only else [parse(s) for s in args.only]
+    # each run: its label, its GEMM setting (cap, share, half) for a hang report, and its variables
     if args.skinny is not None:
-        splits = skinny_splits(args.skinny)
         if args.trace or args.narrow or args.only:
             ap.error("--skinny: not with --trace, --narrow or --only (the skinny kernel has no trace points)")
-        cases, settings = SKINNY_CASES, [("", "", "")] * len(splits)
+        cases = SKINNY_CASES
+        runs = [(f"skinny:{s or 'planner'}", None,
+                 {"FASTLAUNCH_SM90_SKINNY": "1", "FASTLAUNCH_SM90_SKINNY_SPLIT": str(s) if s else ""})
+                for s in skinny_splits(args.skinny)]
+    else:
+        every = [m for m in test_every_width_cap_and_share.pytestmark if m.name == "parametrize"][0].args[1]
+        runs = [(name(cap, share, half), (cap, share, half),
+                 {"FASTLAUNCH_SM90_WCAP": cap, "FASTLAUNCH_SM90_SHARE": share, "FASTLAUNCH_SM90_HALF": half,
+                  "FASTLAUNCH_SM90_NARROW": "1" if args.narrow else ""})
+                for cap, share, half in (every if not args.only else [parse(s) for s in args.only])]
+    variables = ("FASTLAUNCH_SM90_WCAP", "FASTLAUNCH_SM90_SHARE", "FASTLAUNCH_SM90_HALF", "FASTLAUNCH_SM90_NARROW",
+                 "FASTLAUNCH_SM90_SKINNY", "FASTLAUNCH_SM90_SKINNY_SPLIT")
     rows = []
-    for i, (cap, share, half) in enumerate(settings):
-        env = dict(os.environ, PYTHONPATH=ROOT)
-        for key, val in (("FASTLAUNCH_SM90_WCAP", cap), ("FASTLAUNCH_SM90_SHARE", share), ("FASTLAUNCH_SM90_HALF", half),
-                         ("FASTLAUNCH_SM90_NARROW", "1" if args.narrow else ""), ("FASTLAUNCH_SM90_SKINNY", ""),
-                         ("FASTLAUNCH_SM90_SKINNY_SPLIT", "")):
-            env.pop(key, None)
-            if val:
-                env[key] = val
-        label = name(cap, share, half)
-        if args.skinny is not None:
-            env["FASTLAUNCH_SM90_SKINNY"] = "1"
-            if splits[i]:
-                env["FASTLAUNCH_SM90_SKINNY_SPLIT"] = str(splits[i])
-            label = f"skinny:{splits[i] or 'planner'}"
+    for label, setting, values in runs:
+        env = {k: v for k, v in os.environ.items() if k not in variables}
+        env.update({k: v for k, v in values.items() if v}, PYTHONPATH=ROOT)
         seed = int.from_bytes(os.urandom(4), "little") % (1 << 30)
         t0 = time.time()
         try:
@@ -202,8 +200,7 @@ def main():
                 calls, wrong = map(int, line.split()[1:])
             elif line.startswith("TRACE "):
                 traced = json.loads(line[6:])
-                print("\n".join(hang_report(traced, cases[traced["case"]], (cap, share, half), narrow=args.narrow)),
-                      flush=True)
+                print("\n".join(hang_report(traced, cases[traced["case"]], setting, narrow=args.narrow)), flush=True)
             elif line.startswith(("HANG", "TIMEOUT")):
                 hung.append(line)
                 if " after " in line:  # the calls checked before the hang
