@@ -40,10 +40,13 @@ constexpr int skinny_build(int64_t max_m) {
 }
 
 // Part r of `split` of a K of `units` units: units [*u0, *u1), whole chunks but the last (empty where the
-// K has fewer chunks than parts). The kernel and the planner share it.
+// K has fewer chunks than parts). The kernel and the planner share it. `units` < kSkinnyMaxUnits (K < 2^31
+// values, plan.h kMaxExtent), so chunks x split stays below 2^31: 32-bit products and one 32-bit division
+// each, cheaper in the kernel's prologue than 64-bit ones.
+constexpr int64_t kSkinnyMaxUnits = int64_t{1} << 28;
 constexpr void skinny_part(int64_t units, int split, int r, int64_t* u0, int64_t* u1) {
-  const int64_t chunks = (units + kSkinnyChunkUnits - 1) / kSkinnyChunkUnits;
-  const int64_t c0 = chunks * r / split, c1 = chunks * (r + 1) / split;
+  const uint32_t chunks = (uint32_t)((units + kSkinnyChunkUnits - 1) / kSkinnyChunkUnits);
+  const int64_t c0 = chunks * (uint32_t)r / (uint32_t)split, c1 = chunks * (uint32_t)(r + 1) / (uint32_t)split;
   *u0 = c0 * kSkinnyChunkUnits < units ? c0 * kSkinnyChunkUnits : units;
   *u1 = c1 * kSkinnyChunkUnits < units ? c1 * kSkinnyChunkUnits : units;
 }
@@ -101,11 +104,19 @@ struct SkinnyPlan {
   int build = -1;      // index into kSkinnyBuilds
   int split = 1;       // CTAs per item (one cluster), each a part of K (skinny_part)
   int64_t items = 0;   // (group, kSkinnyRows B rows) items of the launch
-  int ctas = 0;        // the grid: ctas / split clusters, cluster c taking items [items * c / clusters, ...)
+  int ctas = 0;        // the grid: ctas / split clusters, each taking a run of items (skinny_items)
   int64_t smem = 0;    // dynamic shared memory per CTA
   int64_t sums = 0;    // where a split CTA's partial sums start in it (after the A rows)
   double est_ns = 0;   // estimated device time of the launch
 };
+
+// The run of items of cluster c of `clusters` over `items` items: [*first, *first + *count), the first
+// items % clusters clusters one item more than the others (at most ceil(items / clusters) each, as the planner
+// prices). The launcher passes items / clusters and items % clusters, so the kernel divides nothing.
+constexpr void skinny_items(int64_t c, int64_t per, int64_t extra, int64_t* first, int64_t* count) {
+  *first = c * per + (c < extra ? c : extra);
+  *count = per + (c < extra ? 1 : 0);
+}
 
 // Whether the launch of `groups` groups (sizes valid: check_group_sizes) may run on the skinny kernel, and
 // its plan: the K split of the lowest estimate among those that leave one item per cluster (a split fills
@@ -123,7 +134,7 @@ inline bool skinny_plan(const int64_t* m, const int64_t* n, const int64_t* k, in
     if (k[g] > kmax) kmax = k[g];
   }
   const int build = skinny_build(max_m);
-  if (build < 0) return false;
+  if (build < 0 || kmax / kSkinnyUnitK >= kSkinnyMaxUnits) return false;
   const int mb = kSkinnyBuilds[build];
   double bytes = 0;
   int64_t items = 0;

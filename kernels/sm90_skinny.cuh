@@ -6,7 +6,10 @@
 // warp's load touches 4 lines; one row per lane made every load touch 32 and bound the kernel by the L1's
 // lines per cycle, v113), and the 8 lanes' sums are added by shuffles at the end. A CTA takes a run of
 // consecutive items and holds its group's A rows in shared memory (converted once per group it meets),
-// each unit's entries placed so that the 8 units a warp reads at once sit in different banks.
+// each unit's entries placed so that the 8 units a warp reads at once sit in different banks. A small
+// launch is a chain of latencies (tools/skinny_latency.cu): the lanes load their first B units before A's
+// rows are converted, so the two memory reads overlap, and the prologue finds the CTA's items and part of K
+// with no 64-bit division (the launcher passes the items per cluster).
 //
 // A launch of few items may split K (skinny_plan.h): the grid is then clusters of `split` CTAs, each cluster
 // taking one item (or, forced, a run of items) and each of its CTAs one part of every item's K (the A rows
@@ -35,6 +38,12 @@
 #include "skinny_plan.h"
 #include "sm90_group_gemm.cuh"  // kSfBlockBytes, sf_row_offset
 
+// Trace points for tools/skinny_latency.cu, which defines this before including the file; empty in the
+// library's builds (the same SASS).
+#ifndef FL_SKINNY_MARK
+#define FL_SKINNY_MARK(i)
+#endif
+
 namespace fl::sm90 {
 
 struct SkinnyGroup : GroupOperands {  // a, b, sfa, sfb, c
@@ -44,8 +53,8 @@ struct SkinnyGroup : GroupOperands {  // a, b, sfa, sfb, c
 
 struct SkinnyParams {
   int32_t num_groups;
-  int32_t num_items;
   int32_t split;  // CTAs per item, one cluster (SkinnyPlan::split)
+  int32_t per_cluster, extra_clusters;  // items / clusters and items % clusters (skinny_items)
   int32_t sums;   // with split > 1: the byte offset of the partial sums in shared memory (SkinnyPlan::sums)
   SkinnyGroup groups[kGroupsSmall];
 };
@@ -145,19 +154,37 @@ __device__ __forceinline__ void unit(const BUnit& b, const uint8_t* smem, int u,
   }
 }
 
+// The lane's last unit (s < units).
+__device__ __forceinline__ int lane_last(int s, int units) {
+  return s + (units - 1 - s) / kSkinnyLanesPerRow * kSkinnyLanesPerRow;
+}
+
+// The lane's first two units (the second repeats the first where the lane has one), loaded before the A rows
+// are converted: their memory latency then passes under A's.
+struct FirstUnits {
+  BUnit a0, a1;
+};
+
+__device__ __forceinline__ FirstUnits first_units(const uint8_t* row, const uint8_t* sf_row, int s, int units) {
+  const int last = lane_last(s, units);
+  const int second = s + kSkinnyLanesPerRow < last ? s + kSkinnyLanesPerRow : last;
+  return {load_unit(row, sf_row, s), load_unit(row, sf_row, second)};
+}
+
 // A lane's units s, s + 8, ... of its row, two per trip, the next trip's two loaded before this trip's are
-// used (two buffers taking turns): two units' loads in flight per lane behind the work. Loads past the
-// lane's last unit repeat it (read, not used).
+// used (two buffers taking turns): two units' loads in flight per lane behind the work, the first trip's
+// (`first`) loaded by the caller. Loads past the lane's last unit repeat it (read, not used).
 template <int MB>
 __device__ __forceinline__ void lane_units(const uint8_t* row, const uint8_t* sf_row, const uint8_t* smem, int s,
-                                           int units, float (&acc)[MB]) {
+                                           int units, const FirstUnits& first, float (&acc)[MB]) {
   constexpr int L = kSkinnyLanesPerRow;
-  const int last = s + (units - 1 - s) / L * L;
+  const int last = lane_last(s, units);
   auto at = [last](int u) { return u < last ? u : last; };
-  BUnit a0 = load_unit(row, sf_row, s), a1 = load_unit(row, sf_row, at(s + L));
+  BUnit a0 = first.a0, a1 = first.a1;
   for (int u = s;;) {
     const BUnit b0 = load_unit(row, sf_row, at(u + 2 * L)), b1 = load_unit(row, sf_row, at(u + 3 * L));
     unit<MB>(a0, smem, u, acc);
+    FL_SKINNY_MARK(3);  // a lane's first unit used: B's first bytes came
     if (u + L <= last) unit<MB>(a1, smem, u + L, acc);
     u += 2 * L;
     if (u > last) break;
@@ -176,26 +203,27 @@ __global__ void __launch_bounds__(kSkinnyThreads, MB <= kSkinnyTwoCtaRows ? 2 : 
     skinny_gemm(const __grid_constant__ SkinnyParams p) {
   extern __shared__ __align__(16) uint8_t smem[];
   // The inputs and C may be written by the grid before this one: wait for it.
+  FL_SKINNY_MARK(0);
   ptx::griddep_wait();
+  FL_SKINNY_MARK(1);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, s = lane % kSkinnyLanesPerRow;
   const int split = p.split, rank = split > 1 ? (int)ptx::cluster_ctarank() : 0;
-  const int64_t clusters = gridDim.x / split, cluster = blockIdx.x / split;
-  const int64_t first = (int64_t)p.num_items * cluster / clusters;
-  const int64_t last = (int64_t)p.num_items * (cluster + 1) / clusters;
+  const int cluster = split > 1 ? (int)ptx::cluster_id_x() : (int)blockIdx.x;
+  int64_t first, count;
+  skinny_items(cluster, p.per_cluster, p.extra_clusters, &first, &count);
+  const int64_t last = first + count;
   const int row_item = warp * (32 / kSkinnyLanesPerRow) + lane / kSkinnyLanesPerRow;  // this lane's B row
   int g = 0, loaded = -1;
   int u0 = 0, units = 0;  // this CTA's part of the group's K, in units
   for (int64_t item = first; item < last; ++item) {
     while (item >= p.groups[g].item_end) ++g;
     const SkinnyGroup& gr = p.groups[g];
-    if (g != loaded) {
+    const bool fresh = g != loaded;  // A's rows of this group to load
+    if (fresh) {
       int64_t a, b;
       skinny_part(gr.k / kSkinnyUnitK, split, rank, &a, &b);
       u0 = (int)a, units = (int)(b - a);
-      __syncthreads();  // the previous group's A rows are no longer read
-      skinny::load_a<MB>(gr, smem, u0, units);
-      loaded = g;
-      __syncthreads();
+      FL_SKINNY_MARK(7);  // the part known
     }
     const int steps = gr.k / kBlockK;
     const int64_t n0 = (item - (g ? p.groups[g - 1].item_end : 0)) * kSkinnyRows;
@@ -205,10 +233,20 @@ __global__ void __launch_bounds__(kSkinnyThreads, MB <= kSkinnyTwoCtaRows ? 2 : 
     const uint8_t* row = gr.b + n * (gr.k / 2) + (int64_t)u0 * 16;
     const uint8_t* sf_row = gr.sfb + (n / 128) * steps * kSfBlockBytes + sf_row_offset((int)(n % 128)) +
                             (int64_t)(u0 / 2) * kSfBlockBytes;
+    skinny::FirstUnits firsts{};
+    if (s < units) firsts = skinny::first_units(row, sf_row, s, units);
+    if (fresh) {
+      if (loaded >= 0) __syncthreads();  // the previous group's A rows are no longer read
+      skinny::load_a<MB>(gr, smem, u0, units);
+      loaded = g;
+      __syncthreads();
+      FL_SKINNY_MARK(2);  // A's rows in shared memory
+    }
     float acc[MB];
 #pragma unroll
     for (int m = 0; m < MB; ++m) acc[m] = 0.f;
-    if (s < units) skinny::lane_units<MB>(row, sf_row, smem, s, units, acc);
+    if (s < units) skinny::lane_units<MB>(row, sf_row, smem, s, units, firsts, acc);
+    FL_SKINNY_MARK(4);  // the warp's units done
     // The row's lanes' sums, added in a fixed order (the same result for the same inputs every call).
 #pragma unroll
     for (int m = 0; m < MB; ++m) {
@@ -219,6 +257,7 @@ __global__ void __launch_bounds__(kSkinnyThreads, MB <= kSkinnyTwoCtaRows ? 2 : 
 #pragma unroll
       for (int m = 0; m < MB; ++m)
         if (s == 0 && m < gr.m && row_n < gr.n) gr.c[(int64_t)m * gr.n + row_n] = __float2half_rn(acc[m]);
+      FL_SKINNY_MARK(6);  // stores issued
       continue;
     }
     float* sums = reinterpret_cast<float*>(smem + p.sums);
@@ -227,6 +266,7 @@ __global__ void __launch_bounds__(kSkinnyThreads, MB <= kSkinnyTwoCtaRows ? 2 : 
       for (int m = 0; m < MB; ++m) sums[m * kSkinnyRows + row_item] = acc[m];
     }
     ptx::cluster_sync();  // every part's sums of this item written
+    FL_SKINNY_MARK(5);
     for (int e = threadIdx.x; e < MB * kSkinnyRows; e += kSkinnyThreads) {
       const int m = e / kSkinnyRows, r = e % kSkinnyRows;
       if (m % split != rank) continue;
@@ -235,6 +275,7 @@ __global__ void __launch_bounds__(kSkinnyThreads, MB <= kSkinnyTwoCtaRows ? 2 : 
       if (m < gr.m && n0 + r < gr.n) gr.c[(int64_t)m * gr.n + n0 + r] = __float2half_rn(v);
     }
     ptx::cluster_sync();  // every part's sums read: free for the next item
+    FL_SKINNY_MARK(6);
   }
   ptx::griddep_launch_dependents();
 }

@@ -123,6 +123,19 @@ def test_parts_cover_k_in_whole_chunks(probe):
         assert int(most) == max(u1 - u0 for u0, u1 in bounds) == part_units(units, split)
 
 
+def test_clusters_take_every_item_once(probe):
+    # skinny_items: the clusters' runs of items, in cluster order, cover the launch's items once, none longer
+    # than ceil(items / clusters) (what the planner prices) and none empty while clusters <= items
+    queries = [(items, clusters) for items in (1, 2, 7, 12, 64, 100, 1000, 4097) for clusters in
+               (1, 2, 3, 7, 8, 15, 66, 132, 264) if clusters <= items]
+    for (items, clusters), answer in zip(queries, probe([f"items {i} {c}" for i, c in queries])):
+        runs = [tuple(map(int, r.split(":"))) for r in answer.split()]
+        assert len(runs) == clusters
+        assert runs[0][0] == 0 and runs[-1][0] + runs[-1][1] == items
+        assert all(a[0] + a[1] == b[0] for a, b in zip(runs, runs[1:]))
+        assert max(c for _f, c in runs) == math.ceil(items / clusters) and min(c for _f, c in runs) >= 1
+
+
 def test_split_is_the_planners_lowest_estimate(probe):
     # the planner's split has the lowest estimate of the splits it may take; forcing one gives its grid
     rng = random.Random()

@@ -1,5 +1,5 @@
-// Thread-block clusters (sm_90): a CTA's rank in its cluster, the cluster-wide barrier, and loads from a
-// peer CTA's shared memory (distributed shared memory).
+// Thread-block clusters (sm_90): a CTA's rank in its cluster and its cluster's index, the cluster-wide
+// barrier, and loads from a peer CTA's shared memory (distributed shared memory).
 #pragma once
 #include <cstdint>
 
@@ -8,6 +8,13 @@ namespace fl::ptx {
 __device__ __forceinline__ uint32_t cluster_ctarank() {
   uint32_t r;
   asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}
+
+// The cluster's index in the grid along x (launches with a cluster dimension).
+__device__ __forceinline__ uint32_t cluster_id_x() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%clusterid.x;" : "=r"(r));
   return r;
 }
 

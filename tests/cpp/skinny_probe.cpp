@@ -3,6 +3,8 @@
 //   part UNITS SPLIT          -> "MOST u0:u1 u0:u1 ..." (skinny_part_units, then each part's units)
 //   plan SMS SPLIT G m n k .. -> "build split items ctas smem sums est_ns" (skinny_plan with that split; 0 the
 //                                planner's), or "none"
+//   items ITEMS CLUSTERS      -> "first:count ..." (skinny_items of each cluster, with the launcher's
+//                                items / clusters and items % clusters)
 #include <cstdint>
 #include <cstdio>
 #include <iostream>
@@ -48,6 +50,19 @@ int main() {
       else
         std::printf("%d %d %lld %d %lld %lld %.1f\n", p.build, p.split, (long long)p.items, p.ctas,
                     (long long)p.smem, (long long)p.sums, p.est_ns);
+    } else if (op == "items") {
+      int64_t items = 0, clusters = 0;
+      in >> items >> clusters;
+      if (in.fail() || clusters < 1) {
+        std::printf("bad query\n");
+        continue;
+      }
+      for (int64_t c = 0; c < clusters; ++c) {
+        int64_t first = 0, count = 0;
+        fl::sm90::skinny_items(c, items / clusters, items % clusters, &first, &count);
+        std::printf("%s%lld:%lld", c ? " " : "", (long long)first, (long long)count);
+      }
+      std::printf("\n");
     } else {
       std::printf("bad query\n");
     }
