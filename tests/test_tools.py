@@ -361,10 +361,12 @@ def test_stress_skinny_splits_parse():
 
 
 def test_stress_reports_a_failed_child_as_a_failure():
-    # With no GPU the child process fails: the tool must say so and exit 1, not report a clean run.
+    # With no GPU visible (none here; hidden on a GPU machine) the child process fails: the tool must say so
+    # and exit 1, not report a clean run.
     tool = os.path.join(ROOT, "tools", "stress_sm90.py")
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES="")
     out = subprocess.run([sys.executable, tool, "--reps", "1", "--only", "128:whole:1"], capture_output=True,
-                         text=True, timeout=300)
+                         text=True, timeout=300, env=env)
     assert out.returncode == 1, out.stdout[-2000:] + out.stderr[-2000:]
     assert "| 128:whole:1 | 0 | 0 | 0 |" in out.stdout
     assert "0 calls checked" in out.stdout and "1 settings with a nonzero exit" in out.stdout
