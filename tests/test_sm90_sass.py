@@ -4,7 +4,8 @@ for up to 16 groups; the narrow build for 16-256 groups, each also for C rows at
 wgmma main loop per compiled tile width (the narrow build: one more at its narrow N), TMA loads and no local
 memory (a register spill in a main loop costs several percent: notes v50c; the narrow build keeps one
 4-byte value in local memory outside its K loops: none inside them); and the skinny kernel's builds
-(kernels/skinny_plan.h), each with its unit loop of fp16 multiply-adds, and no local memory."""
+(kernels/skinny_plan.h), each with its unit loop of fp16 multiply-adds, no local memory, and B's first loads
+before A's barrier."""
 import re
 
 import fastlaunch._C as _C
@@ -97,3 +98,9 @@ def test_skinny_kernels_are_built_with_their_unit_loop_in_registers(sass):
         assert len(re.findall(r"\bHFMA2\b", text)) == 4 * 2 * 8 * rows, rows
         assert len(re.findall(r"\bLDG\.E\.128\.CONSTANT\b", text)) == 4, rows
         assert not re.search(r"\b(LDL|STL)\b", text), f"skinny build of {rows} rows: local memory in its unit loop"
+        # v115's chain for small launches: B's first units are loaded before the barrier that publishes A's rows,
+        # the prologue calls no division routine (64-bit divisions), and the trace points are empty here
+        first_b, first_bar = body.find("LDG.E.128.CONSTANT"), body.find("BAR.SYNC")
+        assert 0 <= first_b < first_bar, f"skinny build of {rows} rows: B's first load after A's barrier"
+        assert not re.search(r"\bCALL\b", body), f"skinny build of {rows} rows: a call (a division routine?)"
+        assert "GLOBALTIMER" not in body, f"skinny build of {rows} rows: a trace point left in the library"
