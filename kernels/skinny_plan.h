@@ -83,7 +83,9 @@ constexpr int skinny_ctas_per_sm(int mb, int64_t smem) {
 // bounds launches of few CTAs. A launch that splits K costs kSkinnySplitNs more: the cluster launch, its
 // partial sums through shared memory and two cluster barriers (1.6 us in v114's fit, docs/sm90_kernel_notes.md:
 // 12 launches forced at 1, 2, 4 and 8 parts, one wave of clusters each), and the fixed cost of a small launch
-// beyond kSkinnyFixedNs (the fit's 5.6 us against 4: the launches of few items that split).
+// beyond kSkinnyFixedNs (the fit's 5.6 us against 4: the launches of few items that split). The fit predates
+// v115 (B's first loads beside A's, a prologue with no 64-bit division), which took 0.6-0.9 us off the small
+// launches: the choices lean to the wgmma GEMM by that much until a refit.
 constexpr double kSkinnyUnitBase = 67;
 constexpr double kSkinnyUnitPerRow = 32;
 constexpr double kSkinnyIssueOne = 110;
