@@ -112,12 +112,20 @@ struct SkinnyPlan {
   double est_ns = 0;   // estimated device time of the launch
 };
 
-// The run of items of cluster c of `clusters` over `items` items: [*first, *first + *count), the first
-// items % clusters clusters one item more than the others (at most ceil(items / clusters) each, as the planner
-// prices). The launcher passes items / clusters and items % clusters, so the kernel divides nothing.
-constexpr void skinny_items(int64_t c, int64_t per, int64_t extra, int64_t* first, int64_t* count) {
-  *first = c * per + (c < extra ? c : extra);
-  *count = per + (c < extra ? 1 : 0);
+// The clusters' runs of `items` items over `clusters` clusters, as the launcher passes them (the kernel then
+// divides nothing): items / clusters each, and one more for the first items % clusters clusters (at most
+// ceil(items / clusters) each, as the planner prices).
+struct SkinnyItemRuns {
+  int32_t per, extra;
+};
+constexpr SkinnyItemRuns skinny_item_runs(int64_t items, int64_t clusters) {
+  return {(int32_t)(items / clusters), (int32_t)(items % clusters)};
+}
+
+// Cluster c's run: items [*first, *first + *count).
+constexpr void skinny_items(int64_t c, SkinnyItemRuns runs, int64_t* first, int64_t* count) {
+  *first = c * runs.per + (c < runs.extra ? c : runs.extra);
+  *count = runs.per + (c < runs.extra ? 1 : 0);
 }
 
 // Whether the launch of `groups` groups (sizes valid: check_group_sizes) may run on the skinny kernel, and

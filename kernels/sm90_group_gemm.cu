@@ -304,11 +304,8 @@ int launch_skinny(const DeviceState& dev, const int64_t* buf, int G, int g0, int
     items += ceil_div(gr.n, sm90::kSkinnyRows);
     gr.item_end = (int32_t)items;  // < 2^31: skinny_plan
   }
-  p.num_groups = gc;
   p.split = sp.split;
-  const int clusters = sp.ctas / sp.split;
-  p.per_cluster = (int32_t)(items / clusters);
-  p.extra_clusters = (int32_t)(items % clusters);
+  p.runs = sm90::skinny_item_runs(items, sp.ctas / sp.split);
   p.sums = (int32_t)sp.sums;  // < kSkinnySmemMax
   void* args[1] = {&p};
   CUlaunchConfig cfg = st.skinny_config;

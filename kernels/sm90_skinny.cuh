@@ -52,9 +52,8 @@ struct SkinnyGroup : GroupOperands {  // a, b, sfa, sfb, c
 };
 
 struct SkinnyParams {
-  int32_t num_groups;
   int32_t split;  // CTAs per item, one cluster (SkinnyPlan::split)
-  int32_t per_cluster, extra_clusters;  // items / clusters and items % clusters (skinny_items)
+  SkinnyItemRuns runs;  // the clusters' runs of items (skinny_item_runs)
   int32_t sums;   // with split > 1: the byte offset of the partial sums in shared memory (SkinnyPlan::sums)
   SkinnyGroup groups[kGroupsSmall];
 };
@@ -210,7 +209,7 @@ __global__ void __launch_bounds__(kSkinnyThreads, MB <= kSkinnyTwoCtaRows ? 2 : 
   const int split = p.split, rank = split > 1 ? (int)ptx::cluster_ctarank() : 0;
   const int cluster = split > 1 ? (int)ptx::cluster_id_x() : (int)blockIdx.x;
   int64_t first, count;
-  skinny_items(cluster, p.per_cluster, p.extra_clusters, &first, &count);
+  skinny_items(cluster, p.runs, &first, &count);
   const int64_t last = first + count;
   const int row_item = warp * (32 / kSkinnyLanesPerRow) + lane / kSkinnyLanesPerRow;  // this lane's B row
   int g = 0, loaded = -1;

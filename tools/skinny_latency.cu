@@ -52,7 +52,7 @@ __global__ void __launch_bounds__(fl::sm90::kSkinnyThreads) empty_kernel(const _
   FL_SKINNY_MARK(0);
   fl::ptx::griddep_wait();
   FL_SKINNY_MARK(1);
-  if (p.num_groups < 0) p.groups[0].c[0] = __float2half(0.f);  // never: keeps the parameter block
+  if (p.split < 1) p.groups[0].c[0] = __float2half(0.f);  // never: keeps the parameter block
   FL_SKINNY_MARK(6);
   fl::ptx::griddep_launch_dependents();
 }
@@ -64,23 +64,14 @@ struct Case {
   int m, n, k, split;  // one group; split 0: the planner's
 };
 
-template <int MB>
-void* kernel_of() {
-  return reinterpret_cast<void*>(&fl::sm90::skinny_gemm<MB>);
-}
-
+// The skinny kernel's build `build` (an index into kSkinnyBuilds, as SkinnyPlan::build).
+template <int I = 0>
 void* skinny_kernel(int build) {
-  switch (fl::sm90::kSkinnyBuilds[build]) {
-    case 1: return kernel_of<1>();
-    case 2: return kernel_of<2>();
-    case 3: return kernel_of<3>();
-    case 4: return kernel_of<4>();
-    case 5: return kernel_of<5>();
-    case 6: return kernel_of<6>();
-    case 7: return kernel_of<7>();
-    case 8: return kernel_of<8>();
-    case 12: return kernel_of<12>();
-    default: return kernel_of<16>();
+  if constexpr (I == fl::sm90::kNumSkinnyBuilds) {
+    return nullptr;
+  } else {
+    return build == I ? reinterpret_cast<void*>(&fl::sm90::skinny_gemm<fl::sm90::kSkinnyBuilds[I]>)
+                      : skinny_kernel<I + 1>(build);
   }
 }
 
@@ -192,10 +183,8 @@ void run_case(const Case& c, int reps, int sms) {
   fill(sfa, sfa_bytes, 0x30, 0x40, 3);  // E4M3 0.5 .. 2
   fill(sfb, sfb_bytes, 0x30, 0x40, 4);
   SkinnyParams p{};
-  p.num_groups = 1;
   p.split = plan.split;
-  p.per_cluster = (int32_t)(plan.items / (plan.ctas / plan.split));
-  p.extra_clusters = (int32_t)(plan.items % (plan.ctas / plan.split));
+  p.runs = fl::sm90::skinny_item_runs(plan.items, plan.ctas / plan.split);
   p.sums = (int32_t)plan.sums;
   fl::sm90::SkinnyGroup& g = p.groups[0];
   g.a = a, g.b = b, g.sfa = sfa, g.sfb = sfb, g.c = cc;

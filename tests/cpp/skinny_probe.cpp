@@ -4,7 +4,7 @@
 //   plan SMS SPLIT G m n k .. -> "build split items ctas smem sums est_ns" (skinny_plan with that split; 0 the
 //                                planner's), or "none"
 //   items ITEMS CLUSTERS      -> "first:count ..." (skinny_items of each cluster, with the launcher's
-//                                items / clusters and items % clusters)
+//                                skinny_item_runs)
 #include <cstdint>
 #include <cstdio>
 #include <iostream>
@@ -59,7 +59,7 @@ int main() {
       }
       for (int64_t c = 0; c < clusters; ++c) {
         int64_t first = 0, count = 0;
-        fl::sm90::skinny_items(c, items / clusters, items % clusters, &first, &count);
+        fl::sm90::skinny_items(c, fl::sm90::skinny_item_runs(items, clusters), &first, &count);
         std::printf("%s%lld:%lld", c ? " " : "", (long long)first, (long long)count);
       }
       std::printf("\n");
