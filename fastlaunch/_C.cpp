@@ -666,11 +666,11 @@ PyObject* cuts(PyObject*, PyObject* args) {
   return int_tuple(G, [&](Py_ssize_t g) { return head[g]; });
 }
 
-// skinny(sizes, sm_count) -> (rows, items, ctas, smem, est_us, chosen, split) or None: the skinny kernel's
+// skinny(sizes, sm_count) -> (rows, items, ctas, smem, est_us, chosen, split, lanes) or None: the skinny kernel's
 // plan (kernels/skinny_plan.h) for a launch of up to kGroupsPerLaunch groups, one skinny launch per run of up
 // to kGroupsSmall groups (rows, ctas, smem and split: the largest run's; items and est_us: summed), None
 // where it may not take it; chosen: whether the launcher takes it with no experiment setting (its estimate
-// against the wgmma plan's).
+// against the wgmma plan's); lanes: lanes per B row (the largest run's).
 PyObject* skinny(PyObject*, PyObject* args) {
   PlanArgs a;
   if (!plan_args(args, "Oi:skinny", a)) return nullptr;
@@ -678,7 +678,7 @@ PyObject* skinny(PyObject*, PyObject* args) {
   double est = 0;
   const int count = fl::sm90::skinny_runs(a.m, a.n, a.k, a.groups, a.sm_count, runs, &est);
   if (count == 0) Py_RETURN_NONE;
-  int rows = 0, ctas = 0, split = 0;
+  int rows = 0, ctas = 0, split = 0, lanes = 0;
   long long items = 0, smem = 0;
   for (int r = 0; r < count; ++r) {
     const fl::sm90::SkinnyPlan& sp = runs[r];
@@ -686,12 +686,14 @@ PyObject* skinny(PyObject*, PyObject* args) {
     if (sp.ctas > ctas) ctas = sp.ctas;
     if (sp.smem > smem) smem = sp.smem;
     if (sp.split > split) split = sp.split;
+    if (sp.lanes > lanes) lanes = sp.lanes;
     items += sp.items;
   }
   fl::sm90::LaunchPlan p;
   fl::sm90::plan_launch(a.m, a.n, a.k, a.groups, a.sm_count, a.force, p);
   const bool chosen = fl::sm90::skinny_wins(est, p.est_ns);
-  return Py_BuildValue("(iLiLdOi)", rows, items, ctas, smem, est / 1000.0, chosen ? Py_True : Py_False, split);
+  return Py_BuildValue("(iLiLdOii)", rows, items, ctas, smem, est / 1000.0, chosen ? Py_True : Py_False, split,
+                       lanes);
 }
 
 PyMethodDef kMethods[] = {
@@ -728,11 +730,12 @@ PyMethodDef kMethods[] = {
      "wgmma N in plan()'s plan with the same settings: its tile width, or in the narrow build a narrower N."},
     {"skinny", skinny, METH_VARARGS,
      "skinny(sizes, sm_count) -> tuple | None\n\nThe skinny kernel's plan (rows, items, ctas, smem, est_us, "
-     "chosen, split) for sizes [(m, n, k), ...] on a GPU with sm_count multiprocessors, one skinny launch per 16 groups, "
-     "or None where a launch may not take it: rows the compiled A rows, items the (group, 64 B rows) items, ctas "
-     "the grid, smem its dynamic shared memory (rows, ctas, smem: the largest launch's), est_us its estimate "
-     "(summed); chosen: whether the launcher takes it (its estimate against the wgmma plan's); split: the CTAs "
-     "(one cluster) that share each item's K (the largest launch's)."},
+     "chosen, split, lanes) for sizes [(m, n, k), ...] on a GPU with sm_count multiprocessors, one skinny launch per "
+     "16 groups, or None where a launch may not take it: rows the compiled A rows, items the (group, 512 / lanes B "
+     "rows) items, ctas the grid, smem its dynamic shared memory (rows, ctas, smem: the largest launch's), est_us "
+     "its estimate (summed); chosen: whether the launcher takes it (its estimate against the wgmma plan's); split: "
+     "the CTAs (one cluster) that share each item's K; lanes: the lanes per B row, 8 or 32 (these two: the "
+     "largest launch's)."},
     {nullptr, nullptr, 0, nullptr},
 };
 

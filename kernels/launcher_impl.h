@@ -155,12 +155,15 @@ struct Sm90State {
   CUfunction narrow_fn[2][4] = {};  // the narrow build (plan.h kNarrowN), indexed as fn
   CUfunction red_fn = {};         // reduced tiles (plan.h share_reduce), up to kGroupsSmall groups: the GEMM
   CUfunction reduce_fn = {};      // ... and the kernel that sums their parts into C
-  CUfunction skinny_fn[sm90::kNumSkinnyBuilds] = {};  // launches of few A rows per group (skinny_plan.h)
+  // launches of few A rows per group (skinny_plan.h), by build and lanes per row
+  CUfunction skinny_fn[sm90::kNumSkinnyBuilds][sm90::kNumSkinnyLanes] = {};
   sm90::PlanForce force;  // FASTLAUNCH_SM90_WCAP / _SHARE / _HALF / _NARROW (experiments, tests), read at set-up
-  // FASTLAUNCH_SM90_SKINNY / _SKINNY_SPLIT (experiments, tests): the skinny kernel (skinny_plan.h) 1 wherever a
-  // launch may take it, 2 never, 0 the launcher's choice; its K split, 0 the planner's
+  // FASTLAUNCH_SM90_SKINNY / _SKINNY_SPLIT / _SKINNY_LANES (experiments, tests): the skinny kernel
+  // (skinny_plan.h) 1 wherever a launch may take it, 2 never, 0 the launcher's choice; its K split and lanes
+  // per B row, 0 the planner's
   int skinny = 0;
   int skinny_split = 0;
+  int skinny_lanes = 0;
   int only = 0;        // FASTLAUNCH_SM90_ONLY (experiments, wrong results): 1 conversion, 2 GEMM
   uint64_t* trace = nullptr;  // FASTLAUNCH_SM90_TRACE (experiments): device buffer for the GEMM's trace points
   CUlaunchAttribute attr[1];  // programmatic stream serialisation

@@ -12,14 +12,18 @@
 namespace fl::sm90 {
 
 constexpr int kSkinnyThreads = 512;
-constexpr int kSkinnyLanesPerRow = 8;  // the lanes of a warp that share a B row (each every 8th unit of K)
-constexpr int kSkinnyRows = kSkinnyThreads / kSkinnyLanesPerRow;  // B rows per item
+// Lanes per B row: a lane takes every L-th unit of its row's K. 8 (a warp holds 4 rows, items of 64 B rows:
+// a unit's A entries read once for 4 rows) or 32 (a warp per row, items of 16 B rows: 4x the items, and CTAs,
+// for launches of few, each A entry read by one lane only). A build per (rows, lanes).
+constexpr int kSkinnyLanes[] = {8, 32};
+constexpr int kNumSkinnyLanes = sizeof(kSkinnyLanes) / sizeof(kSkinnyLanes[0]);
+constexpr int skinny_lanes_index(int lanes) { return lanes == kSkinnyLanes[1] ? 1 : 0; }
+constexpr int skinny_rows(int lanes) { return kSkinnyThreads / lanes; }  // B rows per item
 constexpr int kSkinnyUnitK = 32;  // K values per lane and load: 16 bytes of B, two scale blocks
 // K split: a launch of few items may cut every item's K into `split` parts, one CTA each, the CTAs of an item
 // one thread-block cluster (at most 8 CTAs: the portable cluster size) whose partial sums meet in shared
-// memory. Parts are whole chunks of kSkinnyLanesPerRow units (each lane of a row the same units).
+// memory. Parts are whole chunks of `lanes` units (each lane of a row the same units).
 constexpr int kSkinnyMaxSplit = 8;
-constexpr int kSkinnyChunkUnits = kSkinnyLanesPerRow;
 // The compiled row counts (A rows held in shared memory, rows past M zero): a launch takes the smallest
 // that holds its largest M.
 constexpr int kSkinnyBuilds[] = {1, 2, 3, 4, 5, 6, 7, 8, 12, 16};
@@ -39,31 +43,31 @@ constexpr int skinny_build(int64_t max_m) {
   return -1;
 }
 
-// Part r of `split` of a K of `units` units: units [*u0, *u1), whole chunks but the last (empty where the
-// K has fewer chunks than parts). The kernel and the planner share it. `units` < kSkinnyMaxUnits (K < 2^31
+// Part r of `split` of a K of `units` units: units [*u0, *u1), whole chunks of `lanes` units but the last
+// (empty where the K has fewer chunks than parts). The kernel and the planner share it. `units` < kSkinnyMaxUnits (K < 2^31
 // values, plan.h kMaxExtent), so chunks x split stays below 2^31: 32-bit products and one 32-bit division
 // each, cheaper in the kernel's prologue than 64-bit ones.
 constexpr int64_t kSkinnyMaxUnits = int64_t{1} << 28;
-constexpr void skinny_part(int64_t units, int split, int r, int64_t* u0, int64_t* u1) {
-  const uint32_t chunks = (uint32_t)((units + kSkinnyChunkUnits - 1) / kSkinnyChunkUnits);
+constexpr void skinny_part(int64_t units, int split, int lanes, int r, int64_t* u0, int64_t* u1) {
+  const uint32_t chunks = (uint32_t)((units + lanes - 1) / lanes);
   const int64_t c0 = chunks * (uint32_t)r / (uint32_t)split, c1 = chunks * (uint32_t)(r + 1) / (uint32_t)split;
-  *u0 = c0 * kSkinnyChunkUnits < units ? c0 * kSkinnyChunkUnits : units;
-  *u1 = c1 * kSkinnyChunkUnits < units ? c1 * kSkinnyChunkUnits : units;
+  *u0 = c0 * lanes < units ? c0 * lanes : units;
+  *u1 = c1 * lanes < units ? c1 * lanes : units;
 }
 
-// The most units a part of `split` holds, over a K of `units` units.
-constexpr int64_t skinny_part_units(int64_t units, int split) {
+// The most units a part of `split` holds, over a K of `units` units, in chunks of `lanes` units.
+constexpr int64_t skinny_part_units(int64_t units, int split, int lanes) {
   int64_t most = 0;
   for (int r = 0; r < split; ++r) {
     int64_t u0 = 0, u1 = 0;
-    skinny_part(units, split, r, &u0, &u1);
+    skinny_part(units, split, lanes, r, &u0, &u1);
     if (u1 - u0 > most) most = u1 - u0;
   }
   return most;
 }
 
 // Bytes of a split CTA's partial sums (fp32, one per A row and B row of the item), after its A rows.
-constexpr int64_t skinny_sums_bytes(int mb) { return (int64_t)mb * kSkinnyRows * 4; }
+constexpr int64_t skinny_sums_bytes(int mb, int lanes) { return (int64_t)mb * skinny_rows(lanes) * 4; }
 
 // CTAs per SM: two where the registers (the builds of up to kSkinnyTwoCtaRows rows are bound to 64 per
 // thread; at 4 rows that spilled) and shared memory (`smem` per CTA) allow.
@@ -72,28 +76,33 @@ constexpr int skinny_ctas_per_sm(int mb, int64_t smem) {
   return mb <= kSkinnyTwoCtaRows && 2 * (smem + 1024) <= 228 * 1024 ? 2 : 1;
 }
 
-// Cost model (ns on the H200), fitted to the skinny kernel's times forced on 11 launches (v113 in
-// docs/sm90_kernel_notes.md): a lane issues kSkinnyUnitBase + kSkinnyUnitPerRow x mb instructions per unit
-// of 32 K values of its B row (the SASS of the builds of 1 and 2 rows: the dequantisation, loads and loop,
-// then per A row 32 fp16 multiply-adds and their scaling); an SM issues kSkinnyIssueOne lane-instructions
-// per ns with one CTA (16 warps), kSkinnyIssueTwo with two; B (bytes and scales) streams at
-// kSkinnyBytesPerNs; a launch costs kSkinnyFixedNs more (launch, A rows into shared memory, first loads).
-// A CTA runs its items one after the other; each of an item's warps the units of its busiest lane. A CTA
-// streams its own B at kSkinnyCtaBytesPerNs at most (its loads in flight over the memory's latency), which
-// bounds launches of few CTAs. A launch that splits K costs kSkinnySplitNs more: the cluster launch, its
-// partial sums through shared memory and two cluster barriers (1.6 us in v114's fit, docs/sm90_kernel_notes.md:
-// 12 launches forced at 1, 2, 4 and 8 parts, one wave of clusters each), and the fixed cost of a small launch
-// beyond kSkinnyFixedNs (the fit's 5.6 us against 4: the launches of few items that split). The fit predates
-// v115 (B's first loads beside A's, a prologue with no 64-bit division), which took 0.6-0.9 us off the small
-// launches: the choices lean to the wgmma GEMM by that much until a refit.
-constexpr double kSkinnyUnitBase = 67;
-constexpr double kSkinnyUnitPerRow = 32;
-constexpr double kSkinnyIssueOne = 110;
-constexpr double kSkinnyIssueTwo = 145;
-constexpr double kSkinnyBytesPerNs = 3000;
-constexpr double kSkinnyFixedNs = 4000;
-constexpr double kSkinnyCtaBytesPerNs = 25;
-constexpr double kSkinnySplitNs = 3200;
+// Cost model (ns on the H200; SkinnyCosts, fitted by tools/skinny_fit.py to the kernel's times forced on 28
+// launches at each lanes per row and split, tools/data/skinny_forced.json): a lane issues unit_base[lanes] +
+// unit_per_row x mb instructions per unit of 32 K values of its B row (the dequantisation, loads and loop,
+// then per A row 32 fp16 multiply-adds and their scaling); an SM issues issue_one lane-instructions per ns
+// with one CTA (16 warps), issue_two with two; its shared memory serves smem_waves_per_ns wavefronts per ns,
+// a warp's unit taking 2 x 3 per A row at 8 lanes per row (two 16-byte loads and a scale per scale block, the
+// warp's 4 rows reading the same 8 entries) and four times that at 32 (32 entries, the scales' 4-byte loads
+// 4-way bank conflicts); B (bytes and scales) streams at bytes_per_ns[lanes] over the chip; a launch costs
+// fixed_ns more (launch, A rows into shared memory, first loads). A CTA runs its items one after the other;
+// each of an item's warps the units of its busiest lane. A CTA streams its own B at cta_bytes_per_ns at most
+// (its loads in flight over the memory's latency), which bounds launches of few CTAs. A launch that splits K
+// costs split_ns more: the cluster launch, its partial sums through shared memory and two cluster barriers.
+struct SkinnyCosts {
+  double unit_base[kNumSkinnyLanes];
+  double unit_per_row;
+  double issue_one, issue_two;
+  double smem_waves_per_ns;
+  double bytes_per_ns[kNumSkinnyLanes];
+  double cta_bytes_per_ns;
+  double fixed_ns, split_ns;
+};
+constexpr int kSkinnyCostFields = 2 * kNumSkinnyLanes + 7;  // the doubles above, in order
+// unit_base[8 lanes] and unit_per_row are the SASS's counts (the builds of 1 and 2 rows), the rest fitted
+// (v116 in docs/sm90_kernel_notes.md); unit_base[32 lanes] takes in what 32 lanes per row cost besides (the
+// scales' loads touch 16 lines per warp instead of 4).
+constexpr SkinnyCosts kSkinnyCosts = {{67, 116}, 32, 132, 145, 1.4, {2900, 3000}, 25, 5100, 1640};
+constexpr double kSkinnySmemWavesPerUnitRow = 2 * 3;  // per warp, unit and A row, at 8 lanes per row
 
 // Clusters of `split` CTAs of the skinny kernel's size (512 threads) that the H200 runs at once, per 132 SMs,
 // with one CTA per SM ([0]) and two ([1]) (tools/cluster_occupancy.cu): a cluster takes SMs of one GPC, so
@@ -105,7 +114,8 @@ constexpr int kSkinnyClustersAtOnce[2][kSkinnyMaxSplit] = {{132, 66, 39, 30, 22,
 struct SkinnyPlan {
   int build = -1;      // index into kSkinnyBuilds
   int split = 1;       // CTAs per item (one cluster), each a part of K (skinny_part)
-  int64_t items = 0;   // (group, kSkinnyRows B rows) items of the launch
+  int lanes = kSkinnyLanes[0];  // lanes per B row (kSkinnyLanes): items of skinny_rows(lanes) B rows
+  int64_t items = 0;   // (group, skinny_rows(lanes) B rows) items of the launch
   int ctas = 0;        // the grid: ctas / split clusters, each taking a run of items (skinny_items)
   int64_t smem = 0;    // dynamic shared memory per CTA
   int64_t sums = 0;    // where a split CTA's partial sums start in it (after the A rows)
@@ -129,14 +139,17 @@ constexpr void skinny_items(int64_t c, SkinnyItemRuns runs, int64_t* first, int6
 }
 
 // Whether the launch of `groups` groups (sizes valid: check_group_sizes) may run on the skinny kernel, and
-// its plan: the K split of the lowest estimate among those that leave one item per cluster (a split fills
-// the SMs of a launch of few items), or `force_split` (1..kSkinnyMaxSplit; 0: the planner's).
+// its plan: the lanes per row and K split of the lowest estimate among those that leave one item per cluster
+// (a split fills the SMs of a launch of few items), or `force_split` (1..kSkinnyMaxSplit; 0: the planner's)
+// and `force_lanes` (one of kSkinnyLanes; 0: the planner's).
 // Not allowed: more than kGroupsSmall groups (its parameter block), a group of more than kSkinnyMaxM rows,
 // or A rows that do not fit shared memory.
 inline bool skinny_plan(const int64_t* m, const int64_t* n, const int64_t* k, int groups, int sm_count,
-                        SkinnyPlan& out, int force_split = 0) {
+                        SkinnyPlan& out, int force_split = 0, int force_lanes = 0,
+                        const SkinnyCosts& costs = kSkinnyCosts) {
   out = SkinnyPlan{};
-  if (groups < 1 || groups > kGroupsSmall || sm_count < 1 || force_split < 0 || force_split > kSkinnyMaxSplit)
+  if (groups < 1 || groups > kGroupsSmall || sm_count < 1 || force_split < 0 || force_split > kSkinnyMaxSplit ||
+      (force_lanes && force_lanes != kSkinnyLanes[skinny_lanes_index(force_lanes)]))
     return false;
   int64_t max_m = 0, kmax = 0;
   for (int g = 0; g < groups; ++g) {
@@ -147,53 +160,62 @@ inline bool skinny_plan(const int64_t* m, const int64_t* n, const int64_t* k, in
   if (build < 0 || kmax / kSkinnyUnitK >= kSkinnyMaxUnits) return false;
   const int mb = kSkinnyBuilds[build];
   double bytes = 0;
-  int64_t items = 0;
-  for (int g = 0; g < groups; ++g) {
-    items += ceil_div(n[g], kSkinnyRows);
-    bytes += (double)n[g] * (double)k[g] * (0.5 + 1.0 / 16);
-  }
-  if (items > (int64_t{1} << 31) - 1) return false;
+  for (int g = 0; g < groups; ++g) bytes += (double)n[g] * (double)k[g] * (0.5 + 1.0 / 16);
   const int64_t kmax_units = kmax / kSkinnyUnitK;
-  const double bytes_ns = bytes / kSkinnyBytesPerNs;
   bool found = false;
-  for (int split = 1; split <= kSkinnyMaxSplit; ++split) {
-    // The planner's splits: 1, 2, 4 or 8 (those timed), at most the longest K's chunks.
-    if (force_split ? split != force_split
-                    : split & (split - 1) || (split > 1 && split > ceil_div(kmax_units, kSkinnyChunkUnits)))
-      continue;
-    const int64_t sums = skinny_part_units(kmax_units, split) * skinny_unit_stride(mb);
-    const int64_t smem = sums + (split > 1 ? skinny_sums_bytes(mb) : 0);
-    if (smem > kSkinnySmemMax) continue;
-    double item_instr = 0;  // the costliest item's lane-instructions per lane
-    for (int g = 0; g < groups; ++g) {
-      const double per_lane = (double)ceil_div(skinny_part_units(k[g] / kSkinnyUnitK, split), kSkinnyLanesPerRow) *
-                              (kSkinnyUnitBase + kSkinnyUnitPerRow * mb);
-      if (per_lane > item_instr) item_instr = per_lane;
+  for (const int lanes : kSkinnyLanes) {
+    if (force_lanes && lanes != force_lanes) continue;
+    const int li = skinny_lanes_index(lanes);
+    const double bytes_ns = bytes / costs.bytes_per_ns[li];
+    int64_t items = 0;
+    for (int g = 0; g < groups; ++g) items += ceil_div(n[g], skinny_rows(lanes));
+    if (items > (int64_t{1} << 31) - 1) continue;  // item_end in 32 bits
+    for (int split = 1; split <= kSkinnyMaxSplit; ++split) {
+      // The planner's splits: 1, 2, 4 or 8 (those timed), at most the longest K's chunks.
+      if (force_split ? split != force_split
+                      : split & (split - 1) || (split > 1 && split > ceil_div(kmax_units, lanes)))
+        continue;
+      const int64_t sums = skinny_part_units(kmax_units, split, lanes) * skinny_unit_stride(mb);
+      const int64_t smem = sums + (split > 1 ? skinny_sums_bytes(mb, lanes) : 0);
+      if (smem > kSkinnySmemMax) continue;
+      double item_instr = 0, item_waves = 0;  // the costliest item's lane-instructions per lane, and wavefronts
+      for (int g = 0; g < groups; ++g) {
+        const double steps = (double)ceil_div(skinny_part_units(k[g] / kSkinnyUnitK, split, lanes), lanes);
+        const double per_lane = steps * (costs.unit_base[li] + costs.unit_per_row * mb);
+        if (per_lane > item_instr) item_instr = per_lane;
+        const double waves = steps * (kSkinnyThreads / 32) * kSkinnySmemWavesPerUnitRow * mb * (lanes / 8);
+        if (waves > item_waves) item_waves = waves;
+      }
+      const int per_sm = skinny_ctas_per_sm(mb, smem);
+      const int64_t slots = (int64_t)sm_count * per_sm;
+      const int64_t fit = slots / split > 1 ? slots / split : 1;
+      // The planner splits K only to fill the SMs, in one wave: each cluster then takes one item.
+      const int64_t at_once = (int64_t)kSkinnyClustersAtOnce[per_sm - 1][split - 1] * sm_count / 132;
+      if (!force_split && split > 1 && items > at_once) continue;
+      const int64_t clusters = items < fit ? items : fit;
+      const int64_t ctas = clusters * split;
+      // CTAs sharing an SM share its issue rate and its shared memory.
+      const bool shared = ctas > sm_count;
+      const double cta_rate = shared ? costs.issue_two / 2 : costs.issue_one;
+      const double run = (double)ceil_div(items, clusters);
+      const double cta_ns = run * item_instr * kSkinnyThreads / cta_rate;
+      const double smem_ns = run * item_waves / (shared ? costs.smem_waves_per_ns / 2 : costs.smem_waves_per_ns);
+      const double cta_bytes_ns = bytes / (double)ctas / costs.cta_bytes_per_ns;
+      double est = cta_ns > bytes_ns ? cta_ns : bytes_ns;
+      if (smem_ns > est) est = smem_ns;
+      if (cta_bytes_ns > est) est = cta_bytes_ns;
+      est += costs.fixed_ns + (split > 1 ? costs.split_ns : 0);
+      if (found && est >= out.est_ns) continue;
+      found = true;
+      out.build = build;
+      out.split = split;
+      out.lanes = lanes;
+      out.items = items;
+      out.ctas = (int)ctas;
+      out.smem = smem;
+      out.sums = sums;
+      out.est_ns = est;
     }
-    const int per_sm = skinny_ctas_per_sm(mb, smem);
-    const int64_t slots = (int64_t)sm_count * per_sm;
-    const int64_t fit = slots / split > 1 ? slots / split : 1;
-    // The planner splits K only to fill the SMs, in one wave: each cluster then takes one item.
-    const int64_t at_once = (int64_t)kSkinnyClustersAtOnce[per_sm - 1][split - 1] * sm_count / 132;
-    if (!force_split && split > 1 && items > at_once) continue;
-    const int64_t clusters = items < fit ? items : fit;
-    const int64_t ctas = clusters * split;
-    // CTAs sharing an SM share its issue rate.
-    const double cta_rate = ctas > sm_count ? kSkinnyIssueTwo / 2 : kSkinnyIssueOne;
-    const double cta_ns = (double)ceil_div(items, clusters) * item_instr * kSkinnyThreads / cta_rate;
-    const double cta_bytes_ns = bytes / (double)ctas / kSkinnyCtaBytesPerNs;
-    double est = cta_ns > bytes_ns ? cta_ns : bytes_ns;
-    if (cta_bytes_ns > est) est = cta_bytes_ns;
-    est += kSkinnyFixedNs + (split > 1 ? kSkinnySplitNs : 0);
-    if (found && est >= out.est_ns) continue;
-    found = true;
-    out.build = build;
-    out.split = split;
-    out.items = items;
-    out.ctas = (int)ctas;
-    out.smem = smem;
-    out.sums = sums;
-    out.est_ns = est;
   }
   return found;
 }
@@ -208,13 +230,14 @@ constexpr int skinny_run_groups(int groups, int run) {
   return groups - run * kGroupsSmall < kGroupsSmall ? groups - run * kGroupsSmall : kGroupsSmall;
 }
 inline int skinny_runs(const int64_t* m, const int64_t* n, const int64_t* k, int groups, int sm_count,
-                       SkinnyPlan (&runs)[kMaxSkinnyRuns], double* est_ns, int force_split = 0) {
+                       SkinnyPlan (&runs)[kMaxSkinnyRuns], double* est_ns, int force_split = 0, int force_lanes = 0) {
   *est_ns = 0;
   if (groups < 1 || groups > kGroupsPerLaunch) return 0;
   const int count = (int)ceil_div(groups, kGroupsSmall);
   for (int r = 0; r < count; ++r) {
     const int g0 = r * kGroupsSmall;
-    if (!skinny_plan(m + g0, n + g0, k + g0, skinny_run_groups(groups, r), sm_count, runs[r], force_split)) return 0;
+    if (!skinny_plan(m + g0, n + g0, k + g0, skinny_run_groups(groups, r), sm_count, runs[r], force_split, force_lanes))
+      return 0;
     *est_ns += runs[r].est_ns;
   }
   return count;

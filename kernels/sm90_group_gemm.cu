@@ -37,15 +37,17 @@ int prepare_sizes(CUfunction (&fn)[4], Error& err) {
   return prepare<sm90::kGroupsPerLaunch, false, ANY, false, NARROW>(&fn[3], err);
 }
 
-// The skinny kernel's builds (skinny_plan.h kSkinnyBuilds), each allowed the most shared memory a launch
-// may ask of it.
+// The skinny kernel's builds (skinny_plan.h: kSkinnyBuilds' row counts by kSkinnyLanes' lanes per row), each
+// allowed the most shared memory a launch may ask of it.
 template <int I = 0>
-int prepare_skinny(CUfunction (&fn)[sm90::kNumSkinnyBuilds], Error& err) {
-  if constexpr (I == sm90::kNumSkinnyBuilds) {
+int prepare_skinny(CUfunction (&fn)[sm90::kNumSkinnyBuilds][sm90::kNumSkinnyLanes], Error& err) {
+  if constexpr (I == sm90::kNumSkinnyBuilds * sm90::kNumSkinnyLanes) {
     return FL_OK;
   } else {
-    if (int rc = kernel_handle(reinterpret_cast<const void*>(&sm90::skinny_gemm<sm90::kSkinnyBuilds[I]>),
-                               (uint32_t)sm90::kSkinnySmemMax, &fn[I], err))
+    constexpr int b = I / sm90::kNumSkinnyLanes, l = I % sm90::kNumSkinnyLanes;
+    if (int rc = kernel_handle(
+            reinterpret_cast<const void*>(&sm90::skinny_gemm<sm90::kSkinnyBuilds[b], sm90::kSkinnyLanes[l]>),
+            (uint32_t)sm90::kSkinnySmemMax, &fn[b][l], err))
       return rc;
     return prepare_skinny<I + 1>(fn, err);
   }
@@ -301,7 +303,7 @@ int launch_skinny(const DeviceState& dev, const int64_t* buf, int G, int g0, int
     gr.m = (int32_t)buf[5 * G + g];
     gr.n = (int32_t)buf[6 * G + g];
     gr.k = (int32_t)buf[7 * G + g];
-    items += ceil_div(gr.n, sm90::kSkinnyRows);
+    items += ceil_div(gr.n, sm90::skinny_rows(sp.lanes));
     gr.item_end = (int32_t)items;  // < 2^31: skinny_plan
   }
   p.split = sp.split;
@@ -320,7 +322,8 @@ int launch_skinny(const DeviceState& dev, const int64_t* buf, int G, int g0, int
     cfg.attrs = attrs;
     cfg.numAttrs = 2;
   }
-  FL_DRV_TRY(err, dev.drv, dev.drv.launch_kernel_ex(&cfg, st.skinny_fn[sp.build], args, nullptr));
+  FL_DRV_TRY(err, dev.drv,
+             dev.drv.launch_kernel_ex(&cfg, st.skinny_fn[sp.build][sm90::skinny_lanes_index(sp.lanes)], args, nullptr));
   return FL_OK;
 }
 
@@ -332,7 +335,8 @@ int try_skinny(const DeviceState& dev, const int64_t* buf, int G, cudaStream_t s
   sm90::SkinnyPlan runs[sm90::kMaxSkinnyRuns];
   double est = 0;
   const int count =
-      sm90::skinny_runs(buf + 5 * G, buf + 6 * G, buf + 7 * G, G, dev.sm_count, runs, &est, dev.sm90.skinny_split);
+      sm90::skinny_runs(buf + 5 * G, buf + 6 * G, buf + 7 * G, G, dev.sm_count, runs, &est, dev.sm90.skinny_split,
+                        dev.sm90.skinny_lanes);
   if (count == 0) return FL_OK;
   if (dev.sm90.skinny != 1) {
     const sm90::LaunchPlan& wgmma = launch_plan(buf + 5 * G, buf + 6 * G, buf + 7 * G, G, dev.sm_count, dev.sm90.force);
@@ -418,6 +422,15 @@ int sm90_init(DeviceState& dev, Error& err) {
       return err.set(FL_ERR_VALUE, "FASTLAUNCH_SM90_SKINNY_SPLIT=%s: expected a K split of 1..%d", env,
                      sm90::kSkinnyMaxSplit);
     st.skinny_split = split;
+  }
+  if (const char* env = std::getenv("FASTLAUNCH_SM90_SKINNY_LANES")) {
+    int lanes = 0;
+    char tail = 0;
+    if (std::sscanf(env, "%d%c", &lanes, &tail) != 1 ||
+        lanes != sm90::kSkinnyLanes[sm90::skinny_lanes_index(lanes)])
+      return err.set(FL_ERR_VALUE, "FASTLAUNCH_SM90_SKINNY_LANES=%s: expected lanes per B row, %d or %d", env,
+                     sm90::kSkinnyLanes[0], sm90::kSkinnyLanes[1]);
+    st.skinny_lanes = lanes;
   }
   if (const char* env = std::getenv("FASTLAUNCH_SM90_ONLY")) {
     st.only = std::strcmp(env, "convert") == 0 ? 1 : std::strcmp(env, "gemm") == 0 ? 2 : -1;

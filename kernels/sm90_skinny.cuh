@@ -1,12 +1,14 @@
 // The skinny kernel: launches whose every group holds a few A rows (skinny_plan.h) on the CUDA cores, one
 // launch, no workspace.
 //
-// An item is 64 B rows of one group over the whole K: each warp takes 4 rows, 8 lanes per row, lane s of a
-// row every 8th unit of 32 K values from the s-th (so 8 lanes read 128 contiguous bytes of their row: a
-// warp's load touches 4 lines; one row per lane made every load touch 32 and bound the kernel by the L1's
-// lines per cycle, v113), and the 8 lanes' sums are added by shuffles at the end. A CTA takes a run of
+// An item is 512 / L B rows of one group over the whole K, L lanes per row (a build per L, skinny_plan.h
+// kSkinnyLanes): lane s of a row takes every L-th unit of 32 K values from the s-th (so a row's lanes read
+// 16 x L contiguous bytes: a warp's load touches 4 lines; one row per lane made every load touch 32 and
+// bound the kernel by the L1's lines per cycle, v113), and the row's lanes' sums are added by shuffles at the
+// end. L = 8: a warp holds 4 rows, which read the same A entries; L = 32: a warp per row, 4x the items, for
+// launches of few. A CTA takes a run of
 // consecutive items and holds its group's A rows in shared memory (converted once per group it meets),
-// each unit's entries placed so that the 8 units a warp reads at once sit in different banks. A small
+// each unit's entries placed so that any 8 consecutive units' sit in different banks. A small
 // launch is a chain of latencies (tools/skinny_latency.cu): the lanes load their first B units before A's
 // rows are converted, so the two memory reads overlap, and the prologue finds the CTA's items and part of K
 // with no 64-bit division (the launcher passes the items per cluster).
@@ -48,7 +50,7 @@ namespace fl::sm90 {
 
 struct SkinnyGroup : GroupOperands {  // a, b, sfa, sfb, c
   int32_t m, n, k;
-  int32_t item_end;  // exclusive end of this group's items (kSkinnyRows B rows each) in the launch
+  int32_t item_end;  // exclusive end of this group's items (skinny_rows(L) B rows each) in the launch
 };
 
 struct SkinnyParams {
@@ -153,9 +155,10 @@ __device__ __forceinline__ void unit(const BUnit& b, const uint8_t* smem, int u,
   }
 }
 
-// The lane's last unit (s < units).
+// The lane's last unit (s < units), L lanes per row.
+template <int L>
 __device__ __forceinline__ int lane_last(int s, int units) {
-  return s + (units - 1 - s) / kSkinnyLanesPerRow * kSkinnyLanesPerRow;
+  return s + (units - 1 - s) / L * L;
 }
 
 // The lane's first two units (the second repeats the first where the lane has one), loaded before the A rows
@@ -164,20 +167,20 @@ struct FirstUnits {
   BUnit a0, a1;
 };
 
+template <int L>
 __device__ __forceinline__ FirstUnits first_units(const uint8_t* row, const uint8_t* sf_row, int s, int units) {
-  const int last = lane_last(s, units);
-  const int second = s + kSkinnyLanesPerRow < last ? s + kSkinnyLanesPerRow : last;
+  const int last = lane_last<L>(s, units);
+  const int second = s + L < last ? s + L : last;
   return {load_unit(row, sf_row, s), load_unit(row, sf_row, second)};
 }
 
-// A lane's units s, s + 8, ... of its row, two per trip, the next trip's two loaded before this trip's are
+// A lane's units s, s + L, ... of its row, two per trip, the next trip's two loaded before this trip's are
 // used (two buffers taking turns): two units' loads in flight per lane behind the work, the first trip's
 // (`first`) loaded by the caller. Loads past the lane's last unit repeat it (read, not used).
-template <int MB>
+template <int MB, int L>
 __device__ __forceinline__ void lane_units(const uint8_t* row, const uint8_t* sf_row, const uint8_t* smem, int s,
                                            int units, const FirstUnits& first, float (&acc)[MB]) {
-  constexpr int L = kSkinnyLanesPerRow;
-  const int last = lane_last(s, units);
+  const int last = lane_last<L>(s, units);
   auto at = [last](int u) { return u < last ? u : last; };
   BUnit a0 = first.a0, a1 = first.a1;
   for (int u = s;;) {
@@ -197,21 +200,22 @@ __device__ __forceinline__ void lane_units(const uint8_t* row, const uint8_t* sf
 
 }  // namespace skinny
 
-template <int MB>
+template <int MB, int L>
 __global__ void __launch_bounds__(kSkinnyThreads, MB <= kSkinnyTwoCtaRows ? 2 : 1)
     skinny_gemm(const __grid_constant__ SkinnyParams p) {
+  constexpr int kRows = skinny_rows(L);
   extern __shared__ __align__(16) uint8_t smem[];
   // The inputs and C may be written by the grid before this one: wait for it.
   FL_SKINNY_MARK(0);
   ptx::griddep_wait();
   FL_SKINNY_MARK(1);
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, s = lane % kSkinnyLanesPerRow;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, s = lane % L;
   const int split = p.split, rank = split > 1 ? (int)ptx::cluster_ctarank() : 0;
   const int cluster = split > 1 ? (int)ptx::cluster_id_x() : (int)blockIdx.x;
   int64_t first, count;
   skinny_items(cluster, p.runs, &first, &count);
   const int64_t last = first + count;
-  const int row_item = warp * (32 / kSkinnyLanesPerRow) + lane / kSkinnyLanesPerRow;  // this lane's B row
+  const int row_item = warp * (32 / L) + lane / L;  // this lane's B row
   int g = 0, loaded = -1;
   int u0 = 0, units = 0;  // this CTA's part of the group's K, in units
   for (int64_t item = first; item < last; ++item) {
@@ -220,12 +224,12 @@ __global__ void __launch_bounds__(kSkinnyThreads, MB <= kSkinnyTwoCtaRows ? 2 : 
     const bool fresh = g != loaded;  // A's rows of this group to load
     if (fresh) {
       int64_t a, b;
-      skinny_part(gr.k / kSkinnyUnitK, split, rank, &a, &b);
+      skinny_part(gr.k / kSkinnyUnitK, split, L, rank, &a, &b);
       u0 = (int)a, units = (int)(b - a);
       FL_SKINNY_MARK(7);  // the part known
     }
     const int steps = gr.k / kBlockK;
-    const int64_t n0 = (item - (g ? p.groups[g - 1].item_end : 0)) * kSkinnyRows;
+    const int64_t n0 = (item - (g ? p.groups[g - 1].item_end : 0)) * kRows;
     const int64_t row_n = n0 + row_item;
     const int64_t n = row_n < gr.n ? row_n : gr.n - 1;  // rows past N repeat the last row, unstored
     // The part's first unit (u0 even: whole chunks), its bytes and its scales.
@@ -233,7 +237,7 @@ __global__ void __launch_bounds__(kSkinnyThreads, MB <= kSkinnyTwoCtaRows ? 2 : 
     const uint8_t* sf_row = gr.sfb + (n / 128) * steps * kSfBlockBytes + sf_row_offset((int)(n % 128)) +
                             (int64_t)(u0 / 2) * kSfBlockBytes;
     skinny::FirstUnits firsts{};
-    if (s < units) firsts = skinny::first_units(row, sf_row, s, units);
+    if (s < units) firsts = skinny::first_units<L>(row, sf_row, s, units);
     if (fresh) {
       if (loaded >= 0) __syncthreads();  // the previous group's A rows are no longer read
       skinny::load_a<MB>(gr, smem, u0, units);
@@ -244,13 +248,13 @@ __global__ void __launch_bounds__(kSkinnyThreads, MB <= kSkinnyTwoCtaRows ? 2 : 
     float acc[MB];
 #pragma unroll
     for (int m = 0; m < MB; ++m) acc[m] = 0.f;
-    if (s < units) skinny::lane_units<MB>(row, sf_row, smem, s, units, firsts, acc);
+    if (s < units) skinny::lane_units<MB, L>(row, sf_row, smem, s, units, firsts, acc);
     FL_SKINNY_MARK(4);  // the warp's units done
     // The row's lanes' sums, added in a fixed order (the same result for the same inputs every call).
 #pragma unroll
     for (int m = 0; m < MB; ++m) {
 #pragma unroll
-      for (int x = 1; x < kSkinnyLanesPerRow; x *= 2) acc[m] += __shfl_xor_sync(0xFFFFFFFFu, acc[m], x);
+      for (int x = 1; x < L; x *= 2) acc[m] += __shfl_xor_sync(0xFFFFFFFFu, acc[m], x);
     }
     if (split == 1) {
 #pragma unroll
@@ -262,12 +266,12 @@ __global__ void __launch_bounds__(kSkinnyThreads, MB <= kSkinnyTwoCtaRows ? 2 : 
     float* sums = reinterpret_cast<float*>(smem + p.sums);
     if (s == 0) {
 #pragma unroll
-      for (int m = 0; m < MB; ++m) sums[m * kSkinnyRows + row_item] = acc[m];
+      for (int m = 0; m < MB; ++m) sums[m * kRows + row_item] = acc[m];
     }
     ptx::cluster_sync();  // every part's sums of this item written
     FL_SKINNY_MARK(5);
-    for (int e = threadIdx.x; e < MB * kSkinnyRows; e += kSkinnyThreads) {
-      const int m = e / kSkinnyRows, r = e % kSkinnyRows;
+    for (int e = threadIdx.x; e < MB * kRows; e += kSkinnyThreads) {
+      const int m = e / kRows, r = e % kRows;
       if (m % split != rank) continue;
       float v = 0.f;
       for (int q = 0; q < split; ++q) v += ptx::ld_shared_cluster_f32(ptx::map_shared_rank(sums + e, (uint32_t)q));

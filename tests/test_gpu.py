@@ -187,15 +187,19 @@ SKINNY_CASES = [(1, [1], [1], [64]), (2, [2, 3], [31, 33], [128, 64]), (3, [4, 5
                 (1, [10], [712], [1152]), (2, [16, 7], [1000, 24], [4096, 4032]), (1, [1], [1000], [4096])]
 
 
+@pytest.mark.parametrize("lanes", ["", "8", "32"])
 @pytest.mark.parametrize("split", ["", "1", "2", "3", "8"])
-def test_skinny_kernel(split):
+def test_skinny_kernel(split, lanes):
     # split: every item's K cut into that many parts, one CTA each, a cluster per item (skinny_plan.h; the
     # planner's choice where unset). Forced, it also runs launches of more items than clusters (each cluster
     # then takes several items, and the groups' A rows change under it) and parts with no units (K shorter
-    # than `split` chunks of 256 values).
+    # than `split` chunks of `lanes` units). lanes: lanes per B row (items of 64 or 16 B rows; the planner's
+    # where unset).
     env = dict(os.environ, FASTLAUNCH_SM90_SKINNY="1")
     if split:
         env["FASTLAUNCH_SM90_SKINNY_SPLIT"] = split
+    if lanes:
+        env["FASTLAUNCH_SM90_SKINNY_LANES"] = lanes
     check_in_child(SKINNY_CASES, env)
 
 
@@ -258,21 +262,24 @@ def test_full_range_values_and_garbage_scale_padding():
     check_full_range([100, 300], [70, 129], [192, 256])
 
 
-def test_skinny_kernel_full_range_values():
-    # The skinny kernel (the launcher's own choice for these sizes): its fp16 sums of 8 products per
-    # 16-wide block must be exact for every code and scale.
-    ms, ns, ks = [3, 16], [70, 129], [192, 256]
+@pytest.mark.parametrize("ms, ns, ks, lanes", [([3, 16], [70, 129], [192, 256], 8), ([3, 5], [700, 129], [1024, 256], 32)])
+def test_skinny_kernel_full_range_values(ms, ns, ks, lanes):
+    # The skinny kernel (the launcher's own choice for these sizes, unsplit, at 8 and 32 lanes per B row): its
+    # fp16 sums of 8 products per 16-wide block must be exact for every code and scale.
     plan = fastlaunch._C.skinny(list(zip(ms, ns, ks)), torch.cuda.get_device_properties(0).multi_processor_count)
-    assert plan is not None and plan[5], "these sizes should take the skinny kernel"
+    assert plan is not None and plan[5] and plan[6] == 1 and plan[7] == lanes, \
+        f"these sizes should take the skinny kernel, unsplit, {lanes} lanes per row: {plan}"
     check_full_range(ms, ns, ks)
 
 
-def test_skinny_kernel_split_full_range_values():
-    # The skinny kernel with K split over a cluster (the launcher's own choice for these sizes): the parts'
-    # sums added through shared memory.
-    ms, ns, ks = [2], [1000], [4096]
+@pytest.mark.parametrize("n, k, lanes", [(1000, 4096, 8), (512, 8192, 32)])
+def test_skinny_kernel_split_full_range_values(n, k, lanes):
+    # The skinny kernel with K split over a cluster (the launcher's own choice for these sizes, at 8 and 32
+    # lanes per B row): the parts' sums added through shared memory.
+    ms, ns, ks = [2], [n], [k]
     plan = fastlaunch._C.skinny(list(zip(ms, ns, ks)), torch.cuda.get_device_properties(0).multi_processor_count)
-    assert plan is not None and plan[5] and plan[6] > 1, "these sizes should take the skinny kernel, K split"
+    assert plan is not None and plan[5] and plan[6] > 1 and plan[7] == lanes, \
+        f"these sizes should take the skinny kernel, K split, {lanes} lanes per row: {plan}"
     check_full_range(ms, ns, ks)
 
 
@@ -401,7 +408,7 @@ def test_tensors_on_two_devices_are_refused():
 
 @pytest.mark.parametrize("setting", ["WCAP=100", "SHARE=halves", "SHARE=split:0", "SHARE=split:2x", "SHARE=reduce:65",
                                      "HALF=yes", "NARROW=2", "SKINNY=on", "SKINNY_SPLIT=9",
-                                     "SKINNY_SPLIT=0", "ONLY=both"])
+                                     "SKINNY_SPLIT=0", "SKINNY_LANES=16", "SKINNY_LANES=8x", "ONLY=both"])
 def test_bad_experiment_setting_is_reported(setting):
     # The experiment settings are read when the device is first used; a bad one is a ValueError naming it.
     name, _, value = setting.partition("=")

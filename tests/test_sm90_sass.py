@@ -81,26 +81,27 @@ def test_sm90_conversions_are_built_without_local_memory(sass):
 
 
 def test_skinny_kernels_are_built_with_their_unit_loop_in_registers(sass):
-    # kernels/skinny_plan.h kSkinnyBuilds: one build per A row count, each with an innermost loop of fp16
-    # multiply-adds (HFMA2; 2 blocks x 8 per unit and A row, four units per trip) and B's 16-byte loads, and
-    # no local memory anywhere (the builds of up to 3 rows are bound to 64 registers for two CTAs per SM)
+    # kernels/skinny_plan.h kSkinnyBuilds x kSkinnyLanes: one build per A row count and lanes per B row (8 or
+    # 32), each with an innermost loop of fp16 multiply-adds (HFMA2; 2 blocks x 8 per unit and A row, four
+    # units per trip) and B's 16-byte loads, and no local memory anywhere (the builds of up to 3 rows are bound
+    # to 64 registers for two CTAs per SM)
     funcs = sass_loops.functions(sass["sm_90a"])
-    builds = {int(m.group(1)): body for name, body in funcs.items()
-              for m in [re.search(r"skinny_gemmILi(\d+)E", name)] if m}
-    assert sorted(builds) == sorted(_C.skinny_builds)
-    for rows, body in builds.items():
-        assert not re.search(r"\b(LDL|STL)\b", body), f"skinny build of {rows} rows: local memory (a spill)"
+    builds = {(int(m.group(1)), int(m.group(2))): body for name, body in funcs.items()
+              for m in [re.search(r"skinny_gemmILi(\d+)ELi(\d+)E", name)] if m}
+    assert sorted(builds) == sorted((rows, lanes) for rows in _C.skinny_builds for lanes in (8, 32))
+    for (rows, lanes), body in builds.items():
+        assert not re.search(r"\b(LDL|STL)\b", body), f"skinny build of {rows} rows, {lanes} lanes: local memory (a spill)"
         every = sass_loops.loops(body)
         innermost = [ins for start, end, ins in every if not any(s2 > start and e2 < end for s2, e2, _i in every)]
         inner = ["\n".join(ins) for ins in innermost if any("LDG.E.128.CONSTANT" in t for t in ins)]
-        assert len(inner) == 1, (rows, len(inner))
+        assert len(inner) == 1, (rows, lanes, len(inner))
         text = inner[0]
-        assert len(re.findall(r"\bHFMA2\b", text)) == 4 * 2 * 8 * rows, rows
-        assert len(re.findall(r"\bLDG\.E\.128\.CONSTANT\b", text)) == 4, rows
-        assert not re.search(r"\b(LDL|STL)\b", text), f"skinny build of {rows} rows: local memory in its unit loop"
+        assert len(re.findall(r"\bHFMA2\b", text)) == 4 * 2 * 8 * rows, (rows, lanes)
+        assert len(re.findall(r"\bLDG\.E\.128\.CONSTANT\b", text)) == 4, (rows, lanes)
+        assert not re.search(r"\b(LDL|STL)\b", text), f"skinny build of {rows} rows, {lanes} lanes: local memory in its unit loop"
         # v115's chain for small launches: B's first units are loaded before the barrier that publishes A's rows,
         # the prologue calls no division routine (64-bit divisions), and the trace points are empty here
         first_b, first_bar = body.find("LDG.E.128.CONSTANT"), body.find("BAR.SYNC")
-        assert 0 <= first_b < first_bar, f"skinny build of {rows} rows: B's first load after A's barrier"
-        assert not re.search(r"\bCALL\b", body), f"skinny build of {rows} rows: a call (a division routine?)"
-        assert "GLOBALTIMER" not in body, f"skinny build of {rows} rows: a trace point left in the library"
+        assert 0 <= first_b < first_bar, f"skinny build of {rows} rows, {lanes} lanes: B's first load after A's barrier"
+        assert not re.search(r"\bCALL\b", body), f"skinny build of {rows} rows, {lanes} lanes: a call (a division routine?)"
+        assert "GLOBALTIMER" not in body, f"skinny build of {rows} rows, {lanes} lanes: a trace point left in the library"

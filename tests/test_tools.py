@@ -134,6 +134,10 @@ def test_sweep_modes_set_their_variables():
     env = sweep.mode_env("skinny:1:4")
     assert env["FASTLAUNCH_SM90_SKINNY"] == "1" and env["FASTLAUNCH_SM90_SKINNY_SPLIT"] == "4"
     assert "FASTLAUNCH_SM90_SKINNY_SPLIT" not in sweep.mode_env("skinny:1")
+    env = sweep.mode_env("skinny:1:0:32")
+    assert env["FASTLAUNCH_SM90_SKINNY_LANES"] == "32" and "FASTLAUNCH_SM90_SKINNY_SPLIT" not in env
+    assert sweep.mode_env("skinny:1:2:8")["FASTLAUNCH_SM90_SKINNY_SPLIT"] == "2"
+    assert sweep.describe("skinny:1:0:32") == "skinny kernel where allowed, the planner's K split, 32 lanes per row"
     assert sweep.mode_env("cap:128")["FASTLAUNCH_SM90_WCAP"] == "128"
     assert not any(k.startswith("FASTLAUNCH_SM90_") for k in sweep.mode_env("cublas"))
     assert sweep.describe("share:split:3") == "split tiles, 3 CTAs per tile"
@@ -358,6 +362,10 @@ def test_stress_skinny_splits_parse():
     for bad in ("", "9", "-1", "2,x"):
         with pytest.raises(SystemExit):
             stress.skinny_splits(bad)
+    assert stress.skinny_lanes("8,32") == [8, 32] and stress.skinny_lanes("0") == [0]
+    for bad in ("", "16", "8,x"):
+        with pytest.raises(SystemExit):
+            stress.skinny_lanes(bad)
 
 
 def test_stress_reports_a_failed_child_as_a_failure():

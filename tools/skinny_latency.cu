@@ -64,14 +64,17 @@ struct Case {
   int m, n, k, split;  // one group; split 0: the planner's
 };
 
-// The skinny kernel's build `build` (an index into kSkinnyBuilds, as SkinnyPlan::build).
+// The skinny kernel's build `build` (an index into kSkinnyBuilds, as SkinnyPlan::build) with `lanes` lanes per
+// B row (SkinnyPlan::lanes).
 template <int I = 0>
-void* skinny_kernel(int build) {
-  if constexpr (I == fl::sm90::kNumSkinnyBuilds) {
+void* skinny_kernel(int build, int lanes) {
+  using namespace fl::sm90;
+  if constexpr (I == kNumSkinnyBuilds * kNumSkinnyLanes) {
     return nullptr;
   } else {
-    return build == I ? reinterpret_cast<void*>(&fl::sm90::skinny_gemm<fl::sm90::kSkinnyBuilds[I]>)
-                      : skinny_kernel<I + 1>(build);
+    constexpr int b = I / kNumSkinnyLanes, l = I % kNumSkinnyLanes;
+    return build == b && lanes == kSkinnyLanes[l] ? reinterpret_cast<void*>(&skinny_gemm<kSkinnyBuilds[b], kSkinnyLanes[l]>)
+                                                  : skinny_kernel<I + 1>(build, lanes);
   }
 }
 
@@ -190,7 +193,7 @@ void run_case(const Case& c, int reps, int sms) {
   g.a = a, g.b = b, g.sfa = sfa, g.sfb = sfb, g.c = cc;
   g.m = c.m, g.n = c.n, g.k = c.k;
   g.item_end = (int32_t)plan.items;
-  timed("skinny", c, plan, skinny_kernel(plan.build), p, reps);
+  timed("skinny", c, plan, skinny_kernel(plan.build, plan.lanes), p, reps);
   timed("empty", c, plan, reinterpret_cast<void*>(&empty_kernel), p, reps);
   if (c.split == 1 && c.m <= 2) timed("empty, no PDL", c, plan, reinterpret_cast<void*>(&empty_kernel), p, reps, false);
   CHECK(cudaFree(a));

@@ -13,12 +13,13 @@ changes the kernel's timing a little).
 
   python tools/stress_sm90.py [--reps 20] [--hang 10] [--cases every|tests|bench|all] [--trace] [--narrow]
                               [--only 128:whole:1 _:split:2:_ ...]
-  python tools/stress_sm90.py --skinny 0,1,2,4,8 [--reps 20] [--hang 10]
+  python tools/stress_sm90.py --skinny 0,1,2,4,8 [--lanes 8,32] [--reps 20] [--hang 10]
 
 With --narrow every setting also forces the narrow build where a launch may take it
 (FASTLAUNCH_SM90_NARROW=1), and the cases include test_gpu.py's narrow cases. With --skinny the settings
 are instead the skinny kernel forced where allowed (FASTLAUNCH_SM90_SKINNY=1) with each K split of the
-list (FASTLAUNCH_SM90_SKINNY_SPLIT; 0 the planner's), on test_gpu.py's skinny cases: a split runs
+list (FASTLAUNCH_SM90_SKINNY_SPLIT; 0 the planner's) and each lanes per B row of --lanes
+(FASTLAUNCH_SM90_SKINNY_LANES; 0 the planner's; default 8,32), on test_gpu.py's skinny cases: a split runs
 cluster barriers, which hang if a CTA of the cluster misses one.
 
 The last lines are a table: setting, calls, wrong outputs, hangs, seconds; the exit status is 1 if any
@@ -104,6 +105,17 @@ def skinny_splits(text):
     return splits
 
 
+def skinny_lanes(text):
+    """--lanes' list: lanes per B row, 8 or 32 (kSkinnyLanes), or 0 (the planner's)."""
+    try:
+        lanes = [int(x) for x in text.split(",")]
+    except ValueError:
+        lanes = []
+    if not lanes or any(x not in (0, 8, 32) for x in lanes):
+        raise SystemExit(f"--lanes {text!r}: expected lanes per B row 0, 8 or 32, comma-separated, e.g. 8,32")
+    return lanes
+
+
 def plan_args(cap, share, half):
     """fastlaunch._C.plan's (share, cap, parts, half) for a setting's environment (plan.h PlanForce)."""
     kind, _, parts = share.partition(":")
@@ -153,6 +165,8 @@ def main():
     ap.add_argument("--only", nargs="*", default=None, help="settings as cap:share:half, _ for none, e.g. 128:whole:1 _:split:2:_")
     ap.add_argument("--skinny", default=None, metavar="SPLITS",
                     help="instead: the skinny kernel forced, with each K split of this comma-separated list (0: the planner's)")
+    ap.add_argument("--lanes", default="8,32", metavar="LANES",
+                    help="with --skinny: each K split with each lanes per B row of this list (0: the planner's)")
     args = ap.parse_args()
     # the test's cases and settings (cap, share, half), so that both stay one list
     from test_gpu import EVERY_SHAPE_CASES, NARROW_CASES, SKINNY_CASES, test_every_width_cap_and_share
@@ -168,9 +182,10 @@ def main():
         if args.trace or args.narrow or args.only:
             ap.error("--skinny: not with --trace, --narrow or --only (the skinny kernel has no trace points)")
         cases = SKINNY_CASES
-        runs = [(f"skinny:{s or 'planner'}", None,
-                 {"FASTLAUNCH_SM90_SKINNY": "1", "FASTLAUNCH_SM90_SKINNY_SPLIT": str(s) if s else ""})
-                for s in skinny_splits(args.skinny)]
+        runs = [(f"skinny:{s or 'planner'}:{lanes or 'planner'}", None,
+                 {"FASTLAUNCH_SM90_SKINNY": "1", "FASTLAUNCH_SM90_SKINNY_SPLIT": str(s) if s else "",
+                  "FASTLAUNCH_SM90_SKINNY_LANES": str(lanes) if lanes else ""})
+                for s in skinny_splits(args.skinny) for lanes in skinny_lanes(args.lanes)]
     else:
         every = [m for m in test_every_width_cap_and_share.pytestmark if m.name == "parametrize"][0].args[1]
         runs = [(name(cap, share, half), (cap, share, half),
@@ -178,7 +193,7 @@ def main():
                   "FASTLAUNCH_SM90_NARROW": "1" if args.narrow else ""})
                 for cap, share, half in (every if not args.only else [parse(s) for s in args.only])]
     variables = ("FASTLAUNCH_SM90_WCAP", "FASTLAUNCH_SM90_SHARE", "FASTLAUNCH_SM90_HALF", "FASTLAUNCH_SM90_NARROW",
-                 "FASTLAUNCH_SM90_SKINNY", "FASTLAUNCH_SM90_SKINNY_SPLIT")
+                 "FASTLAUNCH_SM90_SKINNY", "FASTLAUNCH_SM90_SKINNY_SPLIT", "FASTLAUNCH_SM90_SKINNY_LANES")
     rows = []
     for label, setting, values in runs:
         env = {k: v for k, v in os.environ.items() if k not in variables}

@@ -5,7 +5,8 @@ the reduce kernel), with half tiles (64 B rows) never or always where
 allowed (FASTLAUNCH_SM90_HALF=0/1), with the narrow build (a narrower wgmma where a group's tiles hold few
 rows) never or always where allowed (FASTLAUNCH_SM90_NARROW=0/1), with the skinny kernel (CUDA cores, for
 groups of a few rows) never or always where allowed (FASTLAUNCH_SM90_SKINNY=0/1; skinny:1:P also its K split into
-P parts, FASTLAUNCH_SM90_SKINNY_SPLIT=P) and with the planner's choice, each mode in
+P parts, FASTLAUNCH_SM90_SKINNY_SPLIT=P; skinny:1:P:L also L lanes per B row, FASTLAUNCH_SM90_SKINNY_LANES=L,
+with P = 0 the planner's split) and with the planner's choice, each mode in
 its own process, after a
 correctness check on a few test shapes and on each timed shape; then the planner's choice with only the A
 conversion or only the GEMM launched (FASTLAUNCH_SM90_ONLY; those results are wrong). Mode `cublas` times
@@ -25,7 +26,8 @@ and --align8 adds each one's twin with every N rounded up to a multiple of 8.
 python tools/sweep_sm90.py [--set bench|tests|hand|slow|longk|any|far|rows|decode|random:SEED] [--shape G:M:N:K ...]
                            [--align8] [--json FILE] [mode ...]
   (modes: auto, cap:W, share:whole, share:split, share:split:S, share:reduce, share:reduce:S, half:0, half:1,
-  narrow:0, narrow:1, skinny:0, skinny:1, skinny:1:P, only:convert, only:gemm, cublas; default: all but split:S, reduce:S,
+  narrow:0, narrow:1, skinny:0, skinny:1, skinny:1:P, skinny:1:P:L, only:convert, only:gemm, cublas; default: all but
+  split:S, reduce:S,
   skinny and cublas)
 """
 import argparse
@@ -161,7 +163,9 @@ def describe(mode):
     if mode.startswith("share:reduce:"):
         return f"reduced tiles, {mode.rsplit(':', 1)[1]} parts per tile"
     if mode.startswith("skinny:1:"):
-        return f"skinny kernel where allowed, K in {mode.rsplit(':', 1)[1]} parts"
+        split, _, lanes = mode[len("skinny:1:"):].partition(":")
+        parts = "the planner's K split" if split == "0" else f"K in {split} parts"
+        return f"skinny kernel where allowed, {parts}" + (f", {lanes} lanes per row" if lanes else "")
     if mode == "cublas":
         return "cuBLAS fp16 per group"
     return MODES.get(mode, "?")
@@ -196,14 +200,21 @@ print(json.dumps({"ok": bool(ok), "us": times}))
 
 def mode_env(mode):
     """The environment of a child process run in `mode` (auto, cap:W, share:whole|split|split:S|reduce|reduce:S,
-    half:0|1, narrow:0|1, skinny:0|1|1:P, only:convert|gemm; others, such as cublas, leave the settings unset)."""
+    half:0|1, narrow:0|1, skinny:0|1|1:P|1:P:L, only:convert|gemm; others, such as cublas, leave the settings
+    unset)."""
     env = dict(os.environ)
     for k in ("FASTLAUNCH_SM90_WCAP", "FASTLAUNCH_SM90_ONLY", "FASTLAUNCH_SM90_SHARE", "FASTLAUNCH_SM90_HALF",
-              "FASTLAUNCH_SM90_NARROW", "FASTLAUNCH_SM90_SKINNY", "FASTLAUNCH_SM90_SKINNY_SPLIT"):
+              "FASTLAUNCH_SM90_NARROW", "FASTLAUNCH_SM90_SKINNY", "FASTLAUNCH_SM90_SKINNY_SPLIT",
+              "FASTLAUNCH_SM90_SKINNY_LANES"):
         env.pop(k, None)
     kind, _, value = mode.partition(":")
     if kind == "skinny" and value.startswith("1:"):
-        value, env["FASTLAUNCH_SM90_SKINNY_SPLIT"] = "1", value[2:]
+        split, _, lanes = value[2:].partition(":")
+        value = "1"
+        if split != "0":
+            env["FASTLAUNCH_SM90_SKINNY_SPLIT"] = split
+        if lanes:
+            env["FASTLAUNCH_SM90_SKINNY_LANES"] = lanes
     var = {"share": "FASTLAUNCH_SM90_SHARE", "only": "FASTLAUNCH_SM90_ONLY", "cap": "FASTLAUNCH_SM90_WCAP",
            "half": "FASTLAUNCH_SM90_HALF", "narrow": "FASTLAUNCH_SM90_NARROW",
            "skinny": "FASTLAUNCH_SM90_SKINNY"}.get(kind)
