@@ -77,7 +77,8 @@ constexpr int skinny_ctas_per_sm(int mb, int64_t smem) {
 }
 
 // Cost model (ns on the H200; SkinnyCosts, fitted by tools/skinny_fit.py to the kernel's times forced on 28
-// launches at each lanes per row and split, tools/data/skinny_forced.json): a lane issues unit_base[lanes] +
+// launches at each lanes per row and split, the first 28 of tools/data/skinny_forced.json; its last 6, timed
+// after the fit at the planner's choice only, are the check): a lane issues unit_base[lanes] +
 // unit_per_row x mb instructions per unit of 32 K values of its B row (the dequantisation, loads and loop,
 // then per A row 32 fp16 multiply-adds and their scaling); an SM issues issue_one lane-instructions per ns
 // with one CTA (16 warps), issue_two with two; its shared memory serves smem_waves_per_ns wavefronts per ns,

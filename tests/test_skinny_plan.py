@@ -198,12 +198,15 @@ def test_estimate_grows_with_rows_and_bytes():
 
 # tools/data/skinny_forced.json: 28 launches timed on the H200 with the skinny kernel forced at each lanes per row
 # and split (tools/sweep_sm90.py skinny:1:S:L) and on the wgmma GEMM (skinny:0), the data SkinnyCosts was fitted
-# to (tools/skinny_fit.py; each half of the launches fitted alone chose within 2% of the fastest on the other).
+# to (tools/skinny_fit.py; each half of them fitted alone chose within 2% of the fastest on the other half), then
+# 6 launches timed after the fit at the new and the previous planner's choice only (the check: two of them 6%
+# and 10% over the other choice).
 def _forced():
     with open(os.path.join(ROOT, "tools", "data", "skinny_forced.json")) as f:
         data = json.load(f)
     for i, (g, ms, ns, ks) in enumerate(data["shapes"]):
-        yield data["names"][i], list(zip(ms, ns, ks)), {m: r["us"][i] for m, r in data["modes"].items()}
+        yield data["names"][i], list(zip(ms, ns, ks)), {m: r["us"][i] for m, r in data["modes"].items()
+                                                         if r["us"][i] is not None}
 
 
 FORCED = list(_forced())
@@ -217,8 +220,8 @@ def _chosen_mode(sizes):
 @pytest.mark.parametrize("name, sizes, times", FORCED, ids=[x[0] for x in FORCED])
 def test_launcher_choice_is_near_the_fastest(name, sizes, times):
     # the launcher's choice (the kernel, its lanes per row and split) costs at most 15% over the fastest of the
-    # choices timed (one at 13%: 1 x 1 x 512 x 14336 takes 4 parts at 32 lanes, 10.2 against 9.0 at 8 parts
-    # and 8 lanes), and was itself timed
+    # choices timed (the worst at 13%: 1 x 1 x 512 x 14336 takes 4 parts at 32 lanes, 10.2 against 9.0 at 8
+    # parts and 8 lanes), and was itself timed
     fastest = min(us for m, us in times.items() if m.startswith("skinny:"))
     mode = _chosen_mode(sizes)
     assert mode in times, (name, mode)

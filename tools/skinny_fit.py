@@ -70,7 +70,7 @@ def load(path):
     d = json.load(open(path))
     out = []
     for i, (g, ms, ns, ks) in enumerate(d["shapes"]):
-        times = {mode: r["us"][i] for mode, r in d["modes"].items()}
+        times = {mode: r["us"][i] for mode, r in d["modes"].items() if r["us"][i] is not None}
         out.append((d["names"][i], list(zip(ms, ns, ks)), times))
     return out
 
