@@ -18,6 +18,7 @@ constexpr int kSkinnyThreads = 512;
 constexpr int kSkinnyLanes[] = {8, 32};
 constexpr int kNumSkinnyLanes = sizeof(kSkinnyLanes) / sizeof(kSkinnyLanes[0]);
 constexpr int skinny_lanes_index(int lanes) { return lanes == kSkinnyLanes[1] ? 1 : 0; }
+constexpr bool skinny_lanes_valid(int lanes) { return lanes == kSkinnyLanes[skinny_lanes_index(lanes)]; }
 constexpr int skinny_rows(int lanes) { return kSkinnyThreads / lanes; }  // B rows per item
 constexpr int kSkinnyUnitK = 32;  // K values per lane and load: 16 bytes of B, two scale blocks
 // K split: a launch of few items may cut every item's K into `split` parts, one CTA each, the CTAs of an item
@@ -44,9 +45,9 @@ constexpr int skinny_build(int64_t max_m) {
 }
 
 // Part r of `split` of a K of `units` units: units [*u0, *u1), whole chunks of `lanes` units but the last
-// (empty where the K has fewer chunks than parts). The kernel and the planner share it. `units` < kSkinnyMaxUnits (K < 2^31
-// values, plan.h kMaxExtent), so chunks x split stays below 2^31: 32-bit products and one 32-bit division
-// each, cheaper in the kernel's prologue than 64-bit ones.
+// (empty where the K has fewer chunks than parts). The kernel and the planner share it. `units` <
+// kSkinnyMaxUnits (K < 2^31 values, plan.h kMaxExtent), so chunks x split stays below 2^31: 32-bit products
+// and one 32-bit division each, cheaper in the kernel's prologue than 64-bit ones.
 constexpr int64_t kSkinnyMaxUnits = int64_t{1} << 28;
 constexpr void skinny_part(int64_t units, int split, int lanes, int r, int64_t* u0, int64_t* u1) {
   const uint32_t chunks = (uint32_t)((units + lanes - 1) / lanes);
@@ -150,7 +151,7 @@ inline bool skinny_plan(const int64_t* m, const int64_t* n, const int64_t* k, in
                         const SkinnyCosts& costs = kSkinnyCosts) {
   out = SkinnyPlan{};
   if (groups < 1 || groups > kGroupsSmall || sm_count < 1 || force_split < 0 || force_split > kSkinnyMaxSplit ||
-      (force_lanes && force_lanes != kSkinnyLanes[skinny_lanes_index(force_lanes)]))
+      (force_lanes && !skinny_lanes_valid(force_lanes)))
     return false;
   int64_t max_m = 0, kmax = 0;
   for (int g = 0; g < groups; ++g) {

@@ -379,7 +379,8 @@ int sm90_init(DeviceState& dev, Error& err) {
     return rc;
   // Experiments (tools/sweep_sm90.py) and tests: the widest tile the planner may use; whole or split
   // tiles only; half tiles always (where allowed) or never; the narrow build always (where allowed) or never;
-  // the skinny kernel always (where allowed) or never, and its K split; one of the two kernels only.
+  // the skinny kernel always (where allowed) or never, its K split and its lanes per B row; one of the two
+  // kernels only.
   if (const char* env = std::getenv("FASTLAUNCH_SM90_WCAP")) {
     const int cap = std::atoi(env);
     if (sm90::width_index(cap) >= 0) st.force.cap = cap;
@@ -426,8 +427,7 @@ int sm90_init(DeviceState& dev, Error& err) {
   if (const char* env = std::getenv("FASTLAUNCH_SM90_SKINNY_LANES")) {
     int lanes = 0;
     char tail = 0;
-    if (std::sscanf(env, "%d%c", &lanes, &tail) != 1 ||
-        lanes != sm90::kSkinnyLanes[sm90::skinny_lanes_index(lanes)])
+    if (std::sscanf(env, "%d%c", &lanes, &tail) != 1 || !sm90::skinny_lanes_valid(lanes))
       return err.set(FL_ERR_VALUE, "FASTLAUNCH_SM90_SKINNY_LANES=%s: expected lanes per B row, %d or %d", env,
                      sm90::kSkinnyLanes[0], sm90::kSkinnyLanes[1]);
     st.skinny_lanes = lanes;

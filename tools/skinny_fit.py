@@ -27,13 +27,13 @@ from statistics import geometric_mean
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)  # the package of this clone
+import fastlaunch._C  # noqa: E402  (its skinny_builds, and the wgmma plan's estimate for the replay)
 DATA = os.path.join(ROOT, "tools", "data", "skinny_forced.json")
 SMS = 132
 FIELDS = ("unit_base[8]", "unit_base[32]", "unit_per_row", "issue_one", "issue_two", "smem_waves_per_ns",
           "bytes_per_ns[8]", "bytes_per_ns[32]", "cta_bytes_per_ns", "fixed_ns", "split_ns")
 WGMMA_FIXED_NS = 6000  # skinny_plan.h kWgmmaFixedNs
 AT_ONCE = ((132, 66, 39, 30, 22, 17, 15, 15), (264, 132, 79, 62, 47, 39, 32, 30))  # kSkinnyClustersAtOnce
-BUILDS = (1, 2, 3, 4, 5, 6, 7, 8, 12, 16)  # kSkinnyBuilds
 
 
 class Probe:
@@ -82,7 +82,7 @@ def may_choose(sizes, split, plan):
         return True
     build, _s, items, _ctas, smem, _sums, _est, lanes = (int(float(x)) for x in plan)
     chunks = math.ceil(max(k for _m, _n, k in sizes) // 32 / lanes)
-    two = BUILDS[build] <= 3 and 2 * (smem + 1024) <= 228 * 1024
+    two = fastlaunch._C.skinny_builds[build] <= 3 and 2 * (smem + 1024) <= 228 * 1024
     return split in (2, 4, 8) and split <= chunks and items <= AT_ONCE[two][split - 1] * SMS // 132
 
 
@@ -126,11 +126,10 @@ def fit(probe, start, launches, hold, fixed=(), rounds=25):
 def replay(probe, costs, launches):
     """Per launch: (chosen label, its measured us or None where that choice was not timed, fastest measured us over
     the choices the planner may make, the skinny plan's estimate us)."""
-    import fastlaunch._C as C
     keys = [(sizes, 0, 0) for _n, sizes, _t in launches]
     out = []
     for (_name, sizes, times), plan in zip(launches, probe.plans(costs, keys)):
-        wgmma_ns = C.plan(sizes, SMS)[2] * 1000
+        wgmma_ns = fastlaunch._C.plan(sizes, SMS)[2] * 1000
         choices = {m: us for m, us in times.items() if m.startswith("skinny:1:") or m == "skinny:0"}
         if plan is not None and float(plan[6]) < wgmma_ns + WGMMA_FIXED_NS:
             label = f"skinny:1:{plan[1]}:{plan[7]}"
