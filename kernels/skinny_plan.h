@@ -70,6 +70,18 @@ constexpr int64_t skinny_part_units(int64_t units, int split, int lanes) {
 // Bytes of a split CTA's partial sums (fp32, one per A row and B row of the item), after its A rows.
 constexpr int64_t skinny_sums_bytes(int mb, int lanes) { return (int64_t)mb * skinny_rows(lanes) * 4; }
 
+// B's scales at 32 lanes: a warp holds one row, so its lanes' scales (every K step's 4 bytes of the row, 512
+// bytes apart) touch 16 lines per load, which bound the B stream (v116). There the CTA copies each item's
+// scales into shared memory instead (its 16 rows' scales of a K step lie in 256 bytes: 2 lines), one item
+// ahead, into two buffers taking turns: per K step of the part a row of skinny_rows(lanes) + 1 words (the
+// extra word keeps a warp's 16 K steps in different banks).
+constexpr bool skinny_shared_scales(int lanes) { return lanes == kSkinnyLanes[1]; }
+constexpr int skinny_scale_row_words(int lanes) { return skinny_rows(lanes) + 1; }
+// Bytes of one buffer for parts of up to `part_units` units (0 where the scales are not in shared memory).
+constexpr int64_t skinny_scale_buf_bytes(int64_t part_units, int lanes) {
+  return skinny_shared_scales(lanes) ? round_up((part_units + 1) / 2 * skinny_scale_row_words(lanes) * 4, 16) : 0;
+}
+
 // CTAs per SM: two where the registers (the builds of up to kSkinnyTwoCtaRows rows are bound to 64 per
 // thread; at 4 rows that spilled) and shared memory (`smem` per CTA) allow.
 constexpr int kSkinnyTwoCtaRows = 3;
@@ -119,8 +131,10 @@ struct SkinnyPlan {
   int lanes = kSkinnyLanes[0];  // lanes per B row (kSkinnyLanes): items of skinny_rows(lanes) B rows
   int64_t items = 0;   // (group, skinny_rows(lanes) B rows) items of the launch
   int ctas = 0;        // the grid: ctas / split clusters, each taking a run of items (skinny_items)
-  int64_t smem = 0;    // dynamic shared memory per CTA
-  int64_t sums = 0;    // where a split CTA's partial sums start in it (after the A rows)
+  int64_t smem = 0;    // dynamic shared memory per CTA: the A rows, the scale buffers, the partial sums
+  int64_t scales = 0;  // where the two scale buffers start in it (after the A rows), each scale_buf bytes
+  int64_t scale_buf = 0;  // skinny_scale_buf_bytes (0: B's scales not through shared memory)
+  int64_t sums = 0;    // where a split CTA's partial sums start in it (after the scale buffers)
   double est_ns = 0;   // estimated device time of the launch
 };
 
@@ -177,7 +191,9 @@ inline bool skinny_plan(const int64_t* m, const int64_t* n, const int64_t* k, in
       if (force_split ? split != force_split
                       : split & (split - 1) || (split > 1 && split > ceil_div(kmax_units, lanes)))
         continue;
-      const int64_t sums = skinny_part_units(kmax_units, split, lanes) * skinny_unit_stride(mb);
+      const int64_t part_units = skinny_part_units(kmax_units, split, lanes);
+      const int64_t scales = part_units * skinny_unit_stride(mb), scale_buf = skinny_scale_buf_bytes(part_units, lanes);
+      const int64_t sums = scales + 2 * scale_buf;
       const int64_t smem = sums + (split > 1 ? skinny_sums_bytes(mb, lanes) : 0);
       if (smem > kSkinnySmemMax) continue;
       double item_instr = 0, item_waves = 0;  // the costliest item's lane-instructions per lane, and wavefronts
@@ -215,6 +231,8 @@ inline bool skinny_plan(const int64_t* m, const int64_t* n, const int64_t* k, in
       out.items = items;
       out.ctas = (int)ctas;
       out.smem = smem;
+      out.scales = scales;
+      out.scale_buf = scale_buf;
       out.sums = sums;
       out.est_ns = est;
     }

@@ -308,6 +308,7 @@ int launch_skinny(const DeviceState& dev, const int64_t* buf, int G, int g0, int
   }
   p.split = sp.split;
   p.runs = sm90::skinny_item_runs(items, sp.ctas / sp.split);
+  p.scales = (int32_t)sp.scales, p.scale_buf = (int32_t)sp.scale_buf;  // < kSkinnySmemMax
   p.sums = (int32_t)sp.sums;  // < kSkinnySmemMax
   void* args[1] = {&p};
   CUlaunchConfig cfg = st.skinny_config;

@@ -33,6 +33,7 @@
 #include "group_operands.h"
 #include "nvfp4.cuh"
 #include "ptx/cluster.cuh"
+#include "ptx/cp_async.cuh"
 #include "ptx/cvt.cuh"
 #include "ptx/griddep.cuh"
 #include "ptx/memorder.cuh"
@@ -55,6 +56,7 @@ struct SkinnyGroup : GroupOperands {  // a, b, sfa, sfb, c
 struct SkinnyParams {
   int32_t split;  // CTAs per item, one cluster (SkinnyPlan::split)
   SkinnyItemRuns runs;  // the clusters' runs of items (skinny_item_runs)
+  int32_t scales, scale_buf;  // at 32 lanes: the scale buffers' byte offset in shared memory and bytes each
   int32_t sums;   // with split > 1: the byte offset of the partial sums in shared memory (SkinnyPlan::sums)
   SkinnyGroup groups[kGroupsSmall];
 };
@@ -84,14 +86,46 @@ __device__ __forceinline__ uint32_t entry(int u, int m) {
   return (uint32_t)u * (uint32_t)skinny_unit_stride(MB) + (uint32_t)m * (uint32_t)kSkinnyEntryBytes;
 }
 
-// One unit (32 K values) of a B row: 16 bytes and the row's two scales of it.
+// One unit (32 K values) of a B row: 16 bytes and the row's two scales of it (in the low two bytes of sf).
 struct BUnit {
   uint4 v;
   uint32_t sf;
 };
 
+// Unit u's bytes, and its scales from global memory at 8 lanes; at 32 (skinny_shared_scales) with_scales
+// reads them from shared memory right before the unit is used.
+template <int L>
 __device__ __forceinline__ BUnit load_unit(const uint8_t* row, const uint8_t* sf_row, int u) {
-  return {ptx::ld_nc_v4(row + u * 16), ptx::ld_nc_u16(sf_row + (int64_t)(u / 2) * kSfBlockBytes + (u % 2) * 2)};
+  if constexpr (skinny_shared_scales(L)) return {ptx::ld_nc_v4(row + u * 16), 0u};
+  else return {ptx::ld_nc_v4(row + u * 16), ptx::ld_nc_u16(sf_row + (int64_t)(u / 2) * kSfBlockBytes + (u % 2) * 2)};
+}
+
+// `sfs`: the row's first word in the item's scale buffer (K step 0 of the part).
+template <int L>
+__device__ __forceinline__ BUnit with_scales(BUnit b, const uint8_t* sfs, int u) {
+  if constexpr (skinny_shared_scales(L))
+    b.sf = *reinterpret_cast<const uint32_t*>(sfs + (u / 2) * (skinny_scale_row_words(L) * 4)) >> (16 * (u % 2));
+  return b;
+}
+
+// The scales of an item's rows n0 .. n0 + skinny_rows(L) - 1 (rows past N repeat the last row) over the part's
+// K steps (units u0 .. u0 + units - 1, u0 even) into the buffer `dst`, by cp.async: one group, each thread's
+// copies waited for by itself (cp_async_wait_all) before the barrier that publishes them.
+template <int L>
+__device__ __forceinline__ void copy_scales(const SkinnyGroup& gr, int64_t n0, int u0, int units, uint8_t* dst) {
+  constexpr int kRows = skinny_rows(L);
+  const int steps = gr.k / kBlockK, ks0 = u0 / 2, ksteps = (units + 1) / 2;
+  // n0 is a multiple of kRows (16): the item's rows share one 128-row block of the scales
+  const int64_t block = n0 < gr.n ? n0 / 128 : (gr.n - 1) / 128;
+  const uint8_t* src = gr.sfb + (block * steps + ks0) * kSfBlockBytes;
+#pragma unroll 1
+  for (int e = threadIdx.x; e < ksteps * kRows; e += kSkinnyThreads) {
+    const int ks = e / kRows, r = e % kRows;
+    const int64_t n = n0 + r < gr.n ? n0 + r : gr.n - 1;
+    ptx::cp_async_4(dst + (ks * skinny_scale_row_words(L) + r) * 4,
+                    src + (int64_t)ks * kSfBlockBytes + sf_row_offset((int)(n % 128)));
+  }
+  ptx::cp_async_commit();
 }
 
 // Units u0 .. u0 + units - 1 of group g's A rows into shared memory (as units 0 ..): per (unit, row) entry
@@ -170,28 +204,29 @@ template <int L>
 __device__ __forceinline__ FirstUnits first_units(const uint8_t* row, const uint8_t* sf_row, int s, int units) {
   const int last = lane_last<L>(s, units);
   const int second = s + L < last ? s + L : last;
-  return {load_unit(row, sf_row, s), load_unit(row, sf_row, second)};
+  return {load_unit<L>(row, sf_row, s), load_unit<L>(row, sf_row, second)};
 }
 
 // A lane's units s, s + L, ... of its row, two per trip, the next trip's two loaded before this trip's are
 // used (two buffers taking turns): two units' loads in flight per lane behind the work, the first trip's
 // (`first`) loaded by the caller. Loads past the lane's last unit repeat it (read, not used).
 template <int MB, int L>
-__device__ __forceinline__ void lane_units(const uint8_t* row, const uint8_t* sf_row, const uint8_t* smem, int s,
-                                           int units, const FirstUnits& first, float (&acc)[MB]) {
+__device__ __forceinline__ void lane_units(const uint8_t* row, const uint8_t* sf_row, const uint8_t* sfs,
+                                           const uint8_t* smem, int s, int units, const FirstUnits& first,
+                                           float (&acc)[MB]) {
   const int last = lane_last<L>(s, units);
   auto at = [last](int u) { return u < last ? u : last; };
   BUnit a0 = first.a0, a1 = first.a1;
   for (int u = s;;) {
-    const BUnit b0 = load_unit(row, sf_row, at(u + 2 * L)), b1 = load_unit(row, sf_row, at(u + 3 * L));
-    unit<MB>(a0, smem, u, acc);
+    const BUnit b0 = load_unit<L>(row, sf_row, at(u + 2 * L)), b1 = load_unit<L>(row, sf_row, at(u + 3 * L));
+    unit<MB>(with_scales<L>(a0, sfs, u), smem, u, acc);
     FL_SKINNY_MARK(3);  // a lane's first unit used: B's first bytes came
-    if (u + L <= last) unit<MB>(a1, smem, u + L, acc);
+    if (u + L <= last) unit<MB>(with_scales<L>(a1, sfs, u + L), smem, u + L, acc);
     u += 2 * L;
     if (u > last) break;
-    a0 = load_unit(row, sf_row, at(u + 2 * L)), a1 = load_unit(row, sf_row, at(u + 3 * L));
-    unit<MB>(b0, smem, u, acc);
-    if (u + L <= last) unit<MB>(b1, smem, u + L, acc);
+    a0 = load_unit<L>(row, sf_row, at(u + 2 * L)), a1 = load_unit<L>(row, sf_row, at(u + 3 * L));
+    unit<MB>(with_scales<L>(b0, sfs, u), smem, u, acc);
+    if (u + L <= last) unit<MB>(with_scales<L>(b1, sfs, u + L), smem, u + L, acc);
     u += 2 * L;
     if (u > last) break;
   }
@@ -215,20 +250,23 @@ __global__ void __launch_bounds__(kSkinnyThreads, MB <= kSkinnyTwoCtaRows ? 2 : 
   skinny_items(cluster, p.runs, &first, &count);
   const int64_t last = first + count;
   const int row_item = warp * (32 / L) + lane / L;  // this lane's B row
-  int g = 0, loaded = -1;
+  constexpr bool kSharedScales = skinny_shared_scales(L);
+  uint8_t* const scale_bufs = smem + p.scales;  // the scales of the run's i-th item in buffer i % 2
+  int g = 0;
   int u0 = 0, units = 0;  // this CTA's part of the group's K, in units
   for (int64_t item = first; item < last; ++item) {
     while (item >= p.groups[g].item_end) ++g;
     const SkinnyGroup& gr = p.groups[g];
-    const bool fresh = g != loaded;  // A's rows of this group to load
-    if (fresh) {
+    const int64_t group_first = g ? p.groups[g - 1].item_end : 0;
+    const bool fresh = item == first || item == group_first;  // A's rows of this group to load
+    if (fresh || kSharedScales) {  // at 32 lanes every item (fewer registers live across items)
       int64_t a, b;
       skinny_part(gr.k / kSkinnyUnitK, split, L, rank, &a, &b);
       u0 = (int)a, units = (int)(b - a);
       FL_SKINNY_MARK(7);  // the part known
     }
     const int steps = gr.k / kBlockK;
-    const int64_t n0 = (item - (g ? p.groups[g - 1].item_end : 0)) * kRows;
+    const int64_t n0 = (item - group_first) * kRows;
     const int64_t row_n = n0 + row_item;
     const int64_t n = row_n < gr.n ? row_n : gr.n - 1;  // rows past N repeat the last row, unstored
     // The part's first unit (u0 even: whole chunks), its bytes and its scales.
@@ -237,17 +275,41 @@ __global__ void __launch_bounds__(kSkinnyThreads, MB <= kSkinnyTwoCtaRows ? 2 : 
                             (int64_t)(u0 / 2) * kSfBlockBytes;
     skinny::FirstUnits firsts{};
     if (s < units) firsts = skinny::first_units<L>(row, sf_row, s, units);
+    const int buf = (int)(item - first) & 1;
+    // the run's first item copies its own scales; each later one's were copied during the item before
+    if (kSharedScales && item == first) skinny::copy_scales<L>(gr, n0, u0, units, scale_bufs);
     if (fresh) {
-      if (loaded >= 0) __syncthreads();  // the previous group's A rows are no longer read
+      if (item != first) __syncthreads();  // the previous group's A rows are no longer read
       skinny::load_a<MB>(gr, smem, u0, units);
-      loaded = g;
+      if (!kSharedScales) {
+        __syncthreads();
+        FL_SKINNY_MARK(2);  // A's rows in shared memory
+      }
+    }
+    if constexpr (kSharedScales) {
+      ptx::cp_async_wait_all();
+      // The item's scales (and where fresh, A's rows) in shared memory; every warp done with the item before,
+      // so the other buffer is free: the next item's scales into it, copied while this item runs.
       __syncthreads();
-      FL_SKINNY_MARK(2);  // A's rows in shared memory
+      if (fresh) FL_SKINNY_MARK(2);  // A's rows in shared memory
+      if (item + 1 < last) {
+        int gn = g;
+        while (item + 1 >= p.groups[gn].item_end) ++gn;
+        int nu0 = u0, nunits = units;
+        if (gn != g) {
+          int64_t a, b;
+          skinny_part(p.groups[gn].k / kSkinnyUnitK, split, L, rank, &a, &b);
+          nu0 = (int)a, nunits = (int)(b - a);
+        }
+        skinny::copy_scales<L>(p.groups[gn], (item + 1 - (gn ? p.groups[gn - 1].item_end : 0)) * kRows, nu0,
+                               nunits, scale_bufs + (buf ^ 1) * p.scale_buf);
+      }
     }
     float acc[MB];
 #pragma unroll
     for (int m = 0; m < MB; ++m) acc[m] = 0.f;
-    if (s < units) skinny::lane_units<MB, L>(row, sf_row, smem, s, units, firsts, acc);
+    const uint8_t* sfs = scale_bufs + buf * p.scale_buf + row_item * 4;  // this row's scales (kSharedScales)
+    if (s < units) skinny::lane_units<MB, L>(row, sf_row, sfs, smem, s, units, firsts, acc);
     FL_SKINNY_MARK(4);  // the warp's units done
     // The row's lanes' sums, added in a fixed order (the same result for the same inputs every call).
 #pragma unroll

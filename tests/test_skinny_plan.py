@@ -38,9 +38,12 @@ def part_units(units, split, lanes):
 
 
 def smem_bytes(rows, kmax, split, lanes):
-    """Shared memory per CTA: the part's A rows, then (split K) the partial sums."""
+    """Shared memory per CTA: the part's A rows, at 32 lanes two buffers of B's scales (a row of 16 + 1
+    4-byte words per K step of the part, 16-byte aligned), then (split K) the partial sums."""
+    units = part_units(kmax // UNIT_K, split, lanes)
+    scale_buf = -(-((units + 1) // 2 * (THREADS // lanes + 1) * 4) // 16) * 16 if lanes == 32 else 0
     sums = rows * (THREADS // lanes) * 4 if split > 1 else 0
-    return part_units(kmax // UNIT_K, split, lanes) * unit_stride(rows) + sums
+    return units * unit_stride(rows) + 2 * scale_buf + sums
 
 
 @pytest.fixture(scope="module")

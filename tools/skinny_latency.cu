@@ -188,6 +188,7 @@ void run_case(const Case& c, int reps, int sms) {
   SkinnyParams p{};
   p.split = plan.split;
   p.runs = fl::sm90::skinny_item_runs(plan.items, plan.ctas / plan.split);
+  p.scales = (int32_t)plan.scales, p.scale_buf = (int32_t)plan.scale_buf;  // < kSkinnySmemMax
   p.sums = (int32_t)plan.sums;
   fl::sm90::SkinnyGroup& g = p.groups[0];
   g.a = a, g.b = b, g.sfa = sfa, g.sfb = sfb, g.c = cc;
