@@ -90,8 +90,8 @@ constexpr int skinny_ctas_per_sm(int mb, int64_t smem) {
 }
 
 // Cost model (ns on the H200; SkinnyCosts, fitted by tools/skinny_fit.py to the kernel's times forced on 28
-// launches at each lanes per row and split, the first 28 of tools/data/skinny_forced.json; its last 6, timed
-// after the fit at the planner's choice only, are the check): a lane issues unit_base[lanes] +
+// launches at each lanes per row and split; tools/data/skinny_forced.json holds 34 launches, each at every
+// lanes and split, timed on v117's kernel): a lane issues unit_base[lanes] +
 // unit_per_row x mb instructions per unit of 32 K values of its B row (the dequantisation, loads and loop,
 // then per A row 32 fp16 multiply-adds and their scaling); an SM issues issue_one lane-instructions per ns
 // with one CTA (16 warps), issue_two with two; its shared memory serves smem_waves_per_ns wavefronts per ns,
@@ -113,8 +113,10 @@ struct SkinnyCosts {
 };
 constexpr int kSkinnyCostFields = 2 * kNumSkinnyLanes + 7;  // the doubles above, in order
 // unit_base[8 lanes] and unit_per_row are the SASS's counts (the builds of 1 and 2 rows), the rest fitted
-// (v116 in docs/sm90_kernel_notes.md); unit_base[32 lanes] takes in what 32 lanes per row cost besides (the
-// scales' loads touch 16 lines per warp instead of 4).
+// (v116 in docs/sm90_kernel_notes.md); unit_base[32 lanes] takes in what 32 lanes per row cost besides. Fitted
+// before B's scales went through shared memory at 32 lanes (v117); on v117's times (every launch of the data
+// file at every lanes and split) these costs choose within 0.2% of the fastest by geomean, and a refit on
+// those times chose worse (1.2%), so they stay.
 constexpr SkinnyCosts kSkinnyCosts = {{67, 116}, 32, 132, 145, 1.4, {2900, 3000}, 25, 5100, 1640};
 constexpr double kSkinnySmemWavesPerUnitRow = 2 * 3;  // per warp, unit and A row, at 8 lanes per row
 

@@ -6,9 +6,11 @@
 // 16 x L contiguous bytes: a warp's load touches 4 lines; one row per lane made every load touch 32 and
 // bound the kernel by the L1's lines per cycle, v113), and the row's lanes' sums are added by shuffles at the
 // end. L = 8: a warp holds 4 rows, which read the same A entries; L = 32: a warp per row, 4x the items, for
-// launches of few. A CTA takes a run of consecutive items and holds its group's A rows in shared memory
-// (converted once per group it meets), each unit's entries placed so that any 8 consecutive units' entries
-// sit in different banks. A small launch is a chain of latencies (tools/skinny_latency.cu): the lanes load
+// launches of few, whose B scales the CTA copies into shared memory one item ahead (skinny_plan.h
+// skinny_shared_scales: read from global memory, a row's scales touched 16 lines per warp load). A CTA takes
+// a run of consecutive items and holds its group's A rows in shared memory (converted once per group it
+// meets), each unit's entries placed so that any 8 consecutive units' entries sit in different banks. A
+// small launch is a chain of latencies (tools/skinny_latency.cu): the lanes load
 // their first B units before A's rows are converted, so the two memory reads overlap, and the prologue finds
 // the CTA's items and part of K with no 64-bit division (the launcher passes the items per cluster).
 //

@@ -199,11 +199,10 @@ def test_estimate_grows_with_rows_and_bytes():
     assert _C.skinny([(1, 4096, 7168)], SMS)[4] < _C.skinny([(1, 4096, 7168)] * 8, SMS)[4]
 
 
-# tools/data/skinny_forced.json: 28 launches timed on the H200 with the skinny kernel forced at each lanes per row
-# and split (tools/sweep_sm90.py skinny:1:S:L) and on the wgmma GEMM (skinny:0), the data SkinnyCosts was fitted
-# to (tools/skinny_fit.py; each half of them fitted alone chose within 2% of the fastest on the other half), then
-# 6 launches timed after the fit at the new and the previous planner's choice only (the check: two of them 6%
-# and 10% over the other choice).
+# tools/data/skinny_forced.json: 34 launches timed on the H200 with the skinny kernel forced at each lanes per row
+# and split (tools/sweep_sm90.py skinny:1:S:L) and on the wgmma GEMM (skinny:0), in one call on v117's kernel (B's
+# scales through shared memory at 32 lanes). SkinnyCosts was fitted (tools/skinny_fit.py) to 28 of them as v116's
+# kernel ran them; on these times it chooses within 0.2% of the fastest by geomean.
 def _forced():
     with open(os.path.join(ROOT, "tools", "data", "skinny_forced.json")) as f:
         data = json.load(f)
@@ -222,20 +221,20 @@ def _chosen_mode(sizes):
 
 @pytest.mark.parametrize("name, sizes, times", FORCED, ids=[x[0] for x in FORCED])
 def test_launcher_choice_is_near_the_fastest(name, sizes, times):
-    # the launcher's choice (the kernel, its lanes per row and split) costs at most 15% over the fastest of the
-    # choices timed (the worst at 13%: 1 x 1 x 512 x 14336 takes 4 parts at 32 lanes, 10.2 against 9.0 at 8
-    # parts and 8 lanes), and was itself timed
+    # the launcher's choice (the kernel, its lanes per row and split) costs at most 10% over the fastest of the
+    # choices timed (the worst at 6%: 8 x 3 x 7168 x 2048 takes the skinny kernel at 8 lanes, 44.6 us against
+    # 42.2 on the wgmma GEMM), and was itself timed
     fastest = min(us for m, us in times.items() if m.startswith("skinny:"))
     mode = _chosen_mode(sizes)
     assert mode in times, (name, mode)
-    assert times[mode] <= 1.15 * fastest, (name, mode, times[mode], fastest)
+    assert times[mode] <= 1.10 * fastest, (name, mode, times[mode], fastest)
 
 
 def test_launcher_choices_near_the_fastest_overall():
     ratios = []
     for _name, sizes, times in FORCED:
         ratios.append(times[_chosen_mode(sizes)] / min(us for m, us in times.items() if m.startswith("skinny:")))
-    assert statistics.geometric_mean(ratios) <= 1.02, ratios
+    assert statistics.geometric_mean(ratios) <= 1.01, ratios
 
 
 def test_fit_tool_replays_the_launchers_choice():
