@@ -138,6 +138,7 @@ struct SkinnyPlan {
   int64_t scale_buf = 0;  // skinny_scale_buf_bytes (0: B's scales not through shared memory)
   int64_t sums = 0;    // where a split CTA's partial sums start in it (after the scale buffers)
   double est_ns = 0;   // estimated device time of the launch
+  bool planners = true;  // a plan the planner itself may choose (skinny_split_open); false only where forced
 };
 
 // The clusters' runs of `items` items over `clusters` clusters, as the launcher passes them (the kernel then
@@ -154,6 +155,15 @@ constexpr SkinnyItemRuns skinny_item_runs(int64_t items, int64_t clusters) {
 constexpr void skinny_items(int64_t c, SkinnyItemRuns runs, int64_t* first, int64_t* count) {
   *first = c * runs.per + (c < runs.extra ? c : runs.extra);
   *count = runs.per + (c < runs.extra ? 1 : 0);
+}
+
+// Whether the planner itself may split K into `split` parts (a forced split may be any of 1..kSkinnyMaxSplit):
+// 1, 2, 4 or 8 (those timed), at most the longest K's chunks of `lanes` units, and only to fill the SMs in one
+// wave, each item's cluster at once (`per_sm`: skinny_ctas_per_sm).
+constexpr bool skinny_split_open(int split, int64_t kmax_units, int lanes, int64_t items, int per_sm, int sm_count) {
+  if (split == 1) return true;
+  if (split & (split - 1) || split > ceil_div(kmax_units, lanes)) return false;
+  return items <= (int64_t)kSkinnyClustersAtOnce[per_sm - 1][split - 1] * sm_count / 132;
 }
 
 // Whether the launch of `groups` groups (sizes valid: check_group_sizes) may run on the skinny kernel, and
@@ -189,10 +199,7 @@ inline bool skinny_plan(const int64_t* m, const int64_t* n, const int64_t* k, in
     for (int g = 0; g < groups; ++g) items += ceil_div(n[g], skinny_rows(lanes));
     if (items > (int64_t{1} << 31) - 1) continue;  // item_end in 32 bits
     for (int split = 1; split <= kSkinnyMaxSplit; ++split) {
-      // The planner's splits: 1, 2, 4 or 8 (those timed), at most the longest K's chunks.
-      if (force_split ? split != force_split
-                      : split & (split - 1) || (split > 1 && split > ceil_div(kmax_units, lanes)))
-        continue;
+      if (force_split && split != force_split) continue;
       const int64_t part_units = skinny_part_units(kmax_units, split, lanes);
       const int64_t scales = part_units * skinny_unit_stride(mb), scale_buf = skinny_scale_buf_bytes(part_units, lanes);
       const int64_t sums = scales + 2 * scale_buf;
@@ -207,11 +214,10 @@ inline bool skinny_plan(const int64_t* m, const int64_t* n, const int64_t* k, in
         if (waves > item_waves) item_waves = waves;
       }
       const int per_sm = skinny_ctas_per_sm(mb, smem);
+      const bool planners = skinny_split_open(split, kmax_units, lanes, items, per_sm, sm_count);
+      if (!force_split && !planners) continue;
       const int64_t slots = (int64_t)sm_count * per_sm;
       const int64_t fit = slots / split > 1 ? slots / split : 1;
-      // The planner splits K only to fill the SMs, in one wave: each cluster then takes one item.
-      const int64_t at_once = (int64_t)kSkinnyClustersAtOnce[per_sm - 1][split - 1] * sm_count / 132;
-      if (!force_split && split > 1 && items > at_once) continue;
       const int64_t clusters = items < fit ? items : fit;
       const int64_t ctas = clusters * split;
       // CTAs sharing an SM share its issue rate and its shared memory.
@@ -237,6 +243,7 @@ inline bool skinny_plan(const int64_t* m, const int64_t* n, const int64_t* k, in
       out.scale_buf = scale_buf;
       out.sums = sums;
       out.est_ns = est;
+      out.planners = planners;
     }
   }
   return found;

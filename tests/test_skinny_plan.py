@@ -175,6 +175,8 @@ def test_split_is_the_planners_lowest_estimate(probe):
             return s in (2, 4, 8) and s <= chunks and int(forced[s, lanes][2]) <= AT_ONCE[two][s - 1] * SMS // 132
 
         assert float(chosen[6]) == min(float(f[6]) for key, f in forced.items() if allowed(*key)), (sizes, answers)
+        # the probe's `planners` field (skinny_split_open, which tools/skinny_fit.py reads) says the same
+        assert all(f[8] == ("1" if allowed(*key) else "0") for key, f in forced.items()), (sizes, answers)
         for (s, lanes), f in forced.items():
             items, ctas = int(f[2]), int(f[3])
             assert int(f[7]) == lanes and int(f[1]) == s, (sizes, s, lanes, f)

@@ -32,8 +32,6 @@ DATA = os.path.join(ROOT, "tools", "data", "skinny_forced.json")
 SMS = 132
 FIELDS = ("unit_base[8]", "unit_base[32]", "unit_per_row", "issue_one", "issue_two", "smem_waves_per_ns",
           "bytes_per_ns[8]", "bytes_per_ns[32]", "cta_bytes_per_ns", "fixed_ns", "split_ns")
-WGMMA_FIXED_NS = 6000  # skinny_plan.h kWgmmaFixedNs
-AT_ONCE = ((132, 66, 39, 30, 22, 17, 15, 15), (264, 132, 79, 62, 47, 39, 32, 30))  # kSkinnyClustersAtOnce
 
 
 class Probe:
@@ -56,7 +54,7 @@ class Probe:
         return [float(x) for x in self.ask(["costs"])[0].split()]
 
     def plans(self, costs, keys):
-        """The plan (build split items ctas smem sums est_ns lanes, as strings; None where none) of each
+        """The plan (build split items ctas smem sums est_ns lanes planners, as strings; None where none) of each
         (sizes, split, lanes) of `keys` under `costs` (0, 0: the planner's own)."""
         head = "costs " + " ".join(repr(float(c)) for c in costs)
         out = self.ask([head] + [f"plan {SMS} {s} {lanes} {len(sizes)} " + " ".join(f"{m} {n} {k}" for m, n, k in sizes)
@@ -75,15 +73,10 @@ def load(path):
     return out
 
 
-def may_choose(sizes, split, plan):
-    """Whether the planner itself may take this forced plan (skinny_plan's splits: 1, 2, 4 or 8, at most the longest
-    K's chunks of `lanes` units, each item's cluster in one wave)."""
-    if split == 1:
-        return True
-    build, _s, items, _ctas, smem, _sums, _est, lanes = (int(float(x)) for x in plan)
-    chunks = math.ceil(max(k for _m, _n, k in sizes) // 32 / lanes)
-    two = fastlaunch._C.skinny_builds[build] <= 3 and 2 * (smem + 1024) <= 228 * 1024
-    return split in (2, 4, 8) and split <= chunks and items <= AT_ONCE[two][split - 1] * SMS // 132
+def may_choose(plan):
+    """Whether the planner itself may take this forced plan (the probe's `planners` field: skinny_plan.h
+    skinny_split_open)."""
+    return plan[8] == "1"
 
 
 def points(probe, costs, launches):
@@ -96,8 +89,8 @@ def points(probe, costs, launches):
                 keys.append((sizes, int(parts[2]), int(parts[3])))
                 meta.append((i, us))
     out = []
-    for (sizes, split, _lanes), (i, us), plan in zip(keys, meta, probe.plans(costs, keys)):
-        if plan is not None and may_choose(sizes, split, plan):
+    for (i, us), plan in zip(meta, probe.plans(costs, keys)):
+        if plan is not None and may_choose(plan):
             out.append((i, us, float(plan[6]) / 1000))
     return out
 
@@ -127,11 +120,15 @@ def replay(probe, costs, launches):
     """Per launch: (chosen label, its measured us or None where that choice was not timed, fastest measured us over
     the choices the planner may make, the skinny plan's estimate us)."""
     keys = [(sizes, 0, 0) for _n, sizes, _t in launches]
+    plans = probe.plans(costs, keys)
+    # the launcher's choice between the skinny plan's estimate and the wgmma plan's (skinny_plan.h skinny_wins)
+    wins = probe.ask([f"wins {p[6]} {fastlaunch._C.plan(sizes, SMS)[2] * 1000!r}"
+                      for (_n, sizes, _t), p in zip(launches, plans) if p is not None])
+    wins = iter(wins)
     out = []
-    for (_name, sizes, times), plan in zip(launches, probe.plans(costs, keys)):
-        wgmma_ns = fastlaunch._C.plan(sizes, SMS)[2] * 1000
+    for (_name, sizes, times), plan in zip(launches, plans):
         choices = {m: us for m, us in times.items() if m.startswith("skinny:1:") or m == "skinny:0"}
-        if plan is not None and float(plan[6]) < wgmma_ns + WGMMA_FIXED_NS:
+        if plan is not None and next(wins) == "1":
             label = f"skinny:1:{plan[1]}:{plan[7]}"
         else:
             label = "skinny:0"

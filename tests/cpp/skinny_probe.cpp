@@ -1,13 +1,15 @@
 // Answers queries on the skinny kernel's K split (kernels/skinny_plan.h), one per line on stdin, for
 // tests/test_skinny_plan.py:
 //   part UNITS SPLIT LANES          -> "MOST u0:u1 u0:u1 ..." (skinny_part_units, then each part's units)
-//   plan SMS SPLIT LANES G m n k .. -> "build split items ctas smem sums est_ns lanes" (skinny_plan with that
-//                                      split and lanes per row; 0 the planner's), or "none"
+//   plan SMS SPLIT LANES G m n k .. -> "build split items ctas smem sums est_ns lanes planners" (skinny_plan with
+//                                      that split and lanes per row, 0 the planner's; planners: 1 where the
+//                                      planner itself may choose that plan), or "none"
 //   items ITEMS CLUSTERS      -> "first:count ..." (skinny_items of each cluster, with the launcher's
 //                                skinny_item_runs)
 //   costs C1 .. C11           -> "ok": later plan queries use these SkinnyCosts (its fields in order; for
 //                                tools/skinny_fit.py), instead of kSkinnyCosts'
 //   costs                     -> kSkinnyCosts' fields, in that order
+//   wins SKINNY_NS WGMMA_NS   -> "1" or "0": skinny_wins, the launcher's choice between the two estimates
 #include <cstdint>
 #include <cstdio>
 #include <iostream>
@@ -52,8 +54,8 @@ int main() {
       if (!fl::sm90::skinny_plan(m.data(), n.data(), k.data(), groups, sms, p, split, lanes, costs))
         std::printf("none\n");
       else
-        std::printf("%d %d %lld %d %lld %lld %.1f %d\n", p.build, p.split, (long long)p.items, p.ctas,
-                    (long long)p.smem, (long long)p.sums, p.est_ns, p.lanes);
+        std::printf("%d %d %lld %d %lld %lld %.1f %d %d\n", p.build, p.split, (long long)p.items, p.ctas,
+                    (long long)p.smem, (long long)p.sums, p.est_ns, p.lanes, p.planners ? 1 : 0);
     } else if (op == "items") {
       int64_t items = 0, clusters = 0;
       in >> items >> clusters;
@@ -67,6 +69,14 @@ int main() {
         std::printf("%s%lld:%lld", c ? " " : "", (long long)first, (long long)count);
       }
       std::printf("\n");
+    } else if (op == "wins") {
+      double skinny_ns = 0, wgmma_ns = 0;
+      in >> skinny_ns >> wgmma_ns;
+      if (in.fail()) {
+        std::printf("bad query\n");
+        continue;
+      }
+      std::printf("%d\n", fl::sm90::skinny_wins(skinny_ns, wgmma_ns) ? 1 : 0);
     } else if (op == "costs") {
       using fl::sm90::kNumSkinnyLanes;
       auto& c = costs;
