@@ -110,6 +110,14 @@ __device__ __forceinline__ BUnit with_scales(BUnit b, const uint8_t* sfs, int u)
   return b;
 }
 
+// This CTA's part (rank of `split`) of group gr's K: units [*u0, *u0 + *units), in chunks of L units.
+template <int L>
+__device__ __forceinline__ void group_part(const SkinnyGroup& gr, int split, int rank, int* u0, int* units) {
+  int64_t a, b;
+  skinny_part(gr.k / kSkinnyUnitK, split, L, rank, &a, &b);
+  *u0 = (int)a, *units = (int)(b - a);
+}
+
 // The scales of an item's rows n0 .. n0 + skinny_rows(L) - 1 (rows past N repeat the last row) over the part's
 // K steps (units u0 .. u0 + units - 1, u0 even) into the buffer `dst`, by cp.async: one group, each thread's
 // copies waited for by itself (cp_async_wait_all) before the barrier that publishes them.
@@ -117,9 +125,8 @@ template <int L>
 __device__ __forceinline__ void copy_scales(const SkinnyGroup& gr, int64_t n0, int u0, int units, uint8_t* dst) {
   constexpr int kRows = skinny_rows(L);
   const int steps = gr.k / kBlockK, ks0 = u0 / 2, ksteps = (units + 1) / 2;
-  // n0 is a multiple of kRows (16): the item's rows share one 128-row block of the scales
-  const int64_t block = n0 < gr.n ? n0 / 128 : (gr.n - 1) / 128;
-  const uint8_t* src = gr.sfb + (block * steps + ks0) * kSfBlockBytes;
+  // n0 (< N) is a multiple of kRows (16): the item's rows share one 128-row block of the scales
+  const uint8_t* src = gr.sfb + (n0 / 128 * steps + ks0) * kSfBlockBytes;
 #pragma unroll 1
   for (int e = threadIdx.x; e < ksteps * kRows; e += kSkinnyThreads) {
     const int ks = e / kRows, r = e % kRows;
@@ -262,9 +269,7 @@ __global__ void __launch_bounds__(kSkinnyThreads, MB <= kSkinnyTwoCtaRows ? 2 : 
     const int64_t group_first = g ? p.groups[g - 1].item_end : 0;
     const bool fresh = item == first || item == group_first;  // A's rows of this group to load
     if (fresh || kSharedScales) {  // at 32 lanes every item (fewer registers live across items)
-      int64_t a, b;
-      skinny_part(gr.k / kSkinnyUnitK, split, L, rank, &a, &b);
-      u0 = (int)a, units = (int)(b - a);
+      skinny::group_part<L>(gr, split, rank, &u0, &units);
       FL_SKINNY_MARK(7);  // the part known
     }
     const int steps = gr.k / kBlockK;
@@ -298,11 +303,7 @@ __global__ void __launch_bounds__(kSkinnyThreads, MB <= kSkinnyTwoCtaRows ? 2 : 
         int gn = g;
         while (item + 1 >= p.groups[gn].item_end) ++gn;
         int nu0 = u0, nunits = units;
-        if (gn != g) {
-          int64_t a, b;
-          skinny_part(p.groups[gn].k / kSkinnyUnitK, split, L, rank, &a, &b);
-          nu0 = (int)a, nunits = (int)(b - a);
-        }
+        if (gn != g) skinny::group_part<L>(p.groups[gn], split, rank, &nu0, &nunits);
         skinny::copy_scales<L>(p.groups[gn], (item + 1 - (gn ? p.groups[gn - 1].item_end : 0)) * kRows, nu0,
                                nunits, scale_bufs + (buf ^ 1) * p.scale_buf);
       }
