@@ -32,7 +32,7 @@ constexpr int kMaxStages = 6;   // TMA stages (fp16 A tile, packed B tile, B sca
                                 // 192-wide A tiles, 6 measured 0.7% faster (v39a: benchmark 3 -3%)
 constexpr int kWgmmaNStep = 16;        // wgmma N granularity (the generated wgmma table)
 constexpr int kThreads = 384;          // producer warpgroup + 2 consumer warpgroups
-constexpr int kConvertThreads = 512;   // threads per CTA of the A conversion kernel
+constexpr int kConvertThreads = 128;   // threads per CTA of the A conversion kernel (one unit each)
 constexpr int kGroupsSmall = 16;       // kernel variant with a small parameter block
 constexpr int kGroupsMid = 64;         // ... and one with a middle one (a launch's cost grows with it)
 constexpr int kGroupsLarge = 128;      // ... and a larger one

@@ -111,6 +111,15 @@ def test_launch_latency_tool_compiles(tmp_path):
     assert (tmp_path / "launch_latency").stat().st_size > 0
 
 
+def test_convert_rate_tool_compiles(tmp_path):
+    # the conversion's probe builds the launcher's own conversion code (kernels/sm90_convert_a.cuh)
+    nvcc = nvcc_or_skip("tools/convert_rate.cu")
+    subprocess.run([nvcc, "-O3", "-std=c++17", "-arch=sm_90a", "--expt-relaxed-constexpr", "-I",
+                    os.path.join(ROOT, "kernels"), os.path.join(ROOT, "tools", "convert_rate.cu"), "-o",
+                    str(tmp_path / "convert_rate")], check=True)
+    assert (tmp_path / "convert_rate").stat().st_size > 0
+
+
 def test_fp16_gemms_computes_every_group():
     # the small-call tools' cuBLAS anchor: C = A B^T per group, each group on its own call
     import torch
