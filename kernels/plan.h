@@ -33,6 +33,14 @@ constexpr int kMaxStages = 6;   // TMA stages (fp16 A tile, packed B tile, B sca
 constexpr int kWgmmaNStep = 16;        // wgmma N granularity (the generated wgmma table)
 constexpr int kThreads = 384;          // producer warpgroup + 2 consumer warpgroups
 constexpr int kConvertThreads = 128;   // threads per CTA of the A conversion kernel (one unit each)
+// The conversion's grid: at most this many CTAs per SM, all resident at once (its 48 registers and 16 KB of
+// shared memory per CTA allow 10), grid-stride past that.
+constexpr int kConvertCtasPerSm = 8;
+// CTAs of the conversion for `units` units on `sm_count` SMs (B maps aside: the launcher adds those).
+constexpr int64_t convert_ctas(int64_t units, int sm_count) {
+  const int64_t need = ceil_div(units, kConvertThreads), most = (int64_t)kConvertCtasPerSm * sm_count;
+  return need < most ? need : most;
+}
 constexpr int kGroupsSmall = 16;       // kernel variant with a small parameter block
 constexpr int kGroupsMid = 64;         // ... and one with a middle one (a launch's cost grows with it)
 constexpr int kGroupsLarge = 128;      // ... and a larger one

@@ -236,16 +236,12 @@ int launch_chunk(const DeviceState& dev, const int64_t* buf, int G, int g0, int 
   p.trace = st.trace;
   void* args[1] = {&p};
 
-  // The conversion: one thread per unit, at most 8 CTAs per SM (all resident at once: 48 registers and
-  // 16 KB of shared memory per CTA of 128 threads allow 10), grid-stride past that; and enough CTAs for
-  // one warp per group's B map.
+  // The conversion: one thread per unit (plan.h convert_ctas), and enough CTAs for one warp per group's B map.
   // GEMM alone (experiments): the same kernel with no units (only the conversion reads num_units), so
   // the maps and flags are still written.
   if (st.only == 2) p.num_units = 0;
   CUlaunchConfig cfg = st.convert_config;  // attrs point into dev, which outlives the call
-  int64_t blocks = ceil_div((int64_t)p.num_units, sm90::kConvertThreads);
-  const int64_t most_blocks = 1024 / sm90::kConvertThreads * dev.sm_count;
-  if (blocks > most_blocks) blocks = most_blocks;
+  const int64_t blocks = sm90::convert_ctas(p.num_units, dev.sm_count);
   const int64_t map_blocks = ceil_div(gc, sm90::kConvertThreads / 32);
   cfg.gridDimX = (unsigned)(blocks > map_blocks ? blocks : map_blocks);
   cfg.hStream = reinterpret_cast<CUstream>(stream);

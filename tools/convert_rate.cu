@@ -162,10 +162,9 @@ int main() {
     const float t_rw = time_us([&] { read_write<<<grid(chunks, 512), 512>>>(packed, reinterpret_cast<uint4*>(a16), chunks); },
                                flush, flush_bytes);
     CHECK(cudaFree(packed));
-    // grids as the launchers size them: v67's at 2048 threads per SM, the present one's at 8 CTAs per SM
+    // grids as the launchers size them: v67's at 2048 threads per SM, the present one's by plan.h convert_ctas
     auto run_eight = [&] { eight_kernel<<<grid((int64_t)units * fl::sm90::kChunksPerUnit, kEightThreads), kEightThreads>>>(p); };
-    const int present_grid =
-        (int)std::min<int64_t>((units + fl::sm90::kConvertThreads - 1) / fl::sm90::kConvertThreads, 8LL * sms);
+    const int present_grid = (int)fl::sm90::convert_ctas(units, sms);
     auto run_present = [&] { present_kernel<<<present_grid, fl::sm90::kConvertThreads>>>(p); };
     std::vector<uint8_t> h1(a16_bytes), h2(a16_bytes);
     auto output_of = [&](auto run, std::vector<uint8_t>& h) {
