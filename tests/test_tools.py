@@ -436,3 +436,11 @@ def test_half_fit_data_and_replay():
     # this build's planner, scored by the measured times, is no slower than the planner the data was taken on
     geo, _n, _worst = fit.summary(rows)
     assert geo <= statistics.geometric_mean([d["us"]["auto"] for d in draws])
+
+
+def test_clock_power_reads_the_reason_bits():
+    clock_power = load_tool("clock_power")
+    assert clock_power.decode_reasons("0x0000000000000004") == "sw power cap"
+    assert clock_power.decode_reasons("0x0000000000000000") == "none"
+    assert clock_power.decode_reasons("0x0000000000000005") == "idle+sw power cap"
+    assert clock_power.decode_reasons("[N/A]") == "[N/A]"  # a field the driver does not fill stays as read

@@ -11,7 +11,9 @@ Besides the phases: the busiest CTA's time from entry to its consumers' end, and
 --raw FILE also writes every traced call (per mode and shape: event us and each CTA's trace points) as JSON.
 
 python tools/trace_sm90.py [--shapes 3,2,0] [--modes whole,gemm] [--set bench|tests|hand|slow|longk|any|random:SEED]
-    [--raw FILE]
+    [--raw FILE] [--data task|full|zeros]
+--data full draws every E2M1 code and E4M3 scale; zeros runs all-zero operands (the same work, nothing
+toggling: the SM clock row then shows what the data's power costs).
 """
 import argparse
 import json
@@ -43,11 +45,16 @@ import fastlaunch
 from fastlaunch import reference as R
 from fastlaunch.timing import l2_flush_buffer
 SHAPES = json.loads(sys.argv[2])
+DATA = sys.argv[3]
 flush = l2_flush_buffer()
 out = []
 for i in json.loads(sys.argv[1]):
     g, ms, ns, ks = SHAPES[i]
-    d = R.generate_input(ms, ns, ks, g, 3, device="cuda")
+    d = R.generate_input(ms, ns, ks, g, 3, device="cuda", full_range=DATA == "full")
+    if DATA == "zeros":  # every A/B byte zero, every scale 1.0: the same work on data that toggles nothing
+        for (a, b, _c), (sa, sb) in zip(d[0], d[2]):
+            a.view(torch.uint8).zero_(); b.view(torch.uint8).zero_()
+            sa.view(torch.uint8).fill_(0x38); sb.view(torch.uint8).fill_(0x38)
     for _ in range(3):
         fastlaunch.fast_launch(d)
     runs = []
@@ -67,10 +74,10 @@ def shape_list(shape_set):
     return resolve_set(shape_set)[0]
 
 
-def traced_runs(shapes, env, label, shape_set="bench"):
+def traced_runs(shapes, env, label, shape_set="bench", data="task"):
     """Runs CHILD in its own process with `env`: per shape index (into the --set's shapes), 5 traced calls
     (event us and every CTA's trace points). None, after printing why, if the child failed."""
-    r = subprocess.run([sys.executable, "-c", CHILD, json.dumps(shapes), json.dumps(shape_list(shape_set))], env=env,
+    r = subprocess.run([sys.executable, "-c", CHILD, json.dumps(shapes), json.dumps(shape_list(shape_set)), data], env=env,
                        capture_output=True, text=True, timeout=600)
     if r.returncode:
         print(f"{label}: failed\n{r.stderr[-2000:]}")
@@ -116,12 +123,14 @@ def main():
     ap.add_argument("--set", default="bench", dest="shape_set",
                     help="bench, tests, hand, slow, longk, any (tools/sweep_sm90.py's sets) or random:SEED")
     ap.add_argument("--raw", help="write every traced call here (JSON)")
+    ap.add_argument("--data", default="task", choices=["task", "full", "zeros"],
+                    help="the task's data (default), full-range data, or all-zero operands (scales 1.0)")
     a = ap.parse_args()
     shape_list(a.shape_set)  # a bad --set fails here
     shapes = [int(x) for x in a.shapes.split(",")]
     table, raw = [], []
     for mode in a.modes.split(","):
-        for sh in traced_runs(shapes, trace_env(mode), mode, a.shape_set) or []:
+        for sh in traced_runs(shapes, trace_env(mode), mode, a.shape_set, a.data) or []:
             raw.append({"mode": mode, "set": a.shape_set, **sh})
             sums = [summarise(x) for x in sh["runs"]]
             med = {k: statistics.median(s[k] for s in sums) for k in sums[0]}
