@@ -77,12 +77,14 @@ constexpr int64_t a16_launch_bytes(int64_t rows, int64_t kmax) {
 
 // Cost model (ns on the H200), fitted to per-CTA trace times of the benchmark shapes
 // (tools/fit_sm90.py, docs/sm90_kernel_notes.md, v29): a 64-wide K step of a tile `w` A rows wide
-// costs 374 ns at W = 128 and 456 at W = 192 (2.375 ns per A row); finishing a tile costs ~500 ns
+// costs 370 ns at W = 128 and 484 at W = 192 (2.52 ns per A row: v120 refitted the ratio of the two
+// widths' steps, 362 and 474 ns in the traces of the benchmarks, 1.31 where v29 had 1.23, so split
+// plans put fewer K steps on the CTAs of 192-wide tiles); finishing a tile costs ~500 ns
 // per 64-row epilogue pass (fit: 731 ns at W = 128, 1643 at W = 192). The floor at narrower tiles
 // was fitted when B's dequantisation bounded the step (kStepNsDequant keeps that name); now the
 // wgmma bounds it: without any loads or dequantisation the GEMM keeps 93% of its time (d46all).
 constexpr double kStepNsDequant = 370;
-constexpr double kStepNsPerRow = 2.375;
+constexpr double kStepNsPerRow = 2.52;
 constexpr double kPassNs = 500;
 constexpr double step_ns(int w) { return kStepNsPerRow * w > kStepNsDequant ? kStepNsPerRow * w : kStepNsDequant; }
 // C rows that are not 16-byte aligned (N % 8 != 0): the kernels compiled for any alignment store the
