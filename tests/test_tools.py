@@ -235,7 +235,7 @@ def test_wgmma_rate_probe_compiles_with_only_its_known_serialisations(tmp_path):
     assert (tmp_path / "wgmma_rate").stat().st_size > 0
 
 
-def test_cta_balance_groups_ctas_by_what_their_shares_hold():
+def test_cta_balance_groups_ctas_by_what_their_shares_hold(tmp_path, capsys):
     bal = load_tool("cta_balance")
     assert bal.plan_args("whole") == (0, 0, 0) and bal.plan_args("share:split") == (2, 0, 0)
     assert bal.plan_args("cap:128") == (0, 128, 0) and bal.plan_args("half:0") == (0, 0, 2)
@@ -266,6 +266,15 @@ def test_cta_balance_groups_ctas_by_what_their_shares_hold():
         assert len(mine) == n and (lo, hi) == (min(mine), max(mine)) and med == statistics.median(mine)
     # a plan of another SM count is not the traced one
     assert bal.kinds(dict(raw, runs=[{"us": 1.0, "trace": trace}]), 100) is None
+    # the command line, with each fit's costs: the same kinds, predictions from that fit
+    path = tmp_path / "raw.json"
+    path.write_text(json.dumps([raw]))
+    lines = {}
+    for fit_name in sorted(bal.FITS):
+        bal.main([str(path), "--costs", fit_name])
+        lines[fit_name] = capsys.readouterr().out
+        assert f"busiest CTA {busiest[0]:.2f} us" in lines[fit_name]
+    assert len(set(lines.values())) == len(bal.FITS)  # the predictions differ between fits
 
 
 def test_cta_balance_critical_path_waits_for_the_partners_flags():

@@ -7,8 +7,9 @@ tiles stored; beside each kind, what two models predict for it:
   their flags are up, and a partner raises its flag after its next unit's K loop, or at its end if it
   has no other unit (a middle part of a tile); so that CTA's end is the later of its own work and its
   latest partner's flag, plus the reads and the store.
-The costs are tools/fit_sm90.py's fit on 37633fb (kernels of a0e69d6); the critical path reads at
---read-ns (1300: its best on benchmark 3's traces, docs/sm90_kernel_notes.md, the cta_balance row).
+The costs are tools/fit_sm90.py's fit on fd8de6a's traces of benchmarks 1-3 (the fit row before v120 in
+docs/sm90_kernel_notes.md; `--costs 37633fb` takes the earlier fit on a0e69d6's kernels); the critical
+path reads at --read-ns (1300: its best on benchmark 3's traces, the cta_balance row).
 
 Beside the table: each CTA's first unit's K loop over its K steps (ns and cycles per step, the median
 over the CTAs), the K loop's own rate inside the GEMM.
@@ -18,7 +19,7 @@ launcher ran is found again from the shapes and the run's mode (plain C++, fastl
 traced GPU's SM count and with this checkout's planner (it must be the traced tree's). Plans of half
 tiles, forced split:S and reduced tiles are not covered.
 
-python tools/cta_balance.py RAW.json [--sm-count 132] [--read-ns 1300]
+python tools/cta_balance.py RAW.json [--sm-count 132] [--read-ns 1300] [--costs fd8de6a|37633fb]
 """
 import argparse
 import json
@@ -32,9 +33,14 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from fit_sm90 import cta_units, cta_us  # noqa: E402
 from trace_sm90 import EVENTS, shape_list  # noqa: E402
 
-# ns, tools/fit_sm90.py on 37633fb: a CTA's start, a K step and a tile's store by tile width, a split
-# tile's partial sums written and read
-COSTS = {"const": 1456, "step": {128: 359, 192: 457}, "store": {128: 534, 192: 1108}, "write": 2761, "read": 2308}
+# ns, tools/fit_sm90.py's fits: a CTA's start, a K step and a tile's store by tile width, a split tile's
+# partial sums written and read. fd8de6a: 396 CTAs of benchmarks 1-3 under the planner; 37633fb: 2050 CTAs
+# of benchmarks 1-4 under four modes (a0e69d6's kernels, before v87's shorter 128-wide step).
+FITS = {
+    "fd8de6a": {"const": 2470, "step": {128: 362, 192: 474}, "store": {128: 299, 192: 816}, "write": 1260, "read": 1977},
+    "37633fb": {"const": 1456, "step": {128: 359, 192: 457}, "store": {128: 534, 192: 1108}, "write": 2761, "read": 2308},
+}
+COSTS = FITS["fd8de6a"]
 
 
 def plan_args(mode):
@@ -128,13 +134,14 @@ def main(argv=None):
     p.add_argument("raw", help="JSON from tools/trace_sm90.py --raw")
     p.add_argument("--sm-count", type=int, default=132, help="SMs of the GPU the trace ran on (default 132)")
     p.add_argument("--read-ns", type=float, default=1300.0, help="the critical path's cost of a read (default 1300)")
+    p.add_argument("--costs", choices=sorted(FITS), default="fd8de6a", help="which fit's costs (default fd8de6a)")
     a = p.parse_args(argv)
     with open(a.raw) as f:
         traced = json.load(f)
     for t in traced:
         label = f"{t['mode']} {t.get('set', 'bench')}[{t['shape']}]"
         try:
-            got = kinds(t, a.sm_count, a.read_ns)
+            got = kinds(t, a.sm_count, a.read_ns, FITS[a.costs])
         except ValueError as e:
             print(f"{label}: {e}")
             continue
