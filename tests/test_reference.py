@@ -98,3 +98,14 @@ def test_eval_harness_dry_run():
                          timeout=600, env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
     assert out.returncode == 0, out.stderr
     assert "dry run: loaded fastlaunch._C.fast_launch" in out.stdout
+
+
+def test_zero_operands_leaves_every_product_zero():
+    data = R.generate_input([3, 5], [128, 256], 64, 2, seed=7, device="cpu")
+    assert R.zero_operands(data) is data
+    for (a, b, _c), (sa, sb) in zip(data[0], data[2]):
+        assert not a.view(torch.uint8).any() and not b.view(torch.uint8).any()
+        for s in (sa, sb):
+            assert (s.float() == 1.0).all()
+    for (a, b, _c), (sa, sb) in zip(data[0], data[1]):  # with any scales, every value is zero
+        assert (R.dequantize(a, sa) == 0).all() and (R.dequantize(b, sb) == 0).all()

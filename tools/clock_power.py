@@ -28,7 +28,8 @@ import fastlaunch
 from fastlaunch import reference as R
 from fastlaunch.shapes import BENCH_SHAPES, flops
 
-FIELDS = ["clocks.sm", "power.draw", "temperature.gpu", "clocks_event_reasons.active"]
+FIELDS = ["clocks.sm", "power.draw", "temperature.gpu"]
+REASON_FIELDS = ("clocks_event_reasons.active", "clocks_throttle_reasons.active")  # its newer and older name
 
 
 # nvidia-smi's clock-event reason bits (nvmlClocksEventReasons).
@@ -47,8 +48,8 @@ def decode_reasons(text: str) -> str:
 
 def query_fields() -> list[str]:
     """The fields this driver's nvidia-smi answers (the reasons field has had two names)."""
-    for reasons in ("clocks_event_reasons.active", "clocks_throttle_reasons.active", None):
-        fields = FIELDS[:3] + ([reasons] if reasons else [])
+    for reasons in REASON_FIELDS + (None,):
+        fields = FIELDS + ([reasons] if reasons else [])
         r = subprocess.run(["nvidia-smi", "--query-gpu=" + ",".join(fields), "--format=csv,noheader,nounits"],
                            capture_output=True, text=True)
         if r.returncode == 0 and "Field" not in r.stdout:
@@ -74,20 +75,20 @@ class Sampler:
         if not rows:
             return out
 
-        def num(i):
+        def column(i):  # the samples of field i that read as numbers ("[N/A]" and the like left out)
             vals = []
             for r in rows:
                 try:
                     vals.append(float(r[i]))
                 except ValueError:
                     pass
-            return statistics.median(vals) if vals else float("nan")
+            return vals or [float("nan")]
 
-        out["sm_mhz"] = num(0)
-        out["sm_mhz_min"] = min(float(r[0]) for r in rows)
-        out["power_w"] = num(1)
-        out["temp_c"] = max(float(r[2]) for r in rows)
-        if len(self.fields) > 3:
+        out["sm_mhz"] = statistics.median(column(0))
+        out["sm_mhz_min"] = min(column(0))
+        out["power_w"] = statistics.median(column(1))
+        out["temp_c"] = max(column(2))
+        if len(self.fields) > len(FIELDS):
             reasons = [r[3].strip() for r in rows]
             top = max(set(reasons), key=reasons.count)
             out["reasons"] = f"{decode_reasons(top)} ({reasons.count(top)}/{len(reasons)})"
@@ -115,17 +116,6 @@ def run_phase(name: str, fn, flop: float, seconds: float, fields: list[str]) -> 
     row["tflops"] = flop / (row["us_per_call"] * 1e-6) / 1e12 if flop else float("nan")
     row.update(sampler.stop())
     return row
-
-
-def zero_input(data):
-    """The same tuple with every A/B byte zero and every scale 1.0 (all products zero)."""
-    abc, sf, sf_r, sizes = data
-    for (a, b, _c), (sa, sb) in zip(abc, sf_r):
-        a.view(torch.uint8).zero_()
-        b.view(torch.uint8).zero_()
-        sa.view(torch.uint8).fill_(0x38)  # E4M3 1.0
-        sb.view(torch.uint8).fill_(0x38)
-    return data
 
 
 def main():
@@ -166,7 +156,7 @@ def main():
             full = R.generate_input(ms, ns, ks, g, 3, device="cuda", full_range=True)
             rows.append(run_phase("fastlaunch bench 1 full range", lambda: fastlaunch.fast_launch(full), flops(shape),
                                   args.seconds, fields))
-            zero = zero_input(R.generate_input(ms, ns, ks, g, 4, device="cuda"))
+            zero = R.zero_operands(R.generate_input(ms, ns, ks, g, 4, device="cuda"))
             rows.append(run_phase("fastlaunch bench 1 zeros", lambda: fastlaunch.fast_launch(zero), flops(shape),
                                   args.seconds, fields))
         del sets
