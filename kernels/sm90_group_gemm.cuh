@@ -210,7 +210,7 @@ struct ConsumerPos {
 // Callers alternate two fragment sets, so the registers of the previous step's wgmma are not
 // overwritten while they may still run. r0: the thread's first B row in the tile.
 // Half tiles (HALF): `sr0`, row r0's row in the 128-row scale block.
-template <int W, bool HALF = false>
+template <int W, bool HALF = false, bool EL = false>
 __device__ __forceinline__ void consumer_step(const Smem& sm, float (&acc)[W / 2], uint32_t (&f)[4][4],
                                               ConsumerPos& pos, int kc, int r0, int c, int lane, int sr0 = 0) {
   ptx::mbar_wait(sm.full(pos.r.s), pos.r.ph);
@@ -219,20 +219,22 @@ __device__ __forceinline__ void consumer_step(const Smem& sm, float (&acc)[W / 2
   if (kc > 0) {
     ptx::wgmma_wait<1>();
     __syncwarp();
-    if (lane == 0) ptx::mbar_arrive(sm.empty(pos.prev));
+    if constexpr (EL) ptx::mbar_arrive_elected(sm.empty(pos.prev));
+    else if (lane == 0) ptx::mbar_arrive(sm.empty(pos.prev));
   }
   pos.next();
 }
 
 // A unit's K loop of `steps` steps at wgmma N on the first N / 2 sums of `all`, to the last wgmma's end.
-template <int N>
+// EL: the stage's release by an elected lane (the narrow build: v121 in docs/sm90_kernel_notes.md).
+template <int N, bool EL = false>
 __device__ __forceinline__ void k_loop(const Smem& sm, float (&all)[kMaxWidth / 2], ConsumerPos& pos, int steps,
                                        int r0, int c, int lane) {
   float(&acc)[N / 2] = *reinterpret_cast<float(*)[N / 2]>(&all[0]);
   uint32_t fa[4][4], fb[4][4];
   for (int kc = 0; kc < steps; kc += 2) {
-    consumer_step<N>(sm, acc, fa, pos, kc, r0, c, lane);
-    if (kc + 1 < steps) consumer_step<N>(sm, acc, fb, pos, kc + 1, r0, c, lane);
+    consumer_step<N, false, EL>(sm, acc, fa, pos, kc, r0, c, lane);
+    if (kc + 1 < steps) consumer_step<N, false, EL>(sm, acc, fb, pos, kc + 1, r0, c, lane);
   }
   ptx::wgmma_wait<0>();
 }
@@ -243,7 +245,7 @@ __device__ __forceinline__ void k_loop(const Smem& sm, float (&all)[kMaxWidth / 
 // on the first N / 2 sums; the sums past N are left as they are: they belong to A rows past the tile's
 // (N covers them), which no epilogue stores and no partial sum carries into a stored row.
 // `pending`: this warp's flag, raised after the next unit's K loop (or at the end).
-template <int W, bool ANY, bool RED, int N, int MAXG>
+template <int W, bool ANY, bool RED, int N, bool EL = false, int MAXG>
 __device__ __forceinline__ void consumer_unit(const Params<MAXG>& p, const Smem& sm, float (&all)[kMaxWidth / 2],
                                               const Unit& w, ConsumerPos& pos, int r0, int c, int cw, int wq,
                                               int lane, int32_t*& pending, uint64_t* tr) {
@@ -257,7 +259,7 @@ __device__ __forceinline__ void consumer_unit(const Params<MAXG>& p, const Smem&
     trace(tr, kTrFirstFull);
   }
   const int steps = w.k1 - w.k0;
-  k_loop<N>(sm, all, pos, steps, r0, c, lane);
+  k_loop<N, EL>(sm, all, pos, steps, r0, c, lane);
   trace(tr, kTrFirstMainloop);
   __syncwarp();
   if (lane == 0) ptx::mbar_arrive(sm.empty(pos.prev));
@@ -359,11 +361,11 @@ __device__ __forceinline__ void narrow_unit(const Params<MAXG>& p, const Smem& s
                                             int32_t*& pending, uint64_t* tr) {
   if constexpr (W == kWidths[0]) {
     if (narrow_tiles(p.groups[w.tile.g])) {
-      consumer_unit<W, ANY, false, kNarrowN>(p, sm, all, w, pos, r0, c, cw, wq, lane, pending, tr);
+      consumer_unit<W, ANY, false, kNarrowN, true>(p, sm, all, w, pos, r0, c, cw, wq, lane, pending, tr);
       return;
     }
   }
-  consumer_unit<W, ANY, false, W>(p, sm, all, w, pos, r0, c, cw, wq, lane, pending, tr);
+  consumer_unit<W, ANY, false, W, true>(p, sm, all, w, pos, r0, c, cw, wq, lane, pending, tr);
 }
 
 // The main loop of the tile's width (plan.h kWidths: more main loops in one kernel made ptxas

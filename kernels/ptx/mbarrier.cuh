@@ -21,6 +21,18 @@ __device__ __forceinline__ void mbar_arrive(uint32_t bar) {
   asm volatile("mbarrier.arrive.release.cta.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
 }
 
+// One arrival by one lane of the (converged) warp, the lane chosen by elect.sync: no lane index in a
+// register. Where register pressure had ptxas rematerialise `lane == 0` from %tid every K step (S2R, a
+// variable-latency read on the step's path), this takes its place.
+__device__ __forceinline__ void mbar_arrive_elected(uint32_t bar) {
+  asm volatile(
+      "{\n .reg .b32 r;\n .reg .pred p;\n"
+      " elect.sync r|p, 0xffffffff;\n"
+      " @p mbarrier.arrive.release.cta.shared::cta.b64 _, [%0];\n}"
+      ::"r"(bar)
+      : "memory");
+}
+
 // One arrival that also announces `bytes` of async-copy traffic to wait for.
 __device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
   asm volatile("mbarrier.arrive.expect_tx.release.cta.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes)
