@@ -3,7 +3,8 @@ there (16, 64, 128 and 256 groups; half tiles for up to 16; each also for C rows
 for up to 16 groups; the narrow build for 16-256 groups, each also for C rows at any alignment), each with a
 wgmma main loop per compiled tile width (the narrow build: one more at its narrow N), TMA loads and no local
 memory (a register spill in a main loop costs several percent: notes v50c; the narrow build keeps one
-4-byte value in local memory outside its K loops: none inside them); and the skinny kernel's builds
+4-byte value in local memory outside its K loops: none inside them), no special-register read in a K loop, and
+in the main build the split tiles' hand-over reads with a half's loads in flight; and the skinny kernel's builds
 (kernels/skinny_plan.h), each with its unit loop of fp16 multiply-adds, no local memory, and B's first loads
 before A's barrier."""
 import re
@@ -67,6 +68,28 @@ def test_sm90_k_loops_keep_descriptors_in_uniform_registers(sass):
             # nor a special-register read: the narrow build's loops once read %tid every step for the
             # stage's release by lane 0 (its registers ran short), and ran ~4% slower (v121 in the notes)
             assert not re.search(r"\bS2R\b", text), f"{VARIANTS[tag]} W={width}: S2R in the K loop"
+
+
+def test_sm90_hand_overs_keep_a_halfs_loads_in_flight(sass):
+    # sm90_share.cuh add_partials: the CTA that finishes a split tile reads each partner's sums a half at a time,
+    # every load of the half (8 float4 at W = 128, 12 at 192) before its adds. In the main build ptxas keeps 8 or
+    # more in flight; the narrow build, short of registers there, keeps 1-5, and its split plans' finishing CTAs
+    # take 1.3-1.7 us longer over that phase (d121 in the notes). Runs of 128-bit loads before the next add:
+    checked = 0
+    for tag, body in _gemms(sass).items():
+        half, _any, red, narrow = (int(x) for x in re.fullmatch(r"ILi\d+ELb(\d)ELb(\d)ELb(\d)ELb(\d)EE", tag).groups())
+        if half or red or narrow:
+            continue  # half and reduced tiles hand nothing over inside the GEMM; the narrow build: above
+        checked += 1
+        runs, cur = [], 0
+        for line in body.splitlines():
+            if re.search(r"\bLDG\.E\.128\.STRONG\.GPU\b", line):
+                cur += 1
+            elif re.search(r"\bFADD\b", line) and cur:
+                runs.append(cur)
+                cur = 0
+        assert runs and max(runs) >= 8, (VARIANTS[tag], runs)
+    assert checked == 8  # 16, 64, 128 and 256 groups, each also for C at any alignment
 
 
 def test_sm90_conversions_are_built_without_local_memory(sass):
