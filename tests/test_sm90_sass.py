@@ -74,20 +74,14 @@ def test_sm90_hand_overs_keep_a_halfs_loads_in_flight(sass):
     # sm90_share.cuh add_partials: the CTA that finishes a split tile reads each partner's sums a half at a time,
     # every load of the half (8 float4 at W = 128, 12 at 192) before its adds. In the main build ptxas keeps 8 or
     # more in flight; the narrow build, short of registers there, keeps 1-5, and its split plans' finishing CTAs
-    # take 1.3-1.7 us longer over that phase (d121 in the notes). Runs of 128-bit loads before the next add:
+    # take 1.3-1.7 us longer over that phase (d121 in the notes). Runs of hand-over loads before the next add:
     checked = 0
     for tag, body in _gemms(sass).items():
         half, _any, red, narrow = (int(x) for x in re.fullmatch(r"ILi\d+ELb(\d)ELb(\d)ELb(\d)ELb(\d)EE", tag).groups())
         if half or red or narrow:
             continue  # half and reduced tiles hand nothing over inside the GEMM; the narrow build: above
         checked += 1
-        runs, cur = [], 0
-        for line in body.splitlines():
-            if re.search(r"\bLDG\.E\.128\.STRONG\.GPU\b", line):
-                cur += 1
-            elif re.search(r"\bFADD\b", line) and cur:
-                runs.append(cur)
-                cur = 0
+        runs = sass_loops.hand_over_runs(body)
         assert runs and max(runs) >= 8, (VARIANTS[tag], runs)
     assert checked == 8  # 16, 64, 128 and 256 groups, each also for C at any alignment
 
@@ -131,3 +125,18 @@ def test_skinny_kernels_are_built_with_their_unit_loop_in_registers(sass):
         assert 0 <= first_b < first_bar, f"skinny build of {rows} rows, {lanes} lanes: B's first load after A's barrier"
         assert not re.search(r"\bCALL\b", body), f"skinny build of {rows} rows, {lanes} lanes: a call (a division routine?)"
         assert "GLOBALTIMER" not in body, f"skinny build of {rows} rows, {lanes} lanes: a trace point left in the library"
+
+
+def test_hand_over_runs_counts_the_loads_before_each_add(tmp_path, capsys):
+    # tools/sass_loops.py --hand-over on a made-up listing: two loads, an add, one load, two adds, a load
+    # with no add after it (not a run), and the other loads and adds that do not count
+    lines = ["LDG.E.128.STRONG.GPU R8, desc[UR4][R2.64]", "LDG.E.128.STRONG.GPU R12, desc[UR4][R2.64+0x200]",
+             "FADD R24, R24, R8", "LDG.E.128.CONSTANT R16, desc[UR4][R4.64]", "LDG.E.128.STRONG.GPU R8, desc[UR4][R2.64+0x400]",
+             "FADD R25, R25, R9", "FADD R26, R26, R10", "FADD R27, R27, R11", "LDG.E.128.STRONG.GPU R8, desc[UR4][R6.64]"]
+    body = "".join(f"        /*{16 * i:04x}*/                   {t} ;\n" for i, t in enumerate(lines))
+    assert sass_loops.hand_over_runs(body) == [2, 1]
+    listing = tmp_path / "sass.txt"
+    listing.write_text("\tcode for sm_90a\n\t\tFunction : _ZN2fl4sm9016nvfp4_group_gemmILi16ELb0ELb0ELb0ELb0EEEvNS0_6ParamsIXT_EEE\n"
+                       + body)
+    sass_loops.main([str(listing), "--hand-over"])
+    assert "| Li16ELb0ELb0ELb0ELb0E | 2 1 |" in capsys.readouterr().out

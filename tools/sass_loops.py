@@ -8,6 +8,7 @@ Input: a cuobjdump listing of the built extension, e.g.
   cuobjdump --dump-sass --gpu-architecture sm_90a fastlaunch/_C*.so > sass.txt   (tools/gpu_check.sh writes one)
 
 python tools/sass_loops.py sass.txt [--all]     (--all: the outer loops too)
+python tools/sass_loops.py sass.txt --hand-over (the split tiles' hand-over loads in flight, per kernel)
 """
 import argparse
 import re
@@ -61,13 +62,38 @@ def inner_loops(body):
     return inner
 
 
+def hand_over_runs(body):
+    """The split tiles' hand-over reads in one function (sm90_share.cuh add_partials: 128-bit strong loads of
+    the partners' sums, then their adds): the length of each run of such loads before the next FADD, in
+    program order. The main build keeps a half's 8-12 in flight; fewer means more round trips per read
+    (d121 in docs/sm90_kernel_notes.md)."""
+    runs, cur = [], 0
+    for line in body.splitlines():
+        if re.search(r"\bLDG\.E\.128\.STRONG\.GPU\b", line):
+            cur += 1
+        elif re.search(r"\bFADD\b", line) and cur:
+            runs.append(cur)
+            cur = 0
+    return runs
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("sass", help="cuobjdump --dump-sass listing")
     ap.add_argument("--all", action="store_true", help="also the outer loops that contain the K loops")
+    ap.add_argument("--hand-over", action="store_true",
+                    help="instead: per kernel, the runs of hand-over loads in flight before an add (hand_over_runs)")
     a = ap.parse_args(argv)
     with open(a.sass) as f:
         funcs = functions(f.read())
+    if a.hand_over:
+        print("| kernel | hand-over loads in flight, per run |")
+        print("|---|---|")
+        for name, body in funcs.items():
+            if GEMM in name:
+                tag = re.search(r"gemmI(.*?)EEvNS", name)
+                print(f"| {tag.group(1) if tag else name} | {' '.join(map(str, hand_over_runs(body))) or '-'} |")
+        return
     print("| kernel | width | HGMMA | instructions | per K step | R2UR |")
     print("|---|---|---|---|---|---|")
     for name, body in funcs.items():
