@@ -84,8 +84,9 @@ class Sampler:
                     pass
             return vals or [float("nan")]
 
-        out["sm_mhz"] = statistics.median(column(0))
-        out["sm_mhz_min"] = min(column(0))
+        mhz = column(0)
+        out["sm_mhz"] = statistics.median(mhz)
+        out["sm_mhz_min"] = min(mhz)
         out["power_w"] = statistics.median(column(1))
         out["temp_c"] = max(column(2))
         if len(self.fields) > len(FIELDS):

@@ -40,7 +40,8 @@ FITS = {
     "fd8de6a": {"const": 2470, "step": {128: 362, 192: 474}, "store": {128: 299, 192: 816}, "write": 1260, "read": 1977},
     "37633fb": {"const": 1456, "step": {128: 359, 192: 457}, "store": {128: 534, 192: 1108}, "write": 2761, "read": 2308},
 }
-COSTS = FITS["fd8de6a"]
+DEFAULT_FIT = "fd8de6a"
+COSTS = FITS[DEFAULT_FIT]
 
 
 def plan_args(mode):
@@ -134,7 +135,7 @@ def main(argv=None):
     p.add_argument("raw", help="JSON from tools/trace_sm90.py --raw")
     p.add_argument("--sm-count", type=int, default=132, help="SMs of the GPU the trace ran on (default 132)")
     p.add_argument("--read-ns", type=float, default=1300.0, help="the critical path's cost of a read (default 1300)")
-    p.add_argument("--costs", choices=sorted(FITS), default="fd8de6a", help="which fit's costs (default fd8de6a)")
+    p.add_argument("--costs", choices=sorted(FITS), default=DEFAULT_FIT, help=f"which fit's costs (default {DEFAULT_FIT})")
     a = p.parse_args(argv)
     with open(a.raw) as f:
         traced = json.load(f)

@@ -77,6 +77,12 @@ def hand_over_runs(body):
     return runs
 
 
+def kernel_tag(name):
+    """A GEMM kernel's template arguments as mangled (e.g. Li16ELb0ELb0ELb0ELb0E), else its whole name."""
+    tag = re.search(r"gemmI(.*?)EEvNS", name)
+    return tag.group(1) if tag else name
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("sass", help="cuobjdump --dump-sass listing")
@@ -91,15 +97,13 @@ def main(argv=None):
         print("|---|---|")
         for name, body in funcs.items():
             if GEMM in name:
-                tag = re.search(r"gemmI(.*?)EEvNS", name)
-                print(f"| {tag.group(1) if tag else name} | {' '.join(map(str, hand_over_runs(body))) or '-'} |")
+                print(f"| {kernel_tag(name)} | {' '.join(map(str, hand_over_runs(body))) or '-'} |")
         return
     print("| kernel | width | HGMMA | instructions | per K step | R2UR |")
     print("|---|---|---|---|---|---|")
     for name, body in funcs.items():
         if GEMM not in name:
             continue
-        tag = re.search(r"gemmI(.*?)EEvNS", name)
         loops = k_loops(body)
         # the innermost loop of each width unless --all
         seen = set()
@@ -107,7 +111,7 @@ def main(argv=None):
             if not a.all and width in seen:
                 continue
             seen.add(width)
-            print(f"| {tag.group(1) if tag else name} | {width} | {hgmma} | {n} | {n / (hgmma / 4):.1f} | {r2ur} |")
+            print(f"| {kernel_tag(name)} | {width} | {hgmma} | {n} | {n / (hgmma / 4):.1f} | {r2ur} |")
 
 
 if __name__ == "__main__":
