@@ -548,8 +548,9 @@ PyObject* launch_repeat(PyObject*, PyObject* args) {
 // est_us: the estimated time of the busiest CTA (reduced tiles: and of the reduce kernel). rows: 128, or 64
 // for half tiles. reduce: reduced tiles' parts per tile (a tile of fewer K steps: one per step; each
 // tile's parts are consecutive CTAs), 0 for none.
-// The arguments plan(), cuts() and mma_n() share: (sizes, sm_count, share=0, cap=0, parts=0, half=0, narrow=0;
-// narrow: 1 the narrow build where allowed, 2 never, as FASTLAUNCH_SM90_NARROW=1/0).
+// The arguments plan(), cuts() and mma_n() share: (sizes, sm_count, share=0, cap=0, parts=0, half=0, narrow=0,
+// mid=0; narrow: 1 the narrow build where allowed, 2 never, as FASTLAUNCH_SM90_NARROW=1/0; mid: the same for
+// the mid build, as FASTLAUNCH_SM90_MID=1/0).
 struct PlanArgs {
   int64_t m[fl::sm90::kGroupsPerLaunch], n[fl::sm90::kGroupsPerLaunch], k[fl::sm90::kGroupsPerLaunch];
   int groups = 0, sm_count = 0;
@@ -559,11 +560,14 @@ struct PlanArgs {
 // Parses and checks them into `a`; false with a Python error set.
 bool plan_args(PyObject* args, const char* format, PlanArgs& a) {
   PyObject* sizes;
-  int share = 0, cap = 0, parts = 0, half = 0, narrow = 0;
+  int share = 0, cap = 0, parts = 0, half = 0, narrow = 0, mid = 0;
   const char* name = std::strchr(format, ':') + 1;
-  if (!PyArg_ParseTuple(args, format, &sizes, &a.sm_count, &share, &cap, &parts, &half, &narrow)) return false;
+  if (!PyArg_ParseTuple(args, format, &sizes, &a.sm_count, &share, &cap, &parts, &half, &narrow, &mid))
+    return false;
   if (narrow < 0 || narrow > 2)
     return raise(PyExc_ValueError, "%s: narrow must be 0 (either), 1 (the narrow build) or 2 (never)", name), false;
+  if (mid < 0 || mid > 2)
+    return raise(PyExc_ValueError, "%s: mid must be 0 (either), 1 (the mid build) or 2 (never)", name), false;
   if (half < 0 || half > 2)
     return raise(PyExc_ValueError, "%s: half must be 0 (either), 1 (half tiles) or 2 (never)", name), false;
   if (share < 0 || share > 3)
@@ -589,13 +593,13 @@ bool plan_args(PyObject* args, const char* format, PlanArgs& a) {
     if (tiles > fl::kMaxTilesPerLaunch) return raise(PyExc_ValueError, "%s: group %zd: too many tiles", name, g), false;
   }
   a.groups = (int)G;
-  a.force = fl::sm90::PlanForce{cap, share, parts, half, narrow};
+  a.force = fl::sm90::PlanForce{cap, share, parts, half, narrow, mid};
   return true;
 }
 
 PyObject* plan(PyObject*, PyObject* args) {
   PlanArgs a;
-  if (!plan_args(args, "Oi|iiiii:plan", a)) return nullptr;
+  if (!plan_args(args, "Oi|iiiiii:plan", a)) return nullptr;
   const int G = a.groups;
   fl::sm90::LaunchPlan p;
   fl::sm90::plan_launch(a.m, a.n, a.k, G, a.sm_count, a.force, p);
@@ -636,22 +640,22 @@ PyObject* plan(PyObject*, PyObject* args) {
 }
 
 // mma_n(sizes, sm_count, ...) -> (n, ...): each group's wgmma N in plan()'s plan (its tile width, or in
-// the narrow build plan.h kNarrowN).
+// the narrow and mid builds plan.h kNarrowN, kMidN).
 PyObject* mma_n(PyObject*, PyObject* args) {
   PlanArgs a;
-  if (!plan_args(args, "Oi|iiiii:mma_n", a)) return nullptr;
+  if (!plan_args(args, "Oi|iiiiii:mma_n", a)) return nullptr;
   fl::sm90::LaunchPlan p;
   fl::sm90::plan_launch(a.m, a.n, a.k, a.groups, a.sm_count, a.force, p);
   return int_tuple(a.groups, [&](Py_ssize_t g) { return p.group[g].mma_n; });
 }
 
-// cuts(sizes, sm_count, share=0, cap=0, parts=0, half=0, narrow=0) -> (head, ...): the rows at which the sm90 launcher
-// cuts each group into two (kernels/group_cuts.h choose_cuts; 0: not cut, and all 0 where the launch is not
-// cut), with the same settings as plan(). plan() shows a launch uncut; the launcher plans the cut groups
-// (each group's head rows, then the rest) where this says so.
+// cuts(sizes, sm_count, share=0, cap=0, parts=0, half=0, narrow=0, mid=0) -> (head, ...): the rows at
+// which the sm90 launcher cuts each group into two (kernels/group_cuts.h choose_cuts; 0: not cut, and all 0
+// where the launch is not cut), with the same settings as plan(). plan() shows a launch uncut; the launcher
+// plans the cut groups (each group's head rows, then the rest) where this says so.
 PyObject* cuts(PyObject*, PyObject* args) {
   PlanArgs a;
-  if (!plan_args(args, "Oi|iiiii:cuts", a)) return nullptr;
+  if (!plan_args(args, "Oi|iiiiii:cuts", a)) return nullptr;
   const int G = a.groups;
   int64_t head[fl::sm90::kGroupsPerLaunch] = {};
   if (G <= fl::sm90::kGroupsSmall) {
@@ -707,13 +711,14 @@ PyMethodDef kMethods[] = {
      "launch_repeat(data, iters) -> float\n\nHost ns per launch of the launcher called from a C loop on a "
      "buffer unpacked once (the floor for fast_launch)."},
     {"plan", plan, METH_VARARGS,
-     "plan(sizes, sm_count, share=0, cap=0, parts=0, half=0, narrow=0) -> (groups, starts, est_us, rows, reduce)\n\nThe sm90 "
+     "plan(sizes, sm_count, share=0, cap=0, parts=0, half=0, narrow=0, mid=0) -> (groups, starts, est_us, rows, reduce)\n\nThe sm90 "
      "kernel's plan for sizes [(m, n, k), ...] on a GPU with sm_count multiprocessors (share: 0 either, 1 whole "
      "tiles only, 2 split tiles only, 3 reduced tiles where allowed (up to 16 groups); cap: 0 any, else the widest "
      "tile; parts: 0 one CTA per SM, else with share 2 that many CTAs per tile, with share 3 that many parts per "
      "tile; half: 0 either, 1 half tiles where allowed (up to 16 groups, not split), 2 never; narrow: 0 either, 1 "
      "the narrow build (a narrower wgmma N where a group's tiles hold few rows; not with half or reduced tiles), "
-     "2 never). "
+     "2 never; mid: 0 either, 1 the mid build where it fits (the widest tiles' wgmma at N = mid_n where every "
+     "such tile holds at most that many rows; not with half or reduced tiles), 2 never). "
      "groups: per group (width, chunks, tiles_n, rank): chunks tiles of width A rows along M, tiles_n of `rows` "
      "B rows along N, rank the group's place in the tile order. starts: ((tile, k), ...), CTA b runs the K steps "
      "from starts[b] up to starts[b + 1]. est_us: the estimated time of the busiest CTA (with reduced tiles, plus "
@@ -721,13 +726,14 @@ PyMethodDef kMethods[] = {
      "tiles (a tile of fewer K steps: one per step; each tile's parts are consecutive CTAs, their sums added "
      "by a third kernel), 0 for none."},
     {"cuts", cuts, METH_VARARGS,
-     "cuts(sizes, sm_count, share=0, cap=0, parts=0, half=0, narrow=0) -> tuple[int, ...]\n\nThe rows at which the sm90 "
+     "cuts(sizes, sm_count, share=0, cap=0, parts=0, half=0, narrow=0, mid=0) -> tuple[int, ...]\n\nThe rows at which the sm90 "
      "launcher cuts each group of sizes [(m, n, k), ...] into two launch groups (its head rows, then the rest; "
      "0: not cut; all 0 where the launch is not cut), with plan()'s settings. plan() shows the launch uncut; "
      "the launcher plans the cut groups where this says so."},
     {"mma_n", mma_n, METH_VARARGS,
-     "mma_n(sizes, sm_count, share=0, cap=0, parts=0, half=0, narrow=0) -> tuple[int, ...]\n\nEach group's "
-     "wgmma N in plan()'s plan with the same settings: its tile width, or in the narrow build a narrower N."},
+     "mma_n(sizes, sm_count, share=0, cap=0, parts=0, half=0, narrow=0, mid=0) -> tuple[int, ...]\n\nEach "
+     "group's wgmma N in plan()'s plan with the same settings: its tile width, or in the narrow or mid build a "
+     "narrower N."},
     {"skinny", skinny, METH_VARARGS,
      "skinny(sizes, sm_count) -> tuple | None\n\nThe skinny kernel's plan (rows, items, ctas, smem, est_us, "
      "chosen, split, lanes) for sizes [(m, n, k), ...] on a GPU with sm_count multiprocessors, one skinny launch per "
@@ -749,6 +755,7 @@ PyMODINIT_FUNC PyInit__C(void) {
   if (PyModule_AddStringConstant(m, "supported_archs", fl_supported_archs()) < 0 ||
       PyModule_AddIntConstant(m, "max_width", fl::sm90::kMaxWidth) < 0 ||
       PyModule_AddIntConstant(m, "narrow_n", fl::sm90::kNarrowN) < 0 ||
+      PyModule_AddIntConstant(m, "mid_n", fl::sm90::kMidN) < 0 ||
       PyModule_AddIntConstant(m, "block_n", fl::sm90::kBlockN) < 0 ||
       PyModule_AddIntConstant(m, "max_ctas", fl::sm90::kMaxCtas) < 0 ||
       PyModule_AddIntConstant(m, "max_groups_per_launch", fl::sm90::kGroupsPerLaunch) < 0) {
@@ -769,13 +776,13 @@ PyMODINIT_FUNC PyInit__C(void) {
   }
   // The planner's cost model (plan.h), ns, so tests and tools check plans against the same numbers.
   PyObject* cost = Py_BuildValue(
-      "{s:d,s:d,s:d,s:d,s:d,s:d,s:d,s:d,s:d,s:d,s:d,s:d,s:d,s:d,s:d}", "step_ns_dequant", fl::sm90::kStepNsDequant,
+      "{s:d,s:d,s:d,s:d,s:d,s:d,s:d,s:d,s:d,s:d,s:d,s:d,s:d,s:d,s:d,s:d}", "step_ns_dequant", fl::sm90::kStepNsDequant,
       "step_ns_per_row", fl::sm90::kStepNsPerRow, "pass_ns", fl::sm90::kPassNs, "unaligned_pass_ns",
       fl::sm90::kUnalignedPassNs, "part_write_ns", fl::sm90::kPartWriteNs,
       "part_read_ns", fl::sm90::kPartReadNs, "few_write_ns", fl::sm90::kFewWriteNs, "few_write_row_ns",
       fl::sm90::kFewWriteRowNs, "few_read_ns", fl::sm90::kFewReadNs, "few_read_row_ns", fl::sm90::kFewReadRowNs,
       "half_add_ns", fl::sm90::kHalfAddNs, "half_load", fl::sm90::kHalfLoad, "reduce_ns", fl::sm90::kReduceNs, "reduce_ns_per_kb", fl::sm90::kReduceNsPerKB,
-      "narrow_step_ratio", fl::sm90::kNarrowStepRatio);
+      "narrow_step_ratio", fl::sm90::kNarrowStepRatio, "mid_step_ratio", fl::sm90::kMidStepRatio);
   if (!cost || PyModule_AddObject(m, "cost_model", cost) < 0) {  // steals cost on success
     Py_XDECREF(cost);
     Py_DECREF(m);

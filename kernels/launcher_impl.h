@@ -153,11 +153,13 @@ struct Sm90State {
   CUfunction convert_fn[4] = {};  // the A conversion, by groups as fn ([0]: convert_a_small)
   CUfunction half_fn[2] = {};     // the GEMM on half tiles (plan.h kHalfBlockN), up to kGroupsSmall groups
   CUfunction narrow_fn[2][4] = {};  // the narrow build (plan.h kNarrowN), indexed as fn
+  CUfunction mid_fn[2][4] = {};     // the mid build (plan.h kMidN), indexed as fn
   CUfunction red_fn = {};         // reduced tiles (plan.h share_reduce), up to kGroupsSmall groups: the GEMM
   CUfunction reduce_fn = {};      // ... and the kernel that sums their parts into C
   // launches of few A rows per group (skinny_plan.h), by build and lanes per row
   CUfunction skinny_fn[sm90::kNumSkinnyBuilds][sm90::kNumSkinnyLanes] = {};
-  sm90::PlanForce force;  // FASTLAUNCH_SM90_WCAP / _SHARE / _HALF / _NARROW (experiments, tests), read at set-up
+  // FASTLAUNCH_SM90_WCAP / _SHARE / _HALF / _NARROW / _MID (experiments, tests), read at set-up
+  sm90::PlanForce force;
   // FASTLAUNCH_SM90_SKINNY / _SKINNY_SPLIT / _SKINNY_LANES (experiments, tests): the skinny kernel
   // (skinny_plan.h) 1 wherever a launch may take it, 2 never, 0 the launcher's choice; its K split and lanes
   // per B row, 0 the planner's

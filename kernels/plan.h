@@ -113,6 +113,25 @@ constexpr double kNarrowStepRatio = 471.0 / 607.0;
 constexpr int kNumA16Maps = kNumWidths + 1;
 static_assert(kNarrowN % 16 == 0 && kNarrowN < kWidths[0], "a wgmma N (Group::mma_n16 holds N / 16) below every width");
 
+// The mid build (v122 in docs/sm90_kernel_notes.md): a kernel build of its own whose widest K loop runs the
+// wgmma at N = kMidN in place of the width, for launches whose every tile of that width holds at most kMidN
+// A rows (benchmarks 1 and 2: their 192-wide tiles hold 148-176). The widest step is bound by its MMA
+// (768 cycles at N = 192 against ~610 of the consumer warps' own work at 128), so its cost falls with N:
+// one group of 176 rows at 16384 x 7168 took 55.3 us at N = 176 against 58.9 at 192 (x121e), a whole-tile
+// launch whose time is nearly all K steps. Compiled as the width's only N in that loop: a second N beside
+// it (a run-time choice) gave the build a third copy of a unit (K loop, hand-over, epilogue), which
+// starved the hand-over's registers (d121) or, beside the narrow build's N = 32, serialised the wgmma
+// (C7512). The tile keeps its width (its A box, epilogue and hand-over); the sums past N are not computed.
+constexpr int kMidN = 176;
+constexpr double kMidStepRatio = 55.3 / 58.9;
+static_assert(kMidN % 16 == 0 && kMidN > kWidths[kNumWidths - 2] && kMidN < kMaxWidth,
+              "a wgmma N between the two widest widths");
+
+// The builds of the whole / split-tile GEMM a plan may run (LaunchPlan::build): the main build, the
+// narrow build (kNarrowN in the narrowest width's loop) and the mid build (kMidN in the widest's).
+constexpr int kBuildMain = 0, kBuildNarrow = 1, kBuildMid = 2;
+constexpr int kNumBuilds = 3;
+
 // One group's tiles: `chunks` tiles of `width` A rows along M, tiles_n along N, each estimated
 // at `tile_ns`; mma_n: the wgmma's N (the width, or a narrow N of it in narrow plans).
 struct GroupTiles {
@@ -153,15 +172,22 @@ constexpr int fit_width(int64_t rows) {
   return kMaxWidth;
 }
 
-// The wgmma N of width w's tiles of at most `rows` A rows in the narrow build: kNarrowN where it covers
-// them in the narrowest width, else w.
-constexpr int narrow_n(int w, int64_t rows) { return w == kWidths[0] && rows <= kNarrowN ? kNarrowN : w; }
-// A step at kNarrowN of width w's loop.
-constexpr double narrow_step_ns(int w) { return kNarrowStepRatio * step_ns(w); }
+// The wgmma N of width w's tiles of at most `rows` A rows in build `build`: in the narrow build kNarrowN
+// where it covers them in the narrowest width; in the mid build kMidN in the widest width (tiles of more
+// rows there cannot run in it: mid_fits); else w.
+constexpr int build_n(int build, int w, int64_t rows) {
+  if (build == kBuildNarrow) return w == kWidths[0] && rows <= kNarrowN ? kNarrowN : w;
+  if (build == kBuildMid) return w == kMaxWidth && rows <= kMidN ? kMidN : w;
+  return w;
+}
+// A step of width w's loop at wgmma N = mma_n (w, or a narrower N of a build).
+constexpr double build_step_ns(int w, int mma_n) {
+  return mma_n == kNarrowN ? kNarrowStepRatio * step_ns(w) : mma_n == kMidN ? kMidStepRatio * step_ns(w) : step_ns(w);
+}
 
 // The widest tiles of at most `cap` rows (a compiled width) that cut M evenly; `half`: half tiles;
-// `narrow`: the wgmma at the narrowest N that covers a tile's rows (not with half tiles).
-inline GroupTiles group_tiles(int64_t m, int64_t n, int64_t k, int cap, bool half = false, bool narrow = false) {
+// `build`: the kernel build (kBuildNarrow / kBuildMid: the wgmma N build_n gives; not with half tiles).
+inline GroupTiles group_tiles(int64_t m, int64_t n, int64_t k, int cap, bool half = false, int build = kBuildMain) {
   const int64_t c = ceil_div(m, cap);
   const int w = fit_width(ceil_div(m, c));
   const int64_t kst = k / kBlockK;
@@ -169,8 +195,8 @@ inline GroupTiles group_tiles(int64_t m, int64_t n, int64_t k, int cap, bool hal
     return {w, c, ceil_div(n, kHalfBlockN), kst, m, step_ns(w),
             (double)ceil_div(kst, 2) * step_ns(w) + epilogue_ns(w, n, true) + kHalfAddNs, w};
   // the group's first tile holds min(m, w) rows (tiles start at chunk x w): every tile must fit N
-  const int mn = narrow ? narrow_n(w, m < w ? m : w) : w;
-  const double step = mn < w ? narrow_step_ns(w) : step_ns(w);
+  const int mn = build_n(build, w, m < w ? m : w);
+  const double step = build_step_ns(w, mn);
   return {w, c, tiles_n(n), kst, m, step, (double)kst * step + epilogue_ns(w, n), mn};
 }
 
@@ -251,10 +277,12 @@ struct PlanForce {
   int parts = 0;  // with split tiles only: min(parts x tiles, steps, SMs) CTAs instead of one per SM
   int half = 0;   // 1 half tiles only (where a launch may take them), 2 never
   int narrow = 0; // 1 the narrow build for every plan but half and reduced tiles, 2 never
+  int mid = 0;    // 1 the mid build for every plan but half and reduced tiles where it fits (mid_fits), 2 never
   // share 3: reduced tiles only where a launch may take them (else the planner's choice), `parts` per
   // tile (0: the planner's number)
   bool operator==(const PlanForce& o) const {
-    return cap == o.cap && share == o.share && parts == o.parts && half == o.half && narrow == o.narrow;
+    return cap == o.cap && share == o.share && parts == o.parts && half == o.half && narrow == o.narrow &&
+           mid == o.mid;
   }
 };
 
@@ -266,7 +294,7 @@ struct LaunchPlan {
   int ctas = 0;            // the grid
   int splits = 0;          // cuts inside a tile (shares that end inside one: each writes partial sums)
   bool half = false;       // half tiles (kHalfBlockN B rows; whole tiles only)
-  bool narrow = false;     // the narrow build (GroupTiles::mma_n)
+  int build = kBuildMain;  // the kernel build (kBuildNarrow, kBuildMid: GroupTiles::mma_n)
   int reduce = 0;          // reduced tiles: the parts per tile (0: none)
   double est_ns = 0;       // estimated time of the busiest CTA
   int order[kGroupsPerLaunch];        // launch order -> group index (launch-local)
@@ -665,13 +693,13 @@ inline void share_reduce(LaunchPlan& p, int64_t parts) {
 // tiles), their tiles and K steps in all, and the launch order (by tile cost, costliest first; equal
 // costs keep group order).
 inline void set_groups(LaunchPlan& p, const int64_t* m, const int64_t* n, const int64_t* k, int groups, int cap,
-                       bool half, bool narrow = false) {
+                       bool half, int build = kBuildMain) {
   p.groups = groups;
   p.half = half;
-  p.narrow = narrow;
+  p.build = build;
   p.tiles = p.steps = 0;
   for (int g = 0; g < groups; ++g) {
-    p.group[g] = group_tiles(m[g], n[g], k[g], cap, half, narrow);
+    p.group[g] = group_tiles(m[g], n[g], k[g], cap, half, build);
     p.tiles += p.group[g].chunks * p.group[g].tiles_n;
     p.steps += p.group[g].chunks * p.group[g].tiles_n * (k[g] / kBlockK);
     int at = g;  // insertion sort
@@ -688,6 +716,18 @@ inline bool narrower(const LaunchPlan& p) {
   for (int g = 0; g < p.groups; ++g)
     if (p.group[g].mma_n < p.group[g].width) return true;
   return false;
+}
+
+// Whether the mid build can run a plan: every tile of the widest width at wgmma N = kMidN (its only N
+// there), and some such tile.
+inline bool mid_fits(const LaunchPlan& p) {
+  bool some = false;
+  for (int g = 0; g < p.groups; ++g) {
+    if (p.group[g].width != kMaxWidth) continue;
+    if (p.group[g].mma_n != kMidN) return false;
+    some = true;
+  }
+  return some;
 }
 
 // The plan for a launch of `groups` groups (sizes m, n, k each) on `sm_count` SMs: for every cap
@@ -719,11 +759,24 @@ inline void plan_launch(const int64_t* m, const int64_t* n, const int64_t* k, in
     for (int i = kNumWidths - 1; i >= 0; --i) {
       const int cap = kWidths[i];
       if (force.cap && cap != force.cap) continue;
-      // the narrow build (not for half or reduced tiles) where a group's tiles take a narrower wgmma
-      const int nar_lo = force.narrow == 1 && !half ? 1 : 0, nar_hi = half || force.narrow == 2 ? 0 : 1;
-      for (int nar = nar_lo; nar <= nar_hi; ++nar) {
-        set_groups(cand, m, n, k, groups, cap, half, nar == 1);
-        if (nar && force.narrow != 1 && !narrower(cand)) continue;  // the same plan as without
+      // the narrow and mid builds (not for half or reduced tiles) where a group's tiles take a narrower
+      // wgmma; forced (force.narrow, force.mid 1): only that build where it may run the plan
+      bool mid_only = false;
+      if (force.mid == 1 && !half) {
+        set_groups(cand, m, n, k, groups, cap, half, kBuildMid);
+        mid_only = mid_fits(cand);
+      }
+      for (int build = 0; build < kNumBuilds; ++build) {
+        if (build != kBuildMain && half) break;
+        if (mid_only ? build != kBuildMid
+            : force.narrow == 1 && !half ? build != kBuildNarrow
+                                         : (build == kBuildNarrow && force.narrow == 2) ||
+                                               (build == kBuildMid && force.mid == 2))
+          continue;
+        set_groups(cand, m, n, k, groups, cap, half, build);
+        if (build == kBuildNarrow && force.narrow != 1 && !narrower(cand)) continue;  // the same plan as without
+        if (build == kBuildMid && !mid_fits(cand)) continue;  // a tile the build cannot run, or none it speeds
+        const bool nar = build != kBuildMain;
         for (int whole = 1; whole >= 0; --whole) {
           // (share 3 forces reduced tiles where allowed; these plans stay the fallback)
           if ((force.share == 1 || force.share == 2) && force.share != 2 - whole) continue;

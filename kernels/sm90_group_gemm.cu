@@ -21,20 +21,20 @@ using sm90::Params;
 constexpr int64_t kMaxWorkspaceBytes = int64_t{1} << 48;  // far beyond any GPU; keeps the sums in int64
 constexpr int64_t kMaxUnitsPerLaunch = (int64_t{1} << 31) - 1;
 
-template <int MAXG, bool HALF = false, bool ANY = false, bool RED = false, bool NARROW = false>
+template <int MAXG, bool HALF = false, bool ANY = false, bool RED = false, int BUILD = sm90::kBuildMain>
 int prepare(CUfunction* fn, Error& err) {
-  return kernel_handle(reinterpret_cast<const void*>(&sm90::nvfp4_group_gemm<MAXG, HALF, ANY, RED, NARROW>),
+  return kernel_handle(reinterpret_cast<const void*>(&sm90::nvfp4_group_gemm<MAXG, HALF, ANY, RED, BUILD>),
                        sm90::kSmemBytes, fn, err);
 }
 
 // One build of the GEMM for each parameter-block size (kGroupsSmall, kGroupsMid, kGroupsLarge,
-// kGroupsPerLaunch), indexed as Sm90State::fn[any] and narrow_fn[any].
-template <bool ANY, bool NARROW>
+// kGroupsPerLaunch), indexed as Sm90State::fn[any], narrow_fn[any] and mid_fn[any].
+template <bool ANY, int BUILD>
 int prepare_sizes(CUfunction (&fn)[4], Error& err) {
-  if (int rc = prepare<sm90::kGroupsSmall, false, ANY, false, NARROW>(&fn[0], err)) return rc;
-  if (int rc = prepare<sm90::kGroupsMid, false, ANY, false, NARROW>(&fn[1], err)) return rc;
-  if (int rc = prepare<sm90::kGroupsLarge, false, ANY, false, NARROW>(&fn[2], err)) return rc;
-  return prepare<sm90::kGroupsPerLaunch, false, ANY, false, NARROW>(&fn[3], err);
+  if (int rc = prepare<sm90::kGroupsSmall, false, ANY, false, BUILD>(&fn[0], err)) return rc;
+  if (int rc = prepare<sm90::kGroupsMid, false, ANY, false, BUILD>(&fn[1], err)) return rc;
+  if (int rc = prepare<sm90::kGroupsLarge, false, ANY, false, BUILD>(&fn[2], err)) return rc;
+  return prepare<sm90::kGroupsPerLaunch, false, ANY, false, BUILD>(&fn[3], err);
 }
 
 // The skinny kernel's builds (skinny_plan.h: kSkinnyBuilds' row counts by kSkinnyLanes' lanes per row), each
@@ -209,7 +209,7 @@ int launch_chunk(const DeviceState& dev, const int64_t* buf, int G, int g0, int 
     gr.k = (int32_t)k;
     gr.width = (int16_t)gt.width;  // a compiled width (the plan picks from kWidths): fits 16 bits
     gr.width_idx = (int8_t)sm90::width_index(gt.width);
-    gr.mma_n16 = (uint8_t)(gt.mma_n / 16);  // kNarrowN, or the width
+    gr.mma_n16 = (uint8_t)(gt.mma_n / 16);  // kNarrowN, kMidN, or the width
     gr.chunks = (int32_t)gt.chunks;
     p.tile_end[i] = (int32_t)tiles;
     gr.unit_end = (int32_t)units;
@@ -266,7 +266,9 @@ int launch_chunk(const DeviceState& dev, const int64_t* buf, int G, int g0, int 
   cfg.gridDimX = (unsigned)plan.ctas;
   cfg.sharedMemBytes = sm90::kSmemBytes;
   cfg.hStream = reinterpret_cast<CUstream>(stream);
-  CUfunction fn = plan.narrow ? st.narrow_fn[any][which] : st.fn[any][which];
+  CUfunction fn = plan.build == sm90::kBuildNarrow ? st.narrow_fn[any][which]
+                  : plan.build == sm90::kBuildMid  ? st.mid_fn[any][which]
+                                                   : st.fn[any][which];
   if constexpr (MAXG == sm90::kGroupsSmall) {
     // the planner takes half and reduced tiles for up to kGroupsSmall groups only
     if (plan.half) fn = st.half_fn[any];
@@ -357,10 +359,12 @@ int sm90_init(DeviceState& dev, Error& err) {
   init_launch_config(&st.reduce_config, st.attr, sm90::kReduceThreads);
   init_launch_config(&st.skinny_config, st.attr, sm90::kSkinnyThreads);
   if (int rc = prepare_skinny(st.skinny_fn, err)) return rc;
-  if (int rc = prepare_sizes<false, false>(st.fn[0], err)) return rc;
-  if (int rc = prepare_sizes<true, false>(st.fn[1], err)) return rc;
-  if (int rc = prepare_sizes<false, true>(st.narrow_fn[0], err)) return rc;
-  if (int rc = prepare_sizes<true, true>(st.narrow_fn[1], err)) return rc;
+  if (int rc = prepare_sizes<false, sm90::kBuildMain>(st.fn[0], err)) return rc;
+  if (int rc = prepare_sizes<true, sm90::kBuildMain>(st.fn[1], err)) return rc;
+  if (int rc = prepare_sizes<false, sm90::kBuildNarrow>(st.narrow_fn[0], err)) return rc;
+  if (int rc = prepare_sizes<true, sm90::kBuildNarrow>(st.narrow_fn[1], err)) return rc;
+  if (int rc = prepare_sizes<false, sm90::kBuildMid>(st.mid_fn[0], err)) return rc;
+  if (int rc = prepare_sizes<true, sm90::kBuildMid>(st.mid_fn[1], err)) return rc;
   if (int rc = prepare<sm90::kGroupsSmall, true>(&st.half_fn[0], err)) return rc;
   if (int rc = prepare<sm90::kGroupsSmall, true, true>(&st.half_fn[1], err)) return rc;
   if (int rc = prepare<sm90::kGroupsSmall, false, false, true>(&st.red_fn, err)) return rc;
@@ -376,7 +380,8 @@ int sm90_init(DeviceState& dev, Error& err) {
                                         CU_TENSOR_MAP_SWIZZLE_NONE, err))
     return rc;
   // Experiments (tools/sweep_sm90.py) and tests: the widest tile the planner may use; whole or split
-  // tiles only; half tiles always (where allowed) or never; the narrow build always (where allowed) or never;
+  // tiles only; half tiles always (where allowed) or never; the narrow build and the mid build each always
+  // (where allowed) or never;
   // the skinny kernel always (where allowed) or never, its K split and its lanes per B row; one of the two
   // kernels only.
   if (const char* env = std::getenv("FASTLAUNCH_SM90_WCAP")) {
@@ -409,6 +414,10 @@ int sm90_init(DeviceState& dev, Error& err) {
   if (const char* env = std::getenv("FASTLAUNCH_SM90_NARROW")) {
     st.force.narrow = std::strcmp(env, "1") == 0 ? 1 : std::strcmp(env, "0") == 0 ? 2 : -1;
     if (st.force.narrow < 0) return err.set(FL_ERR_VALUE, "FASTLAUNCH_SM90_NARROW=%s: expected 0 or 1", env);
+  }
+  if (const char* env = std::getenv("FASTLAUNCH_SM90_MID")) {
+    st.force.mid = std::strcmp(env, "1") == 0 ? 1 : std::strcmp(env, "0") == 0 ? 2 : -1;
+    if (st.force.mid < 0) return err.set(FL_ERR_VALUE, "FASTLAUNCH_SM90_MID=%s: expected 0 or 1", env);
   }
   if (const char* env = std::getenv("FASTLAUNCH_SM90_SKINNY")) {
     st.skinny = std::strcmp(env, "1") == 0 ? 1 : std::strcmp(env, "0") == 0 ? 2 : -1;

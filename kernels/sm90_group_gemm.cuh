@@ -241,7 +241,7 @@ __device__ __forceinline__ void k_loop(const Smem& sm, float (&all)[kMaxWidth / 
 
 // One unit of a tile of width W: its K loop, then the epilogue, or the partial sums for the CTA that
 // finishes the tile. `all` is the accumulator array every width shares (a width uses its first
-// W / 2 registers). N: the wgmma's N (W, or in the narrow build plan.h kNarrowN), the K loop
+// W / 2 registers). N: the wgmma's N (W, or in the narrow and mid builds plan.h kNarrowN, kMidN), the K loop
 // on the first N / 2 sums; the sums past N are left as they are: they belong to A rows past the tile's
 // (N covers them), which no epilogue stores and no partial sum carries into a stored row.
 // `pending`: this warp's flag, raised after the next unit's K loop (or at the end).
@@ -370,31 +370,34 @@ __device__ __forceinline__ void narrow_unit(const Params<MAXG>& p, const Smem& s
 
 // The main loop of the tile's width (plan.h kWidths: more main loops in one kernel made ptxas
 // serialise the wgmma, C7512). HALF: half tiles (r0 is then the row inside the warpgroup's 64).
-template <bool HALF, bool ANY, bool RED, bool NARROW, int I = 0, int MAXG>
+template <bool HALF, bool ANY, bool RED, int BUILD, int I = 0, int MAXG>
 __device__ __forceinline__ void consumer_dispatch(const Params<MAXG>& p, const Smem& sm, float (&all)[kMaxWidth / 2],
                                                   const Unit& w, ConsumerPos& pos, int r0, int c, int cw,
                                                   int wq, int lane, int32_t*& pending, uint64_t* tr) {
   constexpr int W = kWidths[I];
   if constexpr (I + 1 < kNumWidths) {
     if (p.groups[w.tile.g].width > W) {
-      consumer_dispatch<HALF, ANY, RED, NARROW, I + 1>(p, sm, all, w, pos, r0, c, cw, wq, lane, pending, tr);
+      consumer_dispatch<HALF, ANY, RED, BUILD, I + 1>(p, sm, all, w, pos, r0, c, cw, wq, lane, pending, tr);
       return;
     }
   }
   if constexpr (HALF) consumer_unit_half<W, ANY>(p, sm, all, w, pos, r0, c, cw, wq, lane, tr);
-  else if constexpr (NARROW) narrow_unit<W, ANY>(p, sm, all, w, pos, r0, c, cw, wq, lane, pending, tr);
-  else consumer_unit<W, ANY, RED, W>(p, sm, all, w, pos, r0, c, cw, wq, lane, pending, tr);
+  else if constexpr (BUILD == kBuildNarrow) narrow_unit<W, ANY>(p, sm, all, w, pos, r0, c, cw, wq, lane, pending, tr);
+  // the mid build: the widest width's only wgmma N is kMidN (the planner runs no wider tile on it: mid_fits)
+  else consumer_unit<W, ANY, RED, BUILD == kBuildMid && W == kMaxWidth ? kMidN : W>(p, sm, all, w, pos, r0, c, cw,
+                                                                                     wq, lane, pending, tr);
 }
 
 // HALF: half tiles (plan.h kHalfBlockN, whole tiles only; consumer_unit_half). ANY: C rows at any
 // alignment stored in aligned 16-byte chunks (sm90_epilogue.cuh), for launches with such rows. RED:
 // reduced tiles (plan.h): every CTA stores its one unit's partial sums for the reduce kernel
-// (sm90_reduce.cuh), which stores C. NARROW: the narrow build (plan.h kNarrowN; whole and split tiles).
-template <int MAXG, bool HALF = false, bool ANY = false, bool RED = false, bool NARROW = false>
+// (sm90_reduce.cuh), which stores C. BUILD: plan.h kBuildMain, kBuildNarrow (the narrow build, kNarrowN)
+// or kBuildMid (the mid build, kMidN); the last two whole and split tiles only.
+template <int MAXG, bool HALF = false, bool ANY = false, bool RED = false, int BUILD = kBuildMain>
 __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_constant__ Params<MAXG> p) {
   static_assert(!HALF || kStages % 2 == 0, "half tiles: each stage serves one consumer warpgroup");
   static_assert(!RED || (!HALF && !ANY), "reduced tiles: whole-tile units, C stored by the reduce kernel");
-  static_assert(!NARROW || (!HALF && !RED), "the narrow build: whole and split tiles");
+  static_assert(BUILD == kBuildMain || (!HALF && !RED), "the narrow and mid builds: whole and split tiles");
   constexpr int kBN = HALF ? kHalfBlockN : kBlockN;  // B rows per tile
   extern __shared__ __align__(1024) uint8_t smem[];
   // Read from lane 0, so ptxas knows them warp-uniform and may keep what derives from them (ring
@@ -470,7 +473,7 @@ __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_con
       // K step) are read, and its map prefetched, while the wait lasts.
       // The narrow build's narrow tiles load only the kNarrowN rows their wgmma reads.
       const auto box = [&](const Group& gr, const CUtensorMap*& map, uint32_t& bytes) {
-        const bool nar = NARROW && narrow_tiles(gr);
+        const bool nar = BUILD == kBuildNarrow && narrow_tiles(gr);
         map = &p.map_a16[nar ? kNumWidths : gr.width_idx];
         bytes = (uint32_t)(nar ? kNarrowN : gr.width) * kA16RowBytes;
       };
@@ -520,7 +523,7 @@ __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_con
     for (int u = 0; u < share.units(); ++u) {
       const Unit w = share.unit<kBN>(p, u);
       float acc[kMaxWidth / 2];  // per unit: nothing carries over, so no register lives across widths
-      consumer_dispatch<HALF, ANY, RED, NARROW>(p, sm, acc, w, pos, r0, c, cw, wq, lane, pending, tr);
+      consumer_dispatch<HALF, ANY, RED, BUILD>(p, sm, acc, w, pos, r0, c, cw, wq, lane, pending, tr);
       tr = nullptr;  // trace the first unit only
     }
     raise_flag(pending, lane);

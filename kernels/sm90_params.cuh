@@ -17,7 +17,7 @@ struct Group : GroupOperands {  // a, b, sfa, sfb, c
   int32_t m, n, k;
   int16_t width;       // A rows per tile: plan.h's kWidths[width_idx] (16 and 8 bits: Group stays 80 bytes)
   int8_t width_idx;
-  uint8_t mma_n16;     // the narrow build's wgmma N / 16 (plan.h GroupTiles::mma_n; else width / 16)
+  uint8_t mma_n16;     // wgmma N / 16 (plan.h GroupTiles::mma_n: the width, or the narrow or mid build's N)
   int32_t chunks;      // tiles along M: ceil(m / width)
   int32_t unit_end;    // exclusive end of this group's conversion units (rows x K/64) in the launch
   int32_t cta0;        // reduced tiles: the first CTA of the group's tiles' parts (tile by tile)

@@ -173,6 +173,25 @@ def test_narrow_build(cap, share):
     check_in_child(NARROW_CASES + EVERY_SHAPE_CASES, env)
 
 
+# The mid build (plan.h kMidN): launches whose every 192-wide tile holds at most kMidN rows run that loop's
+# wgmma at N = kMidN. Rows at its edge and far below it (129: the narrowest group of 192-wide tiles), one past
+# it (177: the build cannot run the launch, so the main build does), a group cut into two 192-wide tiles of
+# 176 rows, unaligned C rows, split tiles over long K, benchmark 1's rows, and a launch of 20 groups (the
+# next parameter block).
+MID_CASES = [(3, [176, 129, 40], [256, 1001, 512], [512, 256, 1024]), (2, [177, 150], [384, 256], [256, 512]),
+             (2, [352, 100], [640, 136], [1024, 2048]),
+             (8, [80, 176, 128, 72, 64, 248, 96, 160], [512] * 8, [2048] * 8),
+             (20, [129 + 2 * i for i in range(20)], [128 + 8 * i for i in range(20)], [64 * (1 + i % 3) for i in range(20)])]
+
+
+@pytest.mark.parametrize("share", ["", "whole", "split", "split:2"])
+def test_mid_build(share):
+    env = dict(os.environ, FASTLAUNCH_SM90_MID="1", FASTLAUNCH_SM90_HALF="0")
+    if share:
+        env["FASTLAUNCH_SM90_SHARE"] = share
+    check_in_child(MID_CASES + EVERY_SHAPE_CASES, env)
+
+
 # The skinny kernel (kernels/skinny_plan.h): launches of up to 16 groups of at most 16 rows each, on the CUDA
 # cores. Every compiled row count (1-8, 12, 16) with rows past M, N below, at and past one item (64 B rows)
 # and not a multiple of 8, the shortest K, groups of different K (each CTA converts the A rows of every group

@@ -1,10 +1,11 @@
 """The built extension's sm_90a GEMM kernels, from their SASS (cuobjdump; no GPU needed): every variant is
 there (16, 64, 128 and 256 groups; half tiles for up to 16; each also for C rows at any alignment; reduced tiles
-for up to 16 groups; the narrow build for 16-256 groups, each also for C rows at any alignment), each with a
-wgmma main loop per compiled tile width (the narrow build: one more at its narrow N), TMA loads and no local
-memory (a register spill in a main loop costs several percent: notes v50c; the narrow build keeps one
-4-byte value in local memory outside its K loops: none inside them), no special-register read in a K loop, and
-in the main build the split tiles' hand-over reads with a half's loads in flight; and the skinny kernel's builds
+for up to 16 groups; the narrow and mid builds for 16-256 groups, each also for C rows at any alignment), each
+with a wgmma main loop per compiled tile width (the narrow build: one more at its narrow N; the mid build: its
+widest at the mid N), TMA loads and no local memory (a register spill in a main loop costs several percent:
+notes v50c; the narrow build keeps one 4-byte value in local memory outside its K loops: none inside them), no
+special-register read in a K loop, and in the main and mid builds the split tiles' hand-over reads with a half's
+loads in flight; and the skinny kernel's builds
 (kernels/skinny_plan.h), each with its unit loop of fp16 multiply-adds, no local memory, and B's first loads
 before A's barrier."""
 import re
@@ -15,13 +16,17 @@ from conftest import load_tool
 sass_loops = load_tool("sass_loops")
 
 GEMM = "nvfp4_group_gemm"
-# template arguments <MAXG, HALF, ANY, RED, NARROW> as mangled (up to the end of the list: "EE")
-VARIANTS = {f"ILi{g}ELb{h}ELb{a}ELb0ELb0EE": f"{g} groups{', half tiles' if h else ''}{', C at any alignment' if a else ''}"
+# template arguments <MAXG, HALF, ANY, RED, BUILD> as mangled (up to the end of the list: "EE"); BUILD: plan.h
+# kBuildMain 0, kBuildNarrow 1, kBuildMid 2
+VARIANTS = {f"ILi{g}ELb{h}ELb{a}ELb0ELi0EE": f"{g} groups{', half tiles' if h else ''}{', C at any alignment' if a else ''}"
             for g, h in ((16, 0), (64, 0), (128, 0), (256, 0), (16, 1)) for a in (0, 1)}
-VARIANTS["ILi16ELb0ELb0ELb1ELb0EE"] = "16 groups, reduced tiles"
-NARROW = {f"ILi{g}ELb0ELb{a}ELb0ELb1EE": f"{g} groups, narrow build{', C at any alignment' if a else ''}"
+VARIANTS["ILi16ELb0ELb0ELb1ELi0EE"] = "16 groups, reduced tiles"
+NARROW = {f"ILi{g}ELb0ELb{a}ELb0ELi1EE": f"{g} groups, narrow build{', C at any alignment' if a else ''}"
           for g in (16, 64, 128, 256) for a in (0, 1)}
+MID = {f"ILi{g}ELb0ELb{a}ELb0ELi2EE": f"{g} groups, mid build{', C at any alignment' if a else ''}"
+       for g in (16, 64, 128, 256) for a in (0, 1)}
 VARIANTS.update(NARROW)
+VARIANTS.update(MID)
 
 
 def _gemms(sass):
@@ -30,6 +35,10 @@ def _gemms(sass):
 
 
 def _widths(tag):
+    """The wgmma N of each K loop: the widths; the narrow build's N beside them; the mid build's in place of the
+    widest."""
+    if tag in MID:
+        return set(_C.tile_widths) - {_C.max_width} | {_C.mid_n}
     return set(_C.tile_widths) | ({_C.narrow_n} if tag in NARROW else set())
 
 
@@ -72,18 +81,19 @@ def test_sm90_k_loops_keep_descriptors_in_uniform_registers(sass):
 
 def test_sm90_hand_overs_keep_a_halfs_loads_in_flight(sass):
     # sm90_share.cuh add_partials: the CTA that finishes a split tile reads each partner's sums a half at a time,
-    # every load of the half (8 float4 at W = 128, 12 at 192) before its adds. In the main build ptxas keeps 8 or
-    # more in flight; the narrow build, short of registers there, keeps 1-5, and its split plans' finishing CTAs
-    # take 1.3-1.7 us longer over that phase (d121 in the notes). Runs of hand-over loads before the next add:
+    # every load of the half (8 float4 at W = 128, 12 at 192) before its adds. In the main and mid builds ptxas
+    # keeps 8 or more in flight; the narrow build, short of registers there, keeps 1-5, and its split plans'
+    # finishing CTAs take 1.3-1.7 us longer over that phase (d121 in the notes). Runs of hand-over loads before
+    # the next add:
     checked = 0
     for tag, body in _gemms(sass).items():
-        half, _any, red, narrow = (int(x) for x in re.fullmatch(r"ILi\d+ELb(\d)ELb(\d)ELb(\d)ELb(\d)EE", tag).groups())
-        if half or red or narrow:
+        half, _any, red, build = (int(x) for x in re.fullmatch(r"ILi\d+ELb(\d)ELb(\d)ELb(\d)ELi(\d)EE", tag).groups())
+        if half or red or build == 1:
             continue  # half and reduced tiles hand nothing over inside the GEMM; the narrow build: above
         checked += 1
         runs = sass_loops.hand_over_runs(body)
         assert runs and max(runs) >= 8, (VARIANTS[tag], runs)
-    assert checked == 8  # 16, 64, 128 and 256 groups, each also for C at any alignment
+    assert checked == 16  # main and mid builds: 16, 64, 128 and 256 groups, each also for C at any alignment
 
 
 def test_sm90_conversions_are_built_without_local_memory(sass):
@@ -136,7 +146,7 @@ def test_hand_over_runs_counts_the_loads_before_each_add(tmp_path, capsys):
     body = "".join(f"        /*{16 * i:04x}*/                   {t} ;\n" for i, t in enumerate(lines))
     assert sass_loops.hand_over_runs(body) == [2, 1]
     listing = tmp_path / "sass.txt"
-    listing.write_text("\tcode for sm_90a\n\t\tFunction : _ZN2fl4sm9016nvfp4_group_gemmILi16ELb0ELb0ELb0ELb0EEEvNS0_6ParamsIXT_EEE\n"
+    listing.write_text("\tcode for sm_90a\n\t\tFunction : _ZN2fl4sm9016nvfp4_group_gemmILi16ELb0ELb0ELb0ELi0EEEvNS0_6ParamsIXT_EEE\n"
                        + body)
     sass_loops.main([str(listing), "--hand-over"])
-    assert "| Li16ELb0ELb0ELb0ELb0E | 2 1 |" in capsys.readouterr().out
+    assert "| Li16ELb0ELb0ELb0ELi0E | 2 1 |" in capsys.readouterr().out

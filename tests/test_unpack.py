@@ -1,6 +1,7 @@
 """CPU tests of the CPython unpacker: buffer contents, every check's exact message, refcounts, and
 malformed input of every kind (which must raise, never crash)."""
 import gc
+import random
 import sys
 
 import pytest
@@ -242,9 +243,11 @@ COST = fastlaunch._C.cost_model  # plan.h's cost model, ns
 
 
 def step_cost(w, mma_n=None):
-    # per 64-wide K step; the narrow build's narrower wgmma N at a fixed share of its width's step
+    # per 64-wide K step; the narrow and mid builds' narrower wgmma N each at a fixed share of its width's step
     step = max(COST["step_ns_dequant"], COST["step_ns_per_row"] * w)
-    return COST["narrow_step_ratio"] * step if mma_n is not None and mma_n < w else step
+    if mma_n is None or mma_n == w:
+        return step
+    return COST["mid_step_ratio" if mma_n == fastlaunch._C.mid_n else "narrow_step_ratio"] * step
 
 
 def epilogue_cost(w, n, half=False):
@@ -442,6 +445,46 @@ def test_plan_shares_cover_every_step_once(sm_count, share, parts):
         few = COST["few_write_ns"] + COST["few_read_ns"] + widest * (COST["few_write_row_ns"] + COST["few_read_row_ns"])
         hand_over = max(COST["part_write_ns"] + COST["part_read_ns"], few)
         assert est * 1000 <= sum(tile_ns) / ctas + max(tile_ns) + hand_over
+
+
+BENCH_SIZES = {1: ([80, 176, 128, 72, 64, 248, 96, 160], 4096, 7168),
+               2: ([40, 76, 168, 72, 164, 148, 196, 160], 7168, 2048)}
+
+
+def test_mid_build_runs_every_widest_tile_at_its_n_or_none():
+    # The mid build (plan.h kMidN) compiles the widest width's K loop at N = mid_n only, so a plan on it has every
+    # tile of that width at mid_n (each holds at most mid_n rows) and its other tiles at their width.
+    mma_n, plan, mid_n, widest = fastlaunch._C.mma_n, fastlaunch._C.plan, fastlaunch._C.mid_n, fastlaunch._C.max_width
+    seed = random.SystemRandom().randrange(2**32)  # fresh draws each run, named in any failure
+    draw = random.Random(seed)
+    cases = [[(m, n, k) for m in ms] for ms, n, k in BENCH_SIZES.values()] + PLAN_CASES
+    cases += [[(draw.randint(1, 600), 64 * draw.randint(1, 64), 64 * draw.randint(1, 64))
+               for _ in range(draw.randint(1, 12))] for _ in range(40)]
+    for sizes in cases:
+        for mid in (0, 1):
+            groups = plan(sizes, 132, 0, 0, 0, 0, 0, mid)[0]
+            ns = mma_n(sizes, 132, 0, 0, 0, 0, 0, mid)
+            if mid_n not in ns:
+                continue
+            for (m, _n, _k), (w, chunks, _tn, _r), n in zip(sizes, groups, ns):
+                if w == widest:
+                    assert n == mid_n and -(-m // chunks) <= mid_n, (seed, sizes, m, w, n)
+                else:
+                    assert n == w, (seed, sizes, m, w, n)
+    # benchmarks 1 and 2: their 192-wide tiles hold 148-176 rows, so the planner takes the mid build for them; never
+    # (mid 2) leaves every tile at its width, and the estimate is then higher
+    for ms, n, k in BENCH_SIZES.values():
+        sizes = [(m, n, k) for m in ms]
+        widths = [w for w, _c, _t, _r in plan(sizes, 132)[0]]
+        assert mma_n(sizes, 132) == tuple(mid_n if w == widest else w for w in widths)
+        assert mma_n(sizes, 132, 0, 0, 0, 0, 0, 2) == tuple(widths)
+        assert plan(sizes, 132)[2] < plan(sizes, 132, 0, 0, 0, 0, 0, 2)[2]
+    # forced (mid 1, tiles of the widest width, no half tiles) where a widest tile holds more rows than mid_n: the
+    # build cannot run it, the others do
+    assert mma_n([(177, 512, 1024), (150, 512, 1024)], 132, 0, widest, 0, 2, 0, 1) == (widest, widest)
+    assert mma_n([(176, 512, 1024), (150, 512, 1024)], 132, 0, widest, 0, 2, 0, 1) == (mid_n, mid_n)
+    with pytest.raises(ValueError, match="mid must be"):
+        plan([(176, 512, 1024)], 132, 0, 0, 0, 0, 0, 3)
 
 
 def test_plan_partial_sums_cost_by_valid_rows():

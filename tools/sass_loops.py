@@ -78,7 +78,7 @@ def hand_over_runs(body):
 
 
 def kernel_tag(name):
-    """A GEMM kernel's template arguments as mangled (e.g. Li16ELb0ELb0ELb0ELb0E), else its whole name."""
+    """A GEMM kernel's template arguments as mangled (e.g. Li16ELb0ELb0ELb0ELi0E), else its whole name."""
     tag = re.search(r"gemmI(.*?)EEvNS", name)
     return tag.group(1) if tag else name
 

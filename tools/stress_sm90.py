@@ -11,12 +11,13 @@ repetition, and the process exits (a GPU grid that never ends cannot be recovere
 is reported with the CTAs grouped by the points they reached and the shares of the fewer (the trace
 changes the kernel's timing a little).
 
-  python tools/stress_sm90.py [--reps 20] [--hang 10] [--cases every|tests|bench|all] [--trace] [--narrow]
+  python tools/stress_sm90.py [--reps 20] [--hang 10] [--cases every|tests|bench|all] [--trace] [--narrow | --mid]
                               [--only 128:whole:1 _:split:2:_ ...]
   python tools/stress_sm90.py --skinny 0,1,2,4,8 [--lanes 8,32] [--reps 20] [--hang 10]
 
 With --narrow every setting also forces the narrow build where a launch may take it
-(FASTLAUNCH_SM90_NARROW=1), and the cases include test_gpu.py's narrow cases. With --skinny the settings
+(FASTLAUNCH_SM90_NARROW=1), and the cases include test_gpu.py's narrow cases; --mid the same for the mid
+build (FASTLAUNCH_SM90_MID=1, where it fits) and test_gpu.py's mid cases. With --skinny the settings
 are instead the skinny kernel forced where allowed (FASTLAUNCH_SM90_SKINNY=1) with each K split of the
 list (FASTLAUNCH_SM90_SKINNY_SPLIT; 0 the planner's) and each lanes per B row of --lanes
 (FASTLAUNCH_SM90_SKINNY_LANES; 0 the planner's; default 8,32), on test_gpu.py's skinny cases: a split runs
@@ -123,7 +124,7 @@ def plan_args(cap, share, half):
     return code, int(cap or 0), int(parts or 0), {"": 0, "1": 1, "0": 2}[half]
 
 
-def hang_report(traced, case, setting, plan=None, narrow=False):
+def hang_report(traced, case, setting, plan=None, narrow=False, mid=False):
     """Lines on a hung call's trace: the CTAs grouped by the trace points they reached, and the share of
     each CTA in the smaller groups. traced: the child's TRACE record; case: (g, ms, ns, ks); plan: a
     stand-in for fastlaunch._C.plan (tests)."""
@@ -134,7 +135,7 @@ def hang_report(traced, case, setting, plan=None, narrow=False):
     g, ms, ns, ks = case
     share, cap, parts, half = plan_args(*setting)
     groups, starts, _est, rows, _reduce = plan(list(zip(ms, ns, ks)), traced["sm_count"], share, cap, parts, half,
-                                               1 if narrow else 0)
+                                               1 if narrow else 0, 1 if mid else 0)
     ctas = len(starts) - 1
     reached = {int(b): tuple(e) for b, e in traced["reached"].items()}
     by_sig = {}
@@ -162,6 +163,8 @@ def main():
                     help="the GEMM's trace points in host memory; on a hang, which CTAs reached which point")
     ap.add_argument("--narrow", action="store_true",
                     help="every setting with the narrow build forced where allowed, and the narrow cases added")
+    ap.add_argument("--mid", action="store_true",
+                    help="every setting with the mid build forced where it fits, and the mid cases added")
     ap.add_argument("--only", nargs="*", default=None, help="settings as cap:share:half, _ for none, e.g. 128:whole:1 _:split:2:_")
     ap.add_argument("--skinny", default=None, metavar="SPLITS",
                     help="instead: the skinny kernel forced, with each K split of this comma-separated list (0: the planner's)")
@@ -169,18 +172,22 @@ def main():
                     help="with --skinny: each K split with each lanes per B row of this list (0: the planner's)")
     args = ap.parse_args()
     # the test's cases and settings (cap, share, half), so that both stay one list
-    from test_gpu import EVERY_SHAPE_CASES, NARROW_CASES, SKINNY_CASES, test_every_width_cap_and_share
+    from test_gpu import EVERY_SHAPE_CASES, MID_CASES, NARROW_CASES, SKINNY_CASES, test_every_width_cap_and_share
     from fastlaunch.shapes import BENCH_SHAPES, TEST_SHAPES
 
     cases = {"every": EVERY_SHAPE_CASES, "tests": list(TEST_SHAPES), "bench": list(BENCH_SHAPES),
              "all": EVERY_SHAPE_CASES + list(TEST_SHAPES) + list(BENCH_SHAPES)}[args.cases]
+    if args.narrow and args.mid:
+        ap.error("--narrow and --mid: one build at a time")
     if args.narrow:
         cases = NARROW_CASES + cases
+    if args.mid:
+        cases = MID_CASES + cases
 
     # each run: its label, its GEMM setting (cap, share, half) for a hang report, and its variables
     if args.skinny is not None:
-        if args.trace or args.narrow or args.only:
-            ap.error("--skinny: not with --trace, --narrow or --only (the skinny kernel has no trace points)")
+        if args.trace or args.narrow or args.mid or args.only:
+            ap.error("--skinny: not with --trace, --narrow, --mid or --only (the skinny kernel has no trace points)")
         cases = SKINNY_CASES
         runs = [(f"skinny:{s or 'planner'}:{lanes or 'planner'}", None,
                  {"FASTLAUNCH_SM90_SKINNY": "1", "FASTLAUNCH_SM90_SKINNY_SPLIT": str(s) if s else "",
@@ -190,9 +197,10 @@ def main():
         every = [m for m in test_every_width_cap_and_share.pytestmark if m.name == "parametrize"][0].args[1]
         runs = [(name(cap, share, half), (cap, share, half),
                  {"FASTLAUNCH_SM90_WCAP": cap, "FASTLAUNCH_SM90_SHARE": share, "FASTLAUNCH_SM90_HALF": half,
-                  "FASTLAUNCH_SM90_NARROW": "1" if args.narrow else ""})
+                  "FASTLAUNCH_SM90_NARROW": "1" if args.narrow else "", "FASTLAUNCH_SM90_MID": "1" if args.mid else ""})
                 for cap, share, half in (every if not args.only else [parse(s) for s in args.only])]
     variables = ("FASTLAUNCH_SM90_WCAP", "FASTLAUNCH_SM90_SHARE", "FASTLAUNCH_SM90_HALF", "FASTLAUNCH_SM90_NARROW",
+                 "FASTLAUNCH_SM90_MID",
                  "FASTLAUNCH_SM90_SKINNY", "FASTLAUNCH_SM90_SKINNY_SPLIT", "FASTLAUNCH_SM90_SKINNY_LANES")
     rows = []
     for label, setting, values in runs:
@@ -215,7 +223,8 @@ def main():
                 calls, wrong = map(int, line.split()[1:])
             elif line.startswith("TRACE "):
                 traced = json.loads(line[6:])
-                print("\n".join(hang_report(traced, cases[traced["case"]], setting, narrow=args.narrow)), flush=True)
+                print("\n".join(hang_report(traced, cases[traced["case"]], setting, narrow=args.narrow,
+                                             mid=args.mid)), flush=True)
             elif line.startswith(("HANG", "TIMEOUT")):
                 hung.append(line)
                 if " after " in line:  # the calls checked before the hang

@@ -3,7 +3,9 @@ the planner then cuts each group under it), with whole, split or reduced tiles f
 split:S cuts the steps into S CTAs per tile instead of one per SM; reduce:S each tile into S parts summed by
 the reduce kernel), with half tiles (64 B rows) never or always where
 allowed (FASTLAUNCH_SM90_HALF=0/1), with the narrow build (a narrower wgmma where a group's tiles hold few
-rows) never or always where allowed (FASTLAUNCH_SM90_NARROW=0/1), with the skinny kernel (CUDA cores, for
+rows) never or always where allowed (FASTLAUNCH_SM90_NARROW=0/1), with the mid build (the widest tiles' wgmma at
+N = 176 where each holds at most that many rows) never or always where it fits (FASTLAUNCH_SM90_MID=0/1), with the
+skinny kernel (CUDA cores, for
 groups of a few rows) never or always where allowed (FASTLAUNCH_SM90_SKINNY=0/1; skinny:1:P also its K split into
 P parts, FASTLAUNCH_SM90_SKINNY_SPLIT=P; skinny:1:P:L also L lanes per B row, FASTLAUNCH_SM90_SKINNY_LANES=L,
 with P = 0 the planner's split) and with the planner's choice, each mode in
@@ -26,9 +28,8 @@ and --align8 adds each one's twin with every N rounded up to a multiple of 8.
 python tools/sweep_sm90.py [--set bench|tests|hand|slow|longk|any|far|rows|decode|random:SEED] [--shape G:M:N:K ...]
                            [--align8] [--json FILE] [mode ...]
   (modes: auto, cap:W, share:whole, share:split, share:split:S, share:reduce, share:reduce:S, half:0, half:1,
-  narrow:0, narrow:1, skinny:0, skinny:1, skinny:1:P, skinny:1:P:L, only:convert, only:gemm, cublas; default: all but
-  split:S, reduce:S,
-  skinny and cublas)
+  narrow:0, narrow:1, mid:0, mid:1, skinny:0, skinny:1, skinny:1:P, skinny:1:P:L, only:convert, only:gemm,
+  cublas; default: all but split:S, reduce:S, skinny and cublas)
 """
 import argparse
 import json
@@ -152,6 +153,7 @@ MODES = {"auto": "planner", **{f"cap:{w}": f"widths <= {w}" for w in WIDTHS},
          "share:reduce": "reduced tiles where allowed",
          "half:0": "no half tiles", "half:1": "half tiles where allowed",
          "narrow:0": "no narrow build", "narrow:1": "narrow build where allowed",
+         "mid:0": "no mid build", "mid:1": "mid build where it fits",
          "skinny:0": "no skinny kernel", "skinny:1": "skinny kernel where allowed",
          "only:convert": "planner, A conversion only", "only:gemm": "planner, GEMM only"}
 
@@ -200,11 +202,11 @@ print(json.dumps({"ok": bool(ok), "us": times}))
 
 def mode_env(mode):
     """The environment of a child process run in `mode` (auto, cap:W, share:whole|split|split:S|reduce|reduce:S,
-    half:0|1, narrow:0|1, skinny:0|1|1:P|1:P:L, only:convert|gemm; others, such as cublas, leave the settings
+    half:0|1, narrow:0|1, mid:0|1, skinny:0|1|1:P|1:P:L, only:convert|gemm; others, such as cublas, leave the settings
     unset)."""
     env = dict(os.environ)
     for k in ("FASTLAUNCH_SM90_WCAP", "FASTLAUNCH_SM90_ONLY", "FASTLAUNCH_SM90_SHARE", "FASTLAUNCH_SM90_HALF",
-              "FASTLAUNCH_SM90_NARROW", "FASTLAUNCH_SM90_SKINNY", "FASTLAUNCH_SM90_SKINNY_SPLIT",
+              "FASTLAUNCH_SM90_NARROW", "FASTLAUNCH_SM90_MID", "FASTLAUNCH_SM90_SKINNY", "FASTLAUNCH_SM90_SKINNY_SPLIT",
               "FASTLAUNCH_SM90_SKINNY_LANES"):
         env.pop(k, None)
     kind, _, value = mode.partition(":")
@@ -216,7 +218,7 @@ def mode_env(mode):
         if lanes:
             env["FASTLAUNCH_SM90_SKINNY_LANES"] = lanes
     var = {"share": "FASTLAUNCH_SM90_SHARE", "only": "FASTLAUNCH_SM90_ONLY", "cap": "FASTLAUNCH_SM90_WCAP",
-           "half": "FASTLAUNCH_SM90_HALF", "narrow": "FASTLAUNCH_SM90_NARROW",
+           "half": "FASTLAUNCH_SM90_HALF", "narrow": "FASTLAUNCH_SM90_NARROW", "mid": "FASTLAUNCH_SM90_MID",
            "skinny": "FASTLAUNCH_SM90_SKINNY"}.get(kind)
     if var:
         env[var] = value
