@@ -7,6 +7,7 @@ max_width: int
 tile_widths: tuple[int, ...]
 skinny_builds: tuple[int, ...]  # the skinny kernel's compiled A row counts (kernels/skinny_plan.h kSkinnyBuilds)
 narrow_n: int  # the narrow build's wgmma N (and A box rows) for groups of at most that many rows
+mid_n: int  # the mid build's wgmma N in its 192-wide K loop, for launches whose every such tile fits it
 block_n: int
 max_ctas: int
 max_groups_per_launch: int
@@ -18,15 +19,15 @@ def pack(data: Sequence[Any]) -> tuple[int, ...]: ...
 def launch_repeat(data: Sequence[Any], iters: int) -> float: ...
 def plan(
     sizes: Sequence[tuple[int, int, int]], sm_count: int, share: int = 0, cap: int = 0, parts: int = 0,
-    half: int = 0, narrow: int = 0,
+    half: int = 0, narrow: int = 0, mid: int = 0,
 ) -> tuple[tuple[tuple[int, int, int, int], ...], tuple[tuple[int, int], ...], float, int, int]: ...
 def cuts(
     sizes: Sequence[tuple[int, int, int]], sm_count: int, share: int = 0, cap: int = 0, parts: int = 0,
-    half: int = 0, narrow: int = 0,
+    half: int = 0, narrow: int = 0, mid: int = 0,
 ) -> tuple[int, ...]: ...
 def mma_n(
     sizes: Sequence[tuple[int, int, int]], sm_count: int, share: int = 0, cap: int = 0, parts: int = 0,
-    half: int = 0, narrow: int = 0,
+    half: int = 0, narrow: int = 0, mid: int = 0,
 ) -> tuple[int, ...]: ...
 def skinny(
     sizes: Sequence[tuple[int, int, int]], sm_count: int,
