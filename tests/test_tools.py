@@ -237,8 +237,15 @@ def test_wgmma_rate_probe_compiles_with_only_its_known_serialisations(tmp_path):
 
 def test_cta_balance_groups_ctas_by_what_their_shares_hold(tmp_path, capsys):
     bal = load_tool("cta_balance")
-    assert bal.plan_args("whole") == (0, 0, 0) and bal.plan_args("share:split") == (2, 0, 0)
-    assert bal.plan_args("cap:128") == (0, 128, 0) and bal.plan_args("half:0") == (0, 0, 2)
+    assert bal.plan_args("whole") == (0, 0, 0, 0, 0) and bal.plan_args("share:split") == (2, 0, 0, 0, 0)
+    assert bal.plan_args("cap:128") == (0, 128, 0, 0, 0) and bal.plan_args("half:0") == (0, 0, 2, 0, 0)
+    assert bal.plan_args("mid:0") == (0, 0, 0, 0, 2) and bal.plan_args("narrow:1") == (0, 0, 0, 1, 0)
+    # the planner's plan of benchmark 1 runs the mid build (a wgmma narrower than its 192-wide tiles): not the
+    # model's; with the mid build off (mode mid:0) it is
+    bench1 = list(zip(*BENCH_SHAPES[0][1:]))
+    with pytest.raises(ValueError, match="only the main build"):
+        bal.cta_units(bench1, 132, *bal.plan_args("auto"))
+    assert len(bal.cta_units(bench1, 132, *bal.plan_args("mid:0"))) == 132
     for mode in ("share:reduce", "share:split:3"):
         with pytest.raises(ValueError, match="only share:whole and share:split"):
             bal.plan_args(mode)

@@ -36,18 +36,23 @@ def cta_us(runs):
     per_run = [[(c[done][0] - c[entry][0]) / 1e3 for c in run["trace"] if c[entry][0] != 0] for run in runs]
     return [statistics.median(x) for x in zip(*per_run)]
 
-def plan_tiles(sizes, sm_count, share=0, cap=0, half=2):
+def plan_tiles(sizes, sm_count, share=0, cap=0, half=2, narrow=0, mid=0):
     """The plan the launcher runs for `sizes` (groups cut at 128 rows where it cuts them: benchmark 3's 320
-    rows), with plan()'s share, cap and half settings: each tile's width, K steps and launch group's rows
+    rows), with plan()'s share, cap, half, narrow and mid settings: each tile's width, K steps and launch group's rows
     (M, after the cut) in the launch's tile order, and the CTAs' starts. ValueError for plans of half or reduced tiles (their shares hand nothing
-    over the way split tiles do)."""
+    over the way split tiles do), and for plans of the narrow or mid build with a wgmma narrower than its tile
+    (their steps cost less than the width's: the model here has one step cost per width)."""
     import fastlaunch
     from fastlaunch.shapes import cut_sizes
 
-    sizes = cut_sizes(sizes, fastlaunch._C.cuts(sizes, sm_count, share, cap, 0, half))
-    groups, starts, _, rows, red = fastlaunch._C.plan(sizes, sm_count, share, cap, 0, half)
+    sizes = cut_sizes(sizes, fastlaunch._C.cuts(sizes, sm_count, share, cap, 0, half, narrow, mid))
+    groups, starts, _, rows, red = fastlaunch._C.plan(sizes, sm_count, share, cap, 0, half, narrow, mid)
     if rows != 128 or red:
         raise ValueError(f"a plan of {'reduced tiles' if red else f'{rows}-row tiles'}: only 128-row tiles are covered")
+    mma_n = fastlaunch._C.mma_n(sizes, sm_count, share, cap, 0, half, narrow, mid)
+    if any(n != g[0] for n, g in zip(mma_n, groups)):
+        raise ValueError(f"a plan with a wgmma narrower than its tiles (N {sorted(set(mma_n))}, the narrow or mid build): "
+                         "only the main build's plans are covered (trace with the modes narrow:0 and mid:0)")
     tile_w, tile_k, tile_m = [], [], []
     for g in sorted(range(len(sizes)), key=lambda g: groups[g][3]):
         w, chunks, tn, _ = groups[g]
@@ -57,12 +62,12 @@ def plan_tiles(sizes, sm_count, share=0, cap=0, half=2):
     return tile_w, tile_k, tile_m, starts
 
 
-def cta_units(sizes, sm_count, share=0, cap=0, half=2):
+def cta_units(sizes, sm_count, share=0, cap=0, half=2, narrow=0, mid=0):
     """The plan the launcher runs for `sizes` (plan_tiles), as one list per CTA of its units in the order
     the kernel runs them (its last tile first): (width, K steps from, to, the tile's K steps, partners),
     partners being the CTAs before it that end inside that tile when this unit finishes it from inside
     (their sums are read), else ()."""
-    tile_w, tile_k, _, starts = plan_tiles(sizes, sm_count, share, cap, half)
+    tile_w, tile_k, _, starts = plan_tiles(sizes, sm_count, share, cap, half, narrow, mid)
     out = []
     for b in range(len(starts) - 1):
         (t0, k0), (t1, k1) = starts[b], starts[b + 1]
@@ -80,12 +85,13 @@ def cta_units(sizes, sm_count, share=0, cap=0, half=2):
     return out
 
 
-def features(sizes, sm_count, share, cap, widths):
+def features(sizes, sm_count, share, cap, widths, narrow=0, mid=0):
     """Per CTA of the plan: [1, steps per width..., epilogues per width..., partial writes, partial reads].
-    The model is the one of 128-row tiles: plans without half tiles (the traced runs set
-    FASTLAUNCH_SM90_HALF=0 to match)."""
+    The model is the one of 128-row tiles of the main build: plans without half tiles and without a narrower
+    wgmma (the runs traced here set FASTLAUNCH_SM90_HALF=0, and _NARROW=0 and _MID=0 unless the mode sets
+    them, to match)."""
     rows = []
-    for units in cta_units(sizes, sm_count, share, cap):
+    for units in cta_units(sizes, sm_count, share, cap, 2, narrow, mid):
         f = [1.0] + [0.0] * (2 * len(widths) + 2)
         for w, lo, hi, kst, partners in units:
             wi = widths.index(w)
@@ -122,10 +128,10 @@ def same_sms(runs):
     return all(x == sms[0] for x in sms)
 
 
-def residual_by_group(sizes, sm_count, share, cap, res):
+def residual_by_group(sizes, sm_count, share, cap, res, narrow=0, mid=0):
     """The fit's residuals (us) of the CTAs whose share lies in one launch group, by that group's rows:
     {M: (CTAs, mean, min, max)}."""
-    _, tile_k, tile_m, starts = plan_tiles(sizes, sm_count, share, cap)
+    _, tile_k, tile_m, starts = plan_tiles(sizes, sm_count, share, cap, 2, narrow, mid)
     by = {}
     for b, r in enumerate(res):
         (t0, _), (t1, k1) = starts[b], starts[b + 1]
@@ -135,18 +141,31 @@ def residual_by_group(sizes, sm_count, share, cap, res):
     return {m: (len(v), statistics.fmean(v), min(v), max(v)) for m, v in sorted(by.items())}
 
 
+def build_args(mode, off=False):
+    """(narrow, mid) of fastlaunch._C.plan for a trace mode: narrow:0/1 and mid:0/1 as they force the build,
+    other modes the planner's choice, or with `off` (runs traced here, with both builds off) never."""
+    kind, _, value = mode.partition(":")
+    narrow = {"0": 2, "1": 1}.get(value, 0) if kind == "narrow" else 2 if off else 0
+    mid = {"0": 2, "1": 1}.get(value, 0) if kind == "mid" else 2 if off else 0
+    return narrow, mid
+
+
 def traced(a, shapes):
-    """(mode, one shape's traced calls) for every mode and shape: traced now, or read from --raw."""
+    """(mode, one shape's traced calls, (narrow, mid) of its plan) for every mode and shape: traced now, or
+    read from --raw."""
     if a.raw:
         with open(a.raw) as f:
             for sh in json.load(f):
                 if sh["mode"] in a.modes.split(",") and sh["shape"] in shapes and sh.get("set", "bench") == "bench":
-                    yield sh["mode"], sh
+                    yield sh["mode"], sh, build_args(sh["mode"])
         return
     for mode in a.modes.split(","):
-        env = dict(mode_env(mode), FASTLAUNCH_SM90_HALF="0")  # the model's tiles (features)
+        env = dict(mode_env(mode), FASTLAUNCH_SM90_HALF="0")  # the model's tiles (features): the main build's
+        for var, kind in (("FASTLAUNCH_SM90_NARROW", "narrow:"), ("FASTLAUNCH_SM90_MID", "mid:")):
+            if not mode.startswith(kind):
+                env[var] = "0"
         for sh in traced_runs(shapes, env, mode) or []:
-            yield mode, sh
+            yield mode, sh, build_args(mode, off=True)
 
 
 def main():
@@ -161,16 +180,20 @@ def main():
     sm_count = a.sm_count if a.raw else torch.cuda.get_device_properties(0).multi_processor_count
     shapes = [int(x) for x in a.shapes.split(",")]
     X, y, runs = [], [], []
-    for mode, sh in traced(a, shapes):
+    for mode, sh, build in traced(a, shapes):
         share = {"share:whole": 1, "share:split": 2}.get(mode, 0)
         cap = int(mode[4:]) if mode.startswith("cap:") else 0
         g, ms, ns, ks = BENCH_SHAPES[sh["shape"]]
-        f = features(list(zip(ms, ns, ks)), sm_count, share, cap, widths)
+        try:
+            f = features(list(zip(ms, ns, ks)), sm_count, share, cap, widths, *build)
+        except ValueError as e:
+            print(f"{mode} b{sh['shape'] + 1}: skipped: {e}")
+            continue
         us = cta_us(sh["runs"])
         if len(f) != len(us):
             print(f"{mode} b{sh['shape'] + 1}: {len(us)} CTAs traced, the plan has {len(f)}: skipped")
             continue
-        runs.append((mode, sh["shape"], len(X), len(f), sh["runs"], share, cap))
+        runs.append((mode, sh["shape"], len(X), len(f), sh["runs"], share, cap, build))
         X += f
         y += us
     Xt, yt = torch.tensor(X, dtype=torch.float64), torch.tensor(y, dtype=torch.float64)
@@ -185,14 +208,14 @@ def main():
         print(f"| {n} | {c * 1e3:.0f} |")
     print("| mode | bench | CTAs | busiest CTA us | CTA spread us | residual spread us | call-to-call r | same SMs |")
     print("|---|---|---|---|---|---|---|---|")
-    for mode, s, i0, n, calls, _, _ in runs:
+    for mode, s, i0, n, calls, _, _, _ in runs:
         ys, rs = yt[i0:i0 + n], res[i0:i0 + n]
         print(f"| {mode} | {s + 1} | {n} | {ys.max():.1f} | {ys.max() - ys.min():.1f} | {rs.max() - rs.min():.1f} "
               f"| {call_to_call(calls):.2f} | {'yes' if same_sms(calls) else 'no'} |")
     print("residuals (us) of the CTAs whose share lies in one group, by the group's rows: CTAs, mean [min, max]")
-    for mode, s, i0, n, _, share, cap in runs:
+    for mode, s, i0, n, _, share, cap, build in runs:
         g, ms, ns, ks = BENCH_SHAPES[s]
-        by = residual_by_group(list(zip(ms, ns, ks)), sm_count, share, cap, res[i0:i0 + n].tolist())
+        by = residual_by_group(list(zip(ms, ns, ks)), sm_count, share, cap, res[i0:i0 + n].tolist(), *build)
         print(f"{mode} b{s + 1}: " + "; ".join(f"M={m}: {c}, {mu:+.1f} [{lo:+.1f}, {hi:+.1f}]"
                                                for m, (c, mu, lo, hi) in by.items()))
 
