@@ -133,7 +133,7 @@ constexpr int kBuildMain = 0, kBuildNarrow = 1, kBuildMid = 2;
 constexpr int kNumBuilds = 3;
 
 // One group's tiles: `chunks` tiles of `width` A rows along M, tiles_n along N, each estimated
-// at `tile_ns`; mma_n: the wgmma's N (the width, or a narrow N of it in narrow plans).
+// at `tile_ns`; mma_n: the wgmma's N (the width, or a narrower N of it in plans of the narrow or mid build).
 struct GroupTiles {
   int width;
   int64_t chunks, tiles_n, kst;  // kst: K steps per tile
@@ -776,7 +776,7 @@ inline void plan_launch(const int64_t* m, const int64_t* n, const int64_t* k, in
         set_groups(cand, m, n, k, groups, cap, half, build);
         if (build == kBuildNarrow && force.narrow != 1 && !narrower(cand)) continue;  // the same plan as without
         if (build == kBuildMid && !mid_fits(cand)) continue;  // a tile the build cannot run, or none it speeds
-        const bool nar = build != kBuildMain;
+        const bool nar = build != kBuildMain;  // (reduced tiles: the main build only)
         for (int whole = 1; whole >= 0; --whole) {
           // (share 3 forces reduced tiles where allowed; these plans stay the fallback)
           if ((force.share == 1 || force.share == 2) && force.share != 2 - whole) continue;
