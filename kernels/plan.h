@@ -172,12 +172,15 @@ constexpr int fit_width(int64_t rows) {
   return kMaxWidth;
 }
 
+// The one wgmma N the mid build compiles into width w's K loop (the kernel's consumer_dispatch takes it too).
+constexpr int mid_loop_n(int w) { return w == kMaxWidth ? kMidN : w; }
+
 // The wgmma N of width w's tiles of at most `rows` A rows in build `build`: in the narrow build kNarrowN
-// where it covers them in the narrowest width; in the mid build kMidN in the widest width (tiles of more
-// rows there cannot run in it: mid_fits); else w.
+// where it covers them in the narrowest width; in the mid build mid_loop_n(w) where it covers them (tiles
+// of more rows in the widest width cannot run in it: mid_fits); else w.
 constexpr int build_n(int build, int w, int64_t rows) {
   if (build == kBuildNarrow) return w == kWidths[0] && rows <= kNarrowN ? kNarrowN : w;
-  if (build == kBuildMid) return w == kMaxWidth && rows <= kMidN ? kMidN : w;
+  if (build == kBuildMid) return rows <= mid_loop_n(w) ? mid_loop_n(w) : w;
   return w;
 }
 // A step of width w's loop at wgmma N = mma_n (w, or a narrower N of a build).

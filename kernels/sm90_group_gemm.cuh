@@ -383,9 +383,10 @@ __device__ __forceinline__ void consumer_dispatch(const Params<MAXG>& p, const S
   }
   if constexpr (HALF) consumer_unit_half<W, ANY>(p, sm, all, w, pos, r0, c, cw, wq, lane, tr);
   else if constexpr (BUILD == kBuildNarrow) narrow_unit<W, ANY>(p, sm, all, w, pos, r0, c, cw, wq, lane, pending, tr);
-  // the mid build: the widest width's only wgmma N is kMidN (the planner runs no wider tile on it: mid_fits)
-  else consumer_unit<W, ANY, RED, BUILD == kBuildMid && W == kMaxWidth ? kMidN : W>(p, sm, all, w, pos, r0, c, cw,
-                                                                                     wq, lane, pending, tr);
+  // the mid build: each width's loop at its one wgmma N, plan.h mid_loop_n (the planner runs no tile it does not
+  // cover on it: mid_fits)
+  else consumer_unit<W, ANY, RED, BUILD == kBuildMid ? mid_loop_n(W) : W>(p, sm, all, w, pos, r0, c, cw, wq, lane,
+                                                                           pending, tr);
 }
 
 // HALF: half tiles (plan.h kHalfBlockN, whole tiles only; consumer_unit_half). ANY: C rows at any

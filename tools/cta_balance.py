@@ -17,7 +17,8 @@ over the CTAs), the K loop's own rate inside the GEMM.
 Input: the JSON that `tools/trace_sm90.py --raw FILE` writes on the GPU. This needs no GPU: the plan the
 launcher ran is found again from the shapes and the run's mode (plain C++, fastlaunch._C.plan), for the
 traced GPU's SM count and with this checkout's planner (it must be the traced tree's). Plans of half
-tiles, forced split:S and reduced tiles are not covered.
+tiles, forced split:S and reduced tiles are not covered, nor plans of the narrow or mid build with a wgmma
+narrower than its tiles (the planner's plans of benchmarks 1 and 2: trace them with mode mid:0).
 
 python tools/cta_balance.py RAW.json [--sm-count 132] [--read-ns 1300] [--costs fd8de6a|37633fb]
 """
