@@ -13,7 +13,7 @@ import torch
 
 import fastlaunch
 from fastlaunch import reference as R
-from fastlaunch.shapes import BENCH_SHAPES, TEST_SHAPES, describe
+from fastlaunch.shapes import BENCH_SHAPES, TEST_SHAPES, cut_sizes, describe
 
 from conftest import requires_cuda
 
@@ -174,19 +174,32 @@ def test_narrow_build(cap, share):
 
 
 # The mid build (plan.h kMidN): launches whose every 192-wide tile holds at most kMidN rows run that loop's
-# wgmma at N = kMidN. Rows at its edge and far below it (129: the narrowest group of 192-wide tiles), one past
-# it (177: the build cannot run the launch, so the main build does), a group cut into two 192-wide tiles of
-# 176 rows, unaligned C rows, split tiles over long K, benchmark 1's rows, and a launch of 20 groups (the
-# next parameter block).
+# wgmma at N = kMidN. Forced (FASTLAUNCH_SM90_MID=1) with tiles up to 192 rows wide (FASTLAUNCH_SM90_WCAP=192:
+# else the planner may take 128-wide plans, where the build has nothing to run). Rows at its edge and far
+# below it (129: the narrowest group of 192-wide tiles) beside a 128-wide group and unaligned C rows; one row
+# past it (177) and a group of 352 rows (its first 192-wide tile is full): the build cannot run these two
+# launches, so the main build does; benchmark 1's rows over a long K (split tiles); and a launch of 20 groups
+# (the next parameter block). MID_RUNS: whether the planner puts the launch on the mid build (checked below).
 MID_CASES = [(3, [176, 129, 40], [256, 1001, 512], [512, 256, 1024]), (2, [177, 150], [384, 256], [256, 512]),
              (2, [352, 100], [640, 136], [1024, 2048]),
              (8, [80, 176, 128, 72, 64, 248, 96, 160], [512] * 8, [2048] * 8),
              (20, [129 + 2 * i for i in range(20)], [128 + 8 * i for i in range(20)], [64 * (1 + i % 3) for i in range(20)])]
+MID_RUNS = (True, False, False, True, True)
 
 
 @pytest.mark.parametrize("share", ["", "whole", "split", "split:2"])
 def test_mid_build(share):
-    env = dict(os.environ, FASTLAUNCH_SM90_MID="1", FASTLAUNCH_SM90_HALF="0")
+    # the plans the launcher makes under these settings (it cuts launches of up to 16 groups where that pays)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    kind, _, parts = share.partition(":")
+    force = ({"": 0, "whole": 1, "split": 2}[kind], 192, int(parts or 0), 2, 0, 1)  # plan()'s settings
+    for (g, ms, ns, ks), runs in zip(MID_CASES, MID_RUNS):
+        sizes = list(zip(ms, ns, ks))
+        if g <= 16:
+            sizes = cut_sizes(sizes, fastlaunch._C.cuts(sizes, sms, *force))
+        planned = fastlaunch._C.mma_n(sizes, sms, *force)
+        assert (fastlaunch._C.mid_n in planned) == runs, (ms, share, planned)
+    env = dict(os.environ, FASTLAUNCH_SM90_MID="1", FASTLAUNCH_SM90_HALF="0", FASTLAUNCH_SM90_WCAP="192")
     if share:
         env["FASTLAUNCH_SM90_SHARE"] = share
     check_in_child(MID_CASES + EVERY_SHAPE_CASES, env)
