@@ -144,16 +144,15 @@ struct Workspace {
 };
 
 struct Sm90State {
-  // The GEMM, by the groups a launch holds: [.][0] up to kGroupsSmall, [.][1] kGroupsMid, [.][2]
-  // kGroupsLarge, [.][3] kGroupsPerLaunch (the parameter block grows with them, and a launch's cost with
-  // it: tools/launch_latency.cu). [1][.]: the same kernels compiled for C rows at any alignment (N % 8 != 0
-  // or C off 16 bytes), taken by launches that hold such a group (their epilogue stays out of the others'
-  // code).
-  CUfunction fn[2][4] = {};
-  CUfunction convert_fn[4] = {};  // the A conversion, by groups as fn ([0]: convert_a_small)
+  // The GEMM, by build (plan.h kBuildMain, kBuildNarrow, kBuildMid: LaunchPlan::build), then [0][.] for C
+  // rows 16-byte aligned, [1][.] the same kernels compiled for C rows at any alignment (N % 8 != 0 or C off
+  // 16 bytes), taken by launches that hold such a group (their epilogue stays out of the others' code), then
+  // by the groups a launch holds: [.][0] up to kGroupsSmall, [.][1] kGroupsMid, [.][2] kGroupsLarge, [.][3]
+  // kGroupsPerLaunch (the parameter block grows with them, and a launch's cost with it:
+  // tools/launch_latency.cu).
+  CUfunction fn[sm90::kNumBuilds][2][4] = {};
+  CUfunction convert_fn[4] = {};  // the A conversion, by groups as fn's last index ([0]: convert_a_small)
   CUfunction half_fn[2] = {};     // the GEMM on half tiles (plan.h kHalfBlockN), up to kGroupsSmall groups
-  CUfunction narrow_fn[2][4] = {};  // the narrow build (plan.h kNarrowN), indexed as fn
-  CUfunction mid_fn[2][4] = {};     // the mid build (plan.h kMidN), indexed as fn
   CUfunction red_fn = {};         // reduced tiles (plan.h share_reduce), up to kGroupsSmall groups: the GEMM
   CUfunction reduce_fn = {};      // ... and the kernel that sums their parts into C
   // launches of few A rows per group (skinny_plan.h), by build and lanes per row

@@ -733,6 +733,16 @@ inline bool mid_fits(const LaunchPlan& p) {
   return some;
 }
 
+// Whether plan_launch plans on build `build`: half tiles on the main build only; else a forced build alone
+// (the mid build where `mid_only`, force.mid 1 and it fits; else the narrow build where force.narrow is 1),
+// or every build not forced off (force.narrow, force.mid 2).
+inline bool build_tried(int build, const PlanForce& force, bool half, bool mid_only) {
+  if (half) return build == kBuildMain;
+  if (mid_only) return build == kBuildMid;
+  if (force.narrow == 1) return build == kBuildNarrow;
+  return !(build == kBuildNarrow && force.narrow == 2) && !(build == kBuildMid && force.mid == 2);
+}
+
 // The plan for a launch of `groups` groups (sizes m, n, k each) on `sm_count` SMs: for every cap
 // on the tile width (each compiled width, widest first; only `force.cap` if it is not 0), each group's
 // widest even tiles under it, groups ordered by tile cost, then the steps shared out over the CTAs
@@ -770,12 +780,7 @@ inline void plan_launch(const int64_t* m, const int64_t* n, const int64_t* k, in
         mid_only = mid_fits(cand);
       }
       for (int build = 0; build < kNumBuilds; ++build) {
-        if (build != kBuildMain && half) break;
-        if (mid_only ? build != kBuildMid
-            : force.narrow == 1 && !half ? build != kBuildNarrow
-                                         : (build == kBuildNarrow && force.narrow == 2) ||
-                                               (build == kBuildMid && force.mid == 2))
-          continue;
+        if (!build_tried(build, force, half, mid_only)) continue;
         set_groups(cand, m, n, k, groups, cap, half, build);
         if (build == kBuildNarrow && force.narrow != 1 && !narrower(cand)) continue;  // the same plan as without
         if (build == kBuildMid && !mid_fits(cand)) continue;  // a tile the build cannot run, or none it speeds

@@ -28,13 +28,20 @@ int prepare(CUfunction* fn, Error& err) {
 }
 
 // One build of the GEMM for each parameter-block size (kGroupsSmall, kGroupsMid, kGroupsLarge,
-// kGroupsPerLaunch), indexed as Sm90State::fn[any], narrow_fn[any] and mid_fn[any].
+// kGroupsPerLaunch), indexed as Sm90State::fn[BUILD][any].
 template <bool ANY, int BUILD>
 int prepare_sizes(CUfunction (&fn)[4], Error& err) {
   if (int rc = prepare<sm90::kGroupsSmall, false, ANY, false, BUILD>(&fn[0], err)) return rc;
   if (int rc = prepare<sm90::kGroupsMid, false, ANY, false, BUILD>(&fn[1], err)) return rc;
   if (int rc = prepare<sm90::kGroupsLarge, false, ANY, false, BUILD>(&fn[2], err)) return rc;
   return prepare<sm90::kGroupsPerLaunch, false, ANY, false, BUILD>(&fn[3], err);
+}
+
+// Every build's kernels, aligned C and C at any alignment: Sm90State::fn[BUILD].
+template <int BUILD>
+int prepare_build(CUfunction (&fn)[2][4], Error& err) {
+  if (int rc = prepare_sizes<false, BUILD>(fn[0], err)) return rc;
+  return prepare_sizes<true, BUILD>(fn[1], err);
 }
 
 // The skinny kernel's builds (skinny_plan.h: kSkinnyBuilds' row counts by kSkinnyLanes' lanes per row), each
@@ -266,9 +273,7 @@ int launch_chunk(const DeviceState& dev, const int64_t* buf, int G, int g0, int 
   cfg.gridDimX = (unsigned)plan.ctas;
   cfg.sharedMemBytes = sm90::kSmemBytes;
   cfg.hStream = reinterpret_cast<CUstream>(stream);
-  CUfunction fn = plan.build == sm90::kBuildNarrow ? st.narrow_fn[any][which]
-                  : plan.build == sm90::kBuildMid  ? st.mid_fn[any][which]
-                                                   : st.fn[any][which];
+  CUfunction fn = st.fn[plan.build][any][which];
   if constexpr (MAXG == sm90::kGroupsSmall) {
     // the planner takes half and reduced tiles for up to kGroupsSmall groups only
     if (plan.half) fn = st.half_fn[any];
@@ -359,12 +364,10 @@ int sm90_init(DeviceState& dev, Error& err) {
   init_launch_config(&st.reduce_config, st.attr, sm90::kReduceThreads);
   init_launch_config(&st.skinny_config, st.attr, sm90::kSkinnyThreads);
   if (int rc = prepare_skinny(st.skinny_fn, err)) return rc;
-  if (int rc = prepare_sizes<false, sm90::kBuildMain>(st.fn[0], err)) return rc;
-  if (int rc = prepare_sizes<true, sm90::kBuildMain>(st.fn[1], err)) return rc;
-  if (int rc = prepare_sizes<false, sm90::kBuildNarrow>(st.narrow_fn[0], err)) return rc;
-  if (int rc = prepare_sizes<true, sm90::kBuildNarrow>(st.narrow_fn[1], err)) return rc;
-  if (int rc = prepare_sizes<false, sm90::kBuildMid>(st.mid_fn[0], err)) return rc;
-  if (int rc = prepare_sizes<true, sm90::kBuildMid>(st.mid_fn[1], err)) return rc;
+  static_assert(sm90::kNumBuilds == 3, "a build prepared below for each");
+  if (int rc = prepare_build<sm90::kBuildMain>(st.fn[sm90::kBuildMain], err)) return rc;
+  if (int rc = prepare_build<sm90::kBuildNarrow>(st.fn[sm90::kBuildNarrow], err)) return rc;
+  if (int rc = prepare_build<sm90::kBuildMid>(st.fn[sm90::kBuildMid], err)) return rc;
   if (int rc = prepare<sm90::kGroupsSmall, true>(&st.half_fn[0], err)) return rc;
   if (int rc = prepare<sm90::kGroupsSmall, true, true>(&st.half_fn[1], err)) return rc;
   if (int rc = prepare<sm90::kGroupsSmall, false, false, true>(&st.red_fn, err)) return rc;
