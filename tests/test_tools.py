@@ -120,6 +120,18 @@ def test_convert_rate_tool_compiles(tmp_path):
     assert (tmp_path / "convert_rate").stat().st_size > 0
 
 
+def test_handover_probe_compiles_without_spills(tmp_path):
+    # the hand-over probe holds a tile's sums in registers as the GEMM does: a spill would time local memory
+    nvcc = nvcc_or_skip("tools/handover_probe.cu")
+    r = subprocess.run([nvcc, "-O3", "-std=c++17", "-arch=sm_90a", "-Xptxas", "-v", "-I", os.path.join(ROOT, "kernels"),
+                        os.path.join(ROOT, "tools", "handover_probe.cu"), "-o", str(tmp_path / "handover_probe")],
+                       capture_output=True, text=True, check=True)
+    spills = [line for line in r.stderr.splitlines() if "spill" in line]
+    assert len(spills) == 2, r.stderr  # one kernel per tile width (128, 192)
+    assert all(" 0 bytes spill stores, 0 bytes spill loads" in line for line in spills), spills
+    assert (tmp_path / "handover_probe").stat().st_size > 0
+
+
 def test_fp16_gemms_computes_every_group():
     # the small-call tools' cuBLAS anchor: C = A B^T per group, each group on its own call
     import torch

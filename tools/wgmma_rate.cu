@@ -41,7 +41,9 @@
 //              (one group of M <= 32 in a decode step). Build with -DPROBE_RING=S for rings of S stages
 //              (default 4; the GEMM has 6): the rows whose stages do not fit shared memory fail to launch.
 //              "3 / 4 warpgroups": three or four consumer warpgroups of 64 B rows each (a stage holds two
-//              B blocks), as a decode build with more B rows per CTA step would run.
+//              B blocks), as a decode build with more B rows per CTA step would run; three at N = 128 too, as
+//              a build of 128-wide tiles of 192 B rows would run (more warps per scheduler beside the wgmma;
+//              four do not fit N = 128's sums in 104 registers: ptxas serialises the wgmma, C7512).
 // ptxas serialises the depth-2 loop (C7513: it does not see that three fragment sets suffice); the
 // row is kept as that measurement.
 // Each row runs twice: on zeros (B in shared memory all zero) and on random fp16 in both operands (the
@@ -85,8 +87,12 @@ constexpr int kRowBytes = 128;     // one K step of fp16 per row, 128-byte swizz
 constexpr int kSteps = 4104;       // K steps per launch (a multiple of every depth + 1)
 
 enum Form { kRS, kSS };
-enum Loads { kNoLoads, kFromL2, kFromDram, kTmaL2, kTmaDram, kTmaDram2 };  // what fills the stages (alu 2 only)
-__host__ __device__ constexpr bool is_tma(Loads l) { return l == kTmaL2 || l == kTmaDram || l == kTmaDram2; }
+// what fills the stages (alu 2 only); kTmaDram2NoA: as kTmaDram2, but A's tile loaded only in the ring's first
+// trip (then the stages keep it: B's loads alone, what A's fp16 traffic costs the step)
+enum Loads { kNoLoads, kFromL2, kFromDram, kTmaL2, kTmaDram, kTmaDram2, kTmaDram2NoA };
+__host__ __device__ constexpr bool is_tma(Loads l) {
+  return l == kTmaL2 || l == kTmaDram || l == kTmaDram2 || l == kTmaDram2NoA;
+}
 constexpr size_t kABufBytes = size_t{4} << 20, kBL2Bytes = size_t{16} << 20, kBDramBytes = size_t{2} << 30;
 // tma rows: the matrices the tensor maps describe (the GEMM's rows at K = 7168), 112 K steps per row
 constexpr uint32_t kAPitch = 7168 * 2, kBPitch = 7168 / 2, kTmaSteps = 112;
@@ -178,7 +184,7 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1) rate(uint32_t guard_on, Da
                                                            const __grid_constant__ CUtensorMap map_a,
                                                            const __grid_constant__ CUtensorMap map_b) {
   constexpr bool kTma = is_tma(LOADS);
-  constexpr bool kTwo = LOADS == kTmaDram2;
+  constexpr bool kTwo = LOADS == kTmaDram2 || LOADS == kTmaDram2NoA;
   static_assert(LOADS == kNoLoads || (ALU == 2 && RING && FORM == kRS), "loads: the GEMM's form, ring and dequantisation");
   static_assert(FORM == kRS || (MB == 1 && !GUARD), "SS: one block, no guard");
   static_assert(kSteps % (DEPTH + 1) == 0, "whole rounds of fragment sets");
@@ -241,8 +247,12 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1) rate(uint32_t guard_on, Da
         const int s = k % kRing, kc = k % kTmaSteps;
         ptx::mbar_wait(L.empty(s), ((k / kRing) & 1) ^ 1);
         if (a_thread) {
-          ptx::mbar_arrive_expect_tx(L.full(s), kTwo ? kA : kA + kQB * kB);
-          ptx::tma_load_2d(L.b_stage(s), &map_a, kc * kRowBytes, a_row, L.full(s), ptx::kEvictLast);
+          if (LOADS == kTmaDram2NoA && k >= kRing) {
+            ptx::mbar_arrive(L.full(s));  // the stage keeps its A tile
+          } else {
+            ptx::mbar_arrive_expect_tx(L.full(s), kTwo ? kA : kA + kQB * kB);
+            ptx::tma_load_2d(L.b_stage(s), &map_a, kc * kRowBytes, a_row, L.full(s), ptx::kEvictLast);
+          }
         }
         if (b_thread) {
           if (kTwo) ptx::mbar_arrive_expect_tx(L.full(s), kQB * kB);
@@ -450,6 +460,9 @@ int main(int argc, char** argv) {
       make<128, 2, 1, 1, kRS, true, 2, false, false, kTmaL2>("RS N=128, alu 2, tma from L2"),
       make<128, 2, 1, 1, kRS, true, 2, false, false, kTmaDram>("RS N=128, alu 2, tma B from DRAM"),
       make<128, 2, 1, 1, kRS, true, 2, false, false, kTmaDram2>("RS N=128, alu 2, tma B from DRAM, 2 producers"),
+      make<128, 2, 1, 1, kRS, true, 2, false, false, kTmaDram2NoA>("RS N=128, alu 2, tma B from DRAM, 2 producers, A kept"),
+      make<192, 2, 1, 1, kRS, true, 2, false, false, kTmaDram2NoA>("RS N=192, alu 2, tma B from DRAM, 2 producers, A kept"),
+      make<128, 2, 1, 2, kRS, true, 2, false, false, kTmaDram2NoA>("RS N=128, alu 2, 2 m-blocks, tma, 2 producers, A kept"),
       make<192, 2, 1, 1, kRS, true, 2, false, false, kTmaDram2>("RS N=192, alu 2, tma B from DRAM, 2 producers"),
       make<128, 2, 1, 2, kRS, true, 2, false, false, kTmaL2>("RS N=128, alu 2, 2 m-blocks, tma from L2"),
       make<128, 2, 1, 2, kRS, true, 2, false, false, kTmaDram>("RS N=128, alu 2, 2 m-blocks, tma B from DRAM"),
@@ -476,6 +489,8 @@ int main(int argc, char** argv) {
       make<32, 4, 1, 1, kRS, true, 2, false, false, kTmaDram2>("RS N=32, alu 2, narrow, 4 warpgroups, tma B from DRAM, 2 producers"),
       make<64, 4, 1, 1, kRS, true, 2, false>("RS N=64, alu 2, narrow, 4 warpgroups"),
       make<64, 4, 1, 1, kRS, true, 2, false, false, kTmaDram2>("RS N=64, alu 2, narrow, 4 warpgroups, tma B from DRAM, 2 producers"),
+      make<128, 3, 1, 1, kRS, true, 2, false>("RS N=128, alu 2, 3 warpgroups"),
+      make<128, 3, 1, 1, kRS, true, 2, false, false, kTmaDram2>("RS N=128, alu 2, 3 warpgroups, tma B from DRAM, 2 producers"),
       make<128, 2, 1, 1, kRS, true, 0, false, false, kNoLoads, false, kMixLop3, 0>("RS N=128, mix none (fixed frags)"),
       make<128, 2, 1, 1, kRS, true, 0, false, false, kNoLoads, false, kMixLop3, 32>("RS N=128, mix 32 LOP3"),
       make<128, 2, 1, 1, kRS, true, 0, false, false, kNoLoads, false, kMixLop3, 64>("RS N=128, mix 64 LOP3"),
