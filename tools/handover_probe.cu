@@ -22,6 +22,7 @@
 #include "ptx/cluster.cuh"
 #include "ptx/memorder.cuh"
 #include "ptx/timer.cuh"
+#include "sm90_share.cuh"
 
 namespace {
 
@@ -33,10 +34,6 @@ constexpr int kReps = 25;
 enum Mode { kNone, kGlobal, kGlobalSym, kDsmem, kDsmemSym, kModes };
 const char* kNames[kModes] = {"none", "global, one-way", "global, symmetric", "cluster, one-way", "cluster, symmetric"};
 __host__ __device__ bool clustered(int m) { return m == kDsmem || m == kDsmemSym; }
-
-// float4 j of warp w's lane l (write_partial's layout: every warp access 512 contiguous bytes)
-template <int W>
-__device__ __forceinline__ int slot(int w, int l, int j) { return ((w * (W / 8) + j) * 32 + l) * 4; }
 
 __device__ __forceinline__ void st_cluster_v4(uint32_t addr, float a, float b, float c, float d) {
   asm volatile("st.shared::cluster.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(addr), "f"(a), "f"(b), "f"(c), "f"(d)
@@ -52,7 +49,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   float acc[W / 2];
 #pragma unroll
   for (int i = 0; i < W / 2; ++i) acc[i] = (float)(b * 7 + threadIdx.x + i);
-  if (mode != kNone && clustered(mode)) fl::ptx::cluster_sync();  // both CTAs running (the GEMM: K loops done)
+  if (clustered(mode)) fl::ptx::cluster_sync();  // both CTAs running (the GEMM: K loops done)
   const uint64_t t0 = fl::ptx::globaltimer();
   // who writes (this thread's sums leave) and who reads (this thread adds its partner's)
   const bool sym = mode == kGlobalSym || mode == kDsmemSym;
@@ -60,10 +57,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   const bool reads = mode != kNone && (sym ? wg == role : role == 1);
   if (mode == kGlobal || mode == kGlobalSym) {
     float* mine = partials + (size_t)b * kWarps * 32 * (W / 2);
-    if (writes) {
-#pragma unroll
-      for (int j = 0; j < W / 8; ++j)
-        fl::ptx::st_cg_v4(mine + slot<W>(w, l, j), acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]);
+    if (writes) {  // the GEMM's own store of a warp's sums (all W rows valid), then its flag
+      fl::sm90::write_partial<W>(acc, mine, W, w, l);
       __syncwarp();
       if (l == 0) fl::ptx::st_release_gpu(flags + b * kWarps + w, epoch);
     }
@@ -78,7 +73,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       for (int j0 = 0; j0 < W / 8; j0 += kBatch) {
         float4 v[kBatch];
 #pragma unroll
-        for (int j = 0; j < kBatch; ++j) v[j] = fl::ptx::ld_cg_v4(src + slot<W>(w, l, j0 + j));
+        for (int j = 0; j < kBatch; ++j) v[j] = fl::ptx::ld_cg_v4(src + fl::sm90::partial_index(W, w, l, j0 + j));
 #pragma unroll
         for (int j = 0; j < kBatch; ++j) {
           const int e = 4 * (j0 + j);
@@ -91,13 +86,14 @@ __global__ void __launch_bounds__(kThreads, 1)
       const uint32_t dst = fl::ptx::map_shared_rank(sm, fl::ptx::cluster_ctarank() ^ 1);
 #pragma unroll
       for (int j = 0; j < W / 8; ++j)
-        st_cluster_v4(dst + 4 * slot<W>(w, l, j), acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]);
+        st_cluster_v4(dst + 4 * fl::sm90::partial_index(W, w, l, j), acc[4 * j], acc[4 * j + 1], acc[4 * j + 2],
+                      acc[4 * j + 3]);
     }
     fl::ptx::cluster_sync();  // the partner's stores into this CTA's shared memory are visible
     if (reads) {
 #pragma unroll
       for (int j = 0; j < W / 8; ++j) {
-        const float4 v = *reinterpret_cast<const float4*>(sm + slot<W>(w, l, j));
+        const float4 v = *reinterpret_cast<const float4*>(sm + fl::sm90::partial_index(W, w, l, j));
         acc[4 * j] += v.x, acc[4 * j + 1] += v.y, acc[4 * j + 2] += v.z, acc[4 * j + 3] += v.w;
       }
     }
@@ -154,6 +150,8 @@ void run(int pairs, float* partials, int32_t* flags, float* out, uint64_t* times
     std::printf("| %d | %d | %s | %.2f | %.2f | %.2f |\n", W, pairs, kNames[mode], per[per.size() / 2],
                 per[per.size() * 9 / 10], ev[ev.size() / 2]);
   }
+  CHECK(cudaEventDestroy(e0));
+  CHECK(cudaEventDestroy(e1));
   CHECK(cudaGetLastError());
 }
 
