@@ -447,8 +447,8 @@ def test_plan_shares_cover_every_step_once(sm_count, share, parts):
         assert est * 1000 <= sum(tile_ns) / ctas + max(tile_ns) + hand_over
 
 
-BENCH_SIZES = {1: ([80, 176, 128, 72, 64, 248, 96, 160], 4096, 7168),
-               2: ([40, 76, 168, 72, 164, 148, 196, 160], 7168, 2048)}
+# benchmarks 1 and 2 (the task's lists), each as a list of (m, n, k)
+BENCH_12 = [list(zip(ms, ns, ks)) for _g, ms, ns, ks in S.BENCH_SHAPES[:2]]
 
 
 def test_mid_build_runs_every_widest_tile_at_its_n_or_none():
@@ -457,7 +457,7 @@ def test_mid_build_runs_every_widest_tile_at_its_n_or_none():
     mma_n, plan, mid_n, widest = fastlaunch._C.mma_n, fastlaunch._C.plan, fastlaunch._C.mid_n, fastlaunch._C.max_width
     seed = random.SystemRandom().randrange(2**32)  # fresh draws each run, named in any failure
     draw = random.Random(seed)
-    cases = [[(m, n, k) for m in ms] for ms, n, k in BENCH_SIZES.values()] + PLAN_CASES
+    cases = BENCH_12 + PLAN_CASES
     cases += [[(draw.randint(1, 600), 64 * draw.randint(1, 64), 64 * draw.randint(1, 64))
                for _ in range(draw.randint(1, 12))] for _ in range(40)]
     for sizes in cases:
@@ -473,8 +473,7 @@ def test_mid_build_runs_every_widest_tile_at_its_n_or_none():
                     assert n == w, (seed, sizes, m, w, n)
     # benchmarks 1 and 2: their 192-wide tiles hold 148-176 rows, so the planner takes the mid build for them; never
     # (mid 2) leaves every tile at its width, and the estimate is then higher
-    for ms, n, k in BENCH_SIZES.values():
-        sizes = [(m, n, k) for m in ms]
+    for sizes in BENCH_12:
         widths = [w for w, _c, _t, _r in plan(sizes, 132)[0]]
         assert mma_n(sizes, 132) == tuple(mid_n if w == widest else w for w in widths)
         assert mma_n(sizes, 132, 0, 0, 0, 0, 0, 2) == tuple(widths)
