@@ -44,6 +44,8 @@
 //              B blocks), as a decode build with more B rows per CTA step would run; three at N = 128 too, as
 //              a build of 128-wide tiles of 192 B rows would run (more warps per scheduler beside the wgmma;
 //              four do not fit N = 128's sums in 104 registers: ptxas serialises the wgmma, C7512).
+//   wide       (alu 2, tma, 2 producers) N = 208, 224 and 256: one pass over B for a group of 193-256 A rows,
+//              which the GEMM's widths (128 and 192) cover with two 128-wide passes
 // ptxas serialises the depth-2 loop (C7513: it does not see that three fragment sets suffice); the
 // row is kept as that measurement.
 // Each row runs twice: on zeros (B in shared memory all zero) and on random fp16 in both operands (the
@@ -479,6 +481,9 @@ int main(int argc, char** argv) {
       make<96, 2, 1, 1, kRS, true, 2, false, false, kTmaDram2>("RS N=96, alu 2, narrow, tma B from DRAM, 2 producers"),
       make<176, 2, 1, 1, kRS, true, 2, false, false, kTmaDram2>("RS N=176, alu 2, tma B from DRAM, 2 producers"),
       make<128, 2, 1, 1, kRS, true, 2, false, false, kTmaDram2>("RS N=128, alu 2, narrow, tma B from DRAM, 2 producers"),
+      make<208, 2, 1, 1, kRS, true, 2, false, false, kTmaDram2>("RS N=208, alu 2, wide, tma B from DRAM, 2 producers"),
+      make<224, 2, 1, 1, kRS, true, 2, false, false, kTmaDram2>("RS N=224, alu 2, wide, tma B from DRAM, 2 producers"),
+      make<256, 2, 1, 1, kRS, true, 2, false, false, kTmaDram2>("RS N=256, alu 2, wide, tma B from DRAM, 2 producers"),
       make<16, 3, 1, 1, kRS, true, 2, false>("RS N=16, alu 2, narrow, 3 warpgroups"),
       make<16, 3, 1, 1, kRS, true, 2, false, false, kTmaDram2>("RS N=16, alu 2, narrow, 3 warpgroups, tma B from DRAM, 2 producers"),
       make<32, 3, 1, 1, kRS, true, 2, false>("RS N=32, alu 2, narrow, 3 warpgroups"),
