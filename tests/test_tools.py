@@ -264,6 +264,10 @@ def test_cta_balance_groups_ctas_by_what_their_shares_hold(tmp_path, capsys):
     assert bal.plan_args("whole") == (0, 0, 0, 0, 0) and bal.plan_args("share:split") == (2, 0, 0, 0, 0)
     assert bal.plan_args("cap:128") == (0, 128, 0, 0, 0) and bal.plan_args("half:0") == (0, 0, 2, 0, 0)
     assert bal.plan_args("mid:0") == (0, 0, 0, 0, 2) and bal.plan_args("narrow:1") == (0, 0, 0, 1, 0)
+    with pytest.raises(ValueError, match="share:whole and share:split"):
+        bal.plan_args("share:split:4")  # S CTAs per tile: not a plan the model can find again
+    # tools/fit_sm90.py reads its traced modes with the same parser (a split:S mode is skipped, not fitted as auto)
+    assert load_tool("fit_sm90").plan_args("share:whole") == bal.plan_args("share:whole") == (1, 0, 0, 0, 0)
     # the planner's plan of benchmark 1 runs the mid build (a wgmma narrower than its 192-wide tiles): not the
     # model's; with the mid build off (mode mid:0) it is
     bench1 = list(zip(*BENCH_SHAPES[0][1:]))

@@ -31,7 +31,7 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from fit_sm90 import build_args, cta_units, cta_us  # noqa: E402
+from fit_sm90 import cta_units, cta_us, plan_args  # noqa: E402
 from trace_sm90 import EVENTS, shape_list  # noqa: E402
 
 # ns, tools/fit_sm90.py's fits: a CTA's start, a K step and a tile's store by tile width, a split tile's
@@ -43,21 +43,6 @@ FITS = {
 }
 DEFAULT_FIT = "fd8de6a"
 COSTS = FITS[DEFAULT_FIT]
-
-
-def plan_args(mode):
-    """(share, cap, half, narrow, mid) of fastlaunch._C.plan for a trace mode (trace_sm90 / sweep_sm90 modes);
-    ValueError for the share modes it does not cover (split:S, reduced tiles). Plans of the narrow or mid build
-    with a wgmma narrower than its tiles (the planner's choice on benchmarks 1 and 2) are not covered either:
-    cta_units raises ValueError for them (trace with mid:0)."""
-    kind, _, value = mode.partition(":")
-    if kind == "share" and value not in ("whole", "split"):
-        raise ValueError(f"mode {mode}: only share:whole and share:split are covered")
-    share = {"whole": 1, "split": 2}.get(value, 0) if kind == "share" else 0
-    cap = int(value) if kind == "cap" else 0
-    half = {"0": 2, "1": 1}.get(value, 0) if kind == "half" else 0
-    narrow, mid = build_args(mode)
-    return share, cap, half, narrow, mid
 
 
 def predict(ctas, costs, read_ns):

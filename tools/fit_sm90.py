@@ -150,6 +150,21 @@ def build_args(mode, off=False):
     return narrow, mid
 
 
+def plan_args(mode):
+    """(share, cap, half, narrow, mid) of fastlaunch._C.plan for a trace mode (trace_sm90 / sweep_sm90 modes);
+    ValueError for the share modes it does not cover (split:S, reduced tiles). Plans of the narrow or mid build
+    with a wgmma narrower than its tiles (the planner's choice on benchmarks 1 and 2) are not covered either:
+    cta_units raises ValueError for them (trace with mid:0)."""
+    kind, _, value = mode.partition(":")
+    if kind == "share" and value not in ("whole", "split"):
+        raise ValueError(f"mode {mode}: only share:whole and share:split are covered")
+    share = {"whole": 1, "split": 2}.get(value, 0) if kind == "share" else 0
+    cap = int(value) if kind == "cap" else 0
+    half = {"0": 2, "1": 1}.get(value, 0) if kind == "half" else 0
+    narrow, mid = build_args(mode)
+    return share, cap, half, narrow, mid
+
+
 def traced(a, shapes):
     """(mode, one shape's traced calls, (narrow, mid) of its plan) for every mode and shape: traced now, or
     read from --raw."""
@@ -181,10 +196,9 @@ def main():
     shapes = [int(x) for x in a.shapes.split(",")]
     X, y, runs = [], [], []
     for mode, sh, build in traced(a, shapes):
-        share = {"share:whole": 1, "share:split": 2}.get(mode, 0)
-        cap = int(mode[4:]) if mode.startswith("cap:") else 0
         g, ms, ns, ks = BENCH_SHAPES[sh["shape"]]
         try:
+            share, cap = plan_args(mode)[:2]  # (the model's tiles: half tiles off, the build from `traced`)
             f = features(list(zip(ms, ns, ks)), sm_count, share, cap, widths, *build)
         except ValueError as e:
             print(f"{mode} b{sh['shape'] + 1}: skipped: {e}")
