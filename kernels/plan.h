@@ -22,7 +22,9 @@ namespace sm90 {
 // beside 128 and 192); the K loops kept their speed, the cost sits in the code run once per unit,
 // where ptxas then spills (docs/sm90_kernel_notes.md); a fourth made ptxas serialise the wgmma
 // (C7512). So two widths, 128 and 192 (measured 1.7% faster than 128 and 160 over the four
-// benchmarks, v24).
+// benchmarks, v24). A 256-wide tile (one pass for a group of 193-256 rows, 12-25% under two 128-wide
+// ones where its tiles fill the SMs) would have to run as a grid of its own beside the others' builds,
+// and two GEMM grids side by side lose most of that to each other (x125w, x125p: ~1% of the geomean).
 constexpr int kWidths[] = {128, 192};
 constexpr int kNumWidths = sizeof(kWidths) / sizeof(kWidths[0]);
 constexpr int kMaxWidth = kWidths[kNumWidths - 1];  // the A stage is sized for it
