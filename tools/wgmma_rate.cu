@@ -57,6 +57,7 @@
 //
 //   nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -I kernels -I tools -o /tmp/wgmma_rate \
 //        tools/wgmma_rate.cu && /tmp/wgmma_rate [text]     (text: only the rows whose name holds it)
+//   FL_PROBE_CTAS=n runs n CTAs instead of one per SM (the clock at a part of the chip's load)
 #include <cuda.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -64,6 +65,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -518,6 +520,10 @@ int main(int argc, char** argv) {
   int sms = 0, dev = 0;
   CHECK(cudaGetDevice(&dev));
   CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  // FL_PROBE_CTAS=n: n CTAs (n SMs busy) instead of one per SM: the clock the same work gets at a part of the
+  // chip's load (the per-SM rates and the GHz column are per busy SM; TFLOP/s is the n SMs' together)
+  int ctas = sms;
+  if (const char* e = std::getenv("FL_PROBE_CTAS")) ctas = std::max(1, std::min(sms, std::atoi(e)));
   float* sink = nullptr;
   unsigned long long* cyc = nullptr;
   CHECK(cudaMalloc(&sink, (size_t)sms * 512 * sizeof(float)));
@@ -549,7 +555,7 @@ int main(int argc, char** argv) {
   cudaEvent_t e0, e1;
   CHECK(cudaEventCreate(&e0));
   CHECK(cudaEventCreate(&e1));
-  std::printf("%d SMs, %d K steps of 4 k16 wgmma per warpgroup and launch\n", sms, kSteps);
+  std::printf("%d SMs, %d CTAs, %d K steps of 4 k16 wgmma per warpgroup and launch\n", sms, ctas, kSteps);
   std::printf("%-40s | %-38s | %-38s\n", "", "zeros", "random");
   std::printf("%-40s | %8s %6s %7s %7s %5s | %8s %6s %7s %7s %5s\n", "config", "FLOP/clk", "%peak", "clk/K", "TFLOP/s",
               "GHz", "FLOP/clk", "%peak", "clk/K", "TFLOP/s", "GHz");
@@ -574,7 +580,7 @@ int main(int argc, char** argv) {
         CHECK(cudaGetLastError());
       }
       void* args[] = {&on, &d, &sink, &cyc, &abuf, &bbuf, &map_a, &map_b};
-      const dim3 grid(sms), block(128 * (c.wgs + 1));
+      const dim3 grid(ctas), block(128 * (c.wgs + 1));
       float best_ms = 1e30f;
       for (int rep = 0; rep < 4; ++rep) {
         CHECK(cudaEventRecord(e0));
@@ -585,7 +591,7 @@ int main(int argc, char** argv) {
         CHECK(cudaEventElapsedTime(&ms, e0, e1));
         if (rep > 0) best_ms = std::min(best_ms, ms);
       }
-      std::vector<unsigned long long> h((size_t)sms * c.wgs);
+      std::vector<unsigned long long> h((size_t)ctas * c.wgs);
       CHECK(cudaMemcpy(h.data(), cyc, h.size() * sizeof(h[0]), cudaMemcpyDeviceToHost));
       std::sort(h.begin(), h.end());
       const double clk = (double)h[h.size() / 2];
@@ -593,10 +599,10 @@ int main(int argc, char** argv) {
       const double flop_sm = (double)c.wgs * kSteps * 4 * 2.0 * 64 * n_total * 16;  // per SM and launch
       const double per_clk = flop_sm / clk;
       std::printf(" | %8.0f %5.1f%% %7.0f %7.1f %5.2f", per_clk, 100.0 * per_clk / 4096.0, clk / kSteps,
-                  flop_sm * sms / (best_ms * 1e-3) / 1e12, clk / (best_ms * 1e6));
+                  flop_sm * ctas / (best_ms * 1e-3) / 1e12, clk / (best_ms * 1e6));
       if (c.other_nops) {  // the other warps' instructions per consumer K step, per warp (median over the grid)
-        std::vector<unsigned long long> t(sms);
-        CHECK(cudaMemcpy(t.data(), cyc + 3 * sms, t.size() * sizeof(t[0]), cudaMemcpyDeviceToHost));
+        std::vector<unsigned long long> t(ctas);
+        CHECK(cudaMemcpy(t.data(), cyc + 3 * ctas, t.size() * sizeof(t[0]), cudaMemcpyDeviceToHost));
         std::sort(t.begin(), t.end());
         std::printf(" [other warps: %.0f per K step]", (double)t[t.size() / 2] * c.other_nops / kSteps);
       }
