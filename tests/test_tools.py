@@ -120,28 +120,28 @@ def test_convert_rate_tool_compiles(tmp_path):
     assert (tmp_path / "convert_rate").stat().st_size > 0
 
 
-def test_handover_probe_compiles_without_spills(tmp_path):
-    # the hand-over probe holds a tile's sums in registers as the GEMM does: a spill would time local memory
-    nvcc = nvcc_or_skip("tools/handover_probe.cu")
+def assert_probe_compiles_without_spills(tmp_path, name, kernels):
+    """tools/<name>.cu built for sm_90a against kernels/: `kernels` kernels, none spilling (a spill would time
+    local memory)."""
+    nvcc = nvcc_or_skip(f"tools/{name}.cu")
     r = subprocess.run([nvcc, "-O3", "-std=c++17", "-arch=sm_90a", "-Xptxas", "-v", "-I", os.path.join(ROOT, "kernels"),
-                        os.path.join(ROOT, "tools", "handover_probe.cu"), "-o", str(tmp_path / "handover_probe")],
+                        os.path.join(ROOT, "tools", name + ".cu"), "-o", str(tmp_path / name)],
                        capture_output=True, text=True, check=True)
     spills = [line for line in r.stderr.splitlines() if "spill" in line]
-    assert len(spills) == 2, r.stderr  # one kernel per tile width (128, 192)
+    assert len(spills) == kernels, r.stderr
     assert all(" 0 bytes spill stores, 0 bytes spill loads" in line for line in spills), spills
-    assert (tmp_path / "handover_probe").stat().st_size > 0
+    assert (tmp_path / name).stat().st_size > 0
+
+
+def test_handover_probe_compiles_without_spills(tmp_path):
+    # the hand-over probe holds a tile's sums in registers as the GEMM does: one kernel per tile width (128, 192)
+    assert_probe_compiles_without_spills(tmp_path, "handover_probe", 2)
 
 
 def test_grid_share_probe_compiles(tmp_path):
-    # the side-by-side grids probe builds against the GEMM's own griddepcontrol wrappers (kernels/ptx/griddep.cuh)
-    nvcc = nvcc_or_skip("tools/grid_share_probe.cu")
-    r = subprocess.run([nvcc, "-O3", "-std=c++17", "-arch=sm_90a", "-Xptxas", "-v", "-I", os.path.join(ROOT, "kernels"),
-                        os.path.join(ROOT, "tools", "grid_share_probe.cu"), "-o", str(tmp_path / "grid_share_probe")],
-                       capture_output=True, text=True, check=True)
-    spills = [line for line in r.stderr.splitlines() if "spill" in line]
-    assert len(spills) == 2, r.stderr  # the conversion's stand-in and the part
-    assert all(" 0 bytes spill stores, 0 bytes spill loads" in line for line in spills), spills
-    assert (tmp_path / "grid_share_probe").stat().st_size > 0
+    # the side-by-side grids probe builds against the GEMM's own griddepcontrol wrappers (kernels/ptx/griddep.cuh):
+    # the conversion's stand-in and the part
+    assert_probe_compiles_without_spills(tmp_path, "grid_share_probe", 2)
 
 
 def test_fp16_gemms_computes_every_group():

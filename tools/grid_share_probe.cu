@@ -11,7 +11,6 @@
 // back to back as the benchmarks issue them: CUDA events around the batch, per call.
 //
 //   nvcc -O3 -std=c++17 -arch=sm_90a -I kernels -o /tmp/fl_grid_share tools/grid_share_probe.cu && /tmp/fl_grid_share
-#include <cuda.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
