@@ -64,16 +64,17 @@ struct Error {
   } while (0)
 
 // A tensor map for a [rows, row_bytes] byte matrix at `base` (rows `row_bytes` apart) with a
-// (box_bytes x box_rows) box.
+// (box_bytes x box_rows) box; `promo`: how much L2 fetches from memory around each line a box misses.
 inline int encode_byte_map(const Driver& drv, CUtensorMap* map, void* base, uint64_t row_bytes, uint64_t rows,
-                           uint32_t box_bytes, uint32_t box_rows, CUtensorMapSwizzle swizzle, Error& err) {
+                           uint32_t box_bytes, uint32_t box_rows, CUtensorMapSwizzle swizzle, Error& err,
+                           CUtensorMapL2promotion promo = CU_TENSOR_MAP_L2_PROMOTION_L2_256B) {
   const cuuint64_t dims[2] = {row_bytes, rows};
   const cuuint64_t strides[1] = {row_bytes};
   const cuuint32_t box[2] = {box_bytes, box_rows};
   const cuuint32_t elem_strides[2] = {1, 1};
   FL_DRV_TRY(err, drv,
              drv.tensor_map_encode_tiled(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, base, dims, strides, box, elem_strides,
-                                         CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                         CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, promo,
                                          CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
   return FL_OK;
 }
@@ -81,9 +82,10 @@ inline int encode_byte_map(const Driver& drv, CUtensorMap* map, void* base, uint
 // A template for such a map: the kernels rewrite address, extents and stride on the device, so a
 // template depends on the box and swizzle alone.
 inline int encode_byte_map_template(const Driver& drv, CUtensorMap* map, uint32_t box_bytes, uint32_t box_rows,
-                                    CUtensorMapSwizzle swizzle, Error& err) {
+                                    CUtensorMapSwizzle swizzle, Error& err,
+                                    CUtensorMapL2promotion promo = CU_TENSOR_MAP_L2_PROMOTION_L2_256B) {
   void* placeholder = reinterpret_cast<void*>(uintptr_t{1} << 20);  // any 1024-byte aligned address
-  return encode_byte_map(drv, map, placeholder, box_bytes, box_rows, box_bytes, box_rows, swizzle, err);
+  return encode_byte_map(drv, map, placeholder, box_bytes, box_rows, box_bytes, box_rows, swizzle, err, promo);
 }
 
 // The driver handle of kernel `sym`, allowed `smem_bytes` of dynamic shared memory (0: the default).

@@ -120,6 +120,12 @@ int a16_maps(const Driver& drv, CUtensorMap* out, void* base, int64_t pitch_byte
   return FL_OK;
 }
 
+// B's maps (and their template) have L2 fetch 128 bytes around a miss, four K steps of a B row (a box
+// reads 32 bytes of each of its rows per step). At 256 bytes, the setting of every other map, benchmarks
+// 1 / 2 ran 1.8% / 1.1% slower, and at 64 bytes or none as slow; benchmarks 3 and 4, the task's test
+// shapes and random shapes alike (x126p in docs/sm90_kernel_notes.md).
+constexpr CUtensorMapL2promotion kBPromotion = CU_TENSOR_MAP_L2_PROMOTION_L2_128B;
+
 // The B tensor maps (box `box_rows` rows x 32 bytes: 128, or 64 for half tiles) of one launch's groups,
 // in the plan's order, encoded on the host. Kept per thread for the last few launches, keyed by every
 // group's B address and sizes: a serving loop calls with the same weights again and again, and a hit
@@ -148,7 +154,7 @@ int b_maps(const Driver& drv, CUtensorMap* out, const int64_t* buf, int G, int g
     for (int i = 0; i < groups; ++i)
       if (int rc = encode_byte_map(drv, &e.maps[i], reinterpret_cast<void*>(key[3 * i]), (uint64_t)key[3 * i + 2] / 2,
                                    (uint64_t)key[3 * i + 1], sm90::kBlockK / 2, box_rows,
-                                   CU_TENSOR_MAP_SWIZZLE_NONE, err))
+                                   CU_TENSOR_MAP_SWIZZLE_NONE, err, kBPromotion))
         return rc;
     std::memcpy(e.key, key, sizeof(int64_t) * 3 * groups);
     e.groups = groups, e.box_rows = box_rows;
@@ -380,7 +386,7 @@ int sm90_init(DeviceState& dev, Error& err) {
   if (int rc = prepare_convert<sm90::kGroupsLarge>(&st.convert_fn[2], err)) return rc;
   if (int rc = prepare_convert<sm90::kGroupsPerLaunch>(&st.convert_fn[3], err)) return rc;
   if (int rc = encode_byte_map_template(dev.drv, &st.tmpl_b, sm90::kBlockK / 2, sm90::kBlockN,
-                                        CU_TENSOR_MAP_SWIZZLE_NONE, err))
+                                        CU_TENSOR_MAP_SWIZZLE_NONE, err, kBPromotion))
     return rc;
   // Experiments (tools/sweep_sm90.py) and tests: the widest tile the planner may use; whole or split
   // tiles only; half tiles always (where allowed) or never; the narrow build and the mid build each always
