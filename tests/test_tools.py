@@ -144,6 +144,11 @@ def test_grid_share_probe_compiles(tmp_path):
     assert_probe_compiles_without_spills(tmp_path, "grid_share_probe", 2)
 
 
+def test_tlb_probe_compiles(tmp_path):
+    # the first-read probe: the page warm-up kernel and the timed chain of loads
+    assert_probe_compiles_without_spills(tmp_path, "tlb_probe", 2)
+
+
 def test_fp16_gemms_computes_every_group():
     # the small-call tools' cuBLAS anchor: C = A B^T per group, each group on its own call
     import torch
