@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "cuda_check.h"
+#include "ptx/timer.cuh"
 
 namespace {
 
@@ -31,12 +32,6 @@ __device__ __forceinline__ uint32_t ld_cg(const uint8_t* p) {
   uint32_t v;
   asm volatile("ld.global.cg.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
   return v;
-}
-
-__device__ __forceinline__ uint64_t gtimer() {
-  uint64_t t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
 }
 
 // Line 0 of every page (the measured lines are others).
@@ -57,9 +52,9 @@ __global__ void chain(const uint8_t* base, uint32_t zero, uint64_t* times, uint3
   const size_t off = (size_t)(blockIdx.x + 1) * 4096 + 256;  // CTA b's line on every page
   uint32_t v = 0;
   for (int pass = 0; pass < 2; ++pass) {
-    const uint64_t t0 = gtimer();
+    const uint64_t t0 = fl::ptx::globaltimer();
     for (int p = 0; p < kPages; ++p) v = ld_cg(base + p * kPage + off + (v & zero));
-    const uint64_t t1 = gtimer() + (v & zero);
+    const uint64_t t1 = fl::ptx::globaltimer() + (v & zero);
     times[blockIdx.x * 2 + pass] = t1 - t0;
   }
   sink[blockIdx.x] = v;
