@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "cuda_check.h"
+#include "ptx/memorder.cuh"
 #include "ptx/timer.cuh"
 
 namespace {
@@ -28,18 +29,12 @@ enum Warm { kCold, kLoad, kPrefetch, kBulkPrefetch, kWarms };
 const char* kWarmNames[kWarms] = {"cold", "warmed by a load", "warmed by prefetch.global.L2",
                                   "warmed by cp.async.bulk.prefetch.L2"};
 
-__device__ __forceinline__ uint32_t ld_cg(const uint8_t* p) {
-  uint32_t v;
-  asm volatile("ld.global.cg.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-
 // Line 0 of every page (the measured lines are others).
 __global__ void warm(const uint8_t* base, int how, uint32_t* sink) {
   uint32_t acc = 0;
   for (int p = 0; p < kPages; ++p) {
     const uint8_t* a = base + p * kPage;
-    if (how == kLoad) acc += ld_cg(a);
+    if (how == kLoad) acc += fl::ptx::ld_cg_u32(a);
     else if (how == kPrefetch) asm volatile("prefetch.global.L2 [%0];" ::"l"(a) : "memory");
     else asm volatile("cp.async.bulk.prefetch.L2.global [%0], 128;" ::"l"(a) : "memory");
   }
@@ -53,7 +48,7 @@ __global__ void chain(const uint8_t* base, uint32_t zero, uint64_t* times, uint3
   uint32_t v = 0;
   for (int pass = 0; pass < 2; ++pass) {
     const uint64_t t0 = fl::ptx::globaltimer();
-    for (int p = 0; p < kPages; ++p) v = ld_cg(base + p * kPage + off + (v & zero));
+    for (int p = 0; p < kPages; ++p) v = fl::ptx::ld_cg_u32(base + p * kPage + off + (v & zero));
     const uint64_t t1 = fl::ptx::globaltimer() + (v & zero);
     times[blockIdx.x * 2 + pass] = t1 - t0;
   }

@@ -29,7 +29,14 @@ __device__ __forceinline__ float4 ld_cg_v4(const float* p) {
   return v;
 }
 
-// Up to four such loads issued back to back, so that all are in flight before the first is used (the
+// 4-byte load cached in L2 only (tools/tlb_probe.cu: a chain of reads that must reach L2 or memory each time).
+__device__ __forceinline__ uint32_t ld_cg_u32(const void* p) {
+  uint32_t v;
+  asm volatile("ld.global.cg.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+// Up to four 16-byte L2-only loads issued back to back, so that all are in flight before the first is used (the
 // compiler otherwise may consume one to free its registers before issuing the next): v[u] = *p[u] for
 // u < n (n >= 1); the others keep their values and their addresses are not read.
 __device__ __forceinline__ void ld_cg_v4_upto4(const float* p0, const float* p1, const float* p2, const float* p3,
