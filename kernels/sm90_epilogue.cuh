@@ -19,6 +19,7 @@
 #include "nvfp4.cuh"
 #include "ptx/memorder.cuh"
 #include "ptx/stmatrix.cuh"
+#include "ptx/tma.cuh"
 #include "row_pieces.h"
 
 namespace fl::sm90 {
@@ -74,9 +75,18 @@ __device__ __forceinline__ int tid_in_warpgroup() {
 // Pass H (A rows [64 H, 64 H + 64) of a tile W wide): `acc` is the warpgroup's accumulators (64 B
 // rows x W A rows), `n0` its first C column, `rows` the tile's valid A rows from C row m0. `gr` is the
 // group (fields c: C, [m, n] row-major; m; n), read where used.
-template <int W, int H, bool ANY, class Group>
+// TMA (launches whose C rows are all aligned, with a C tensor map per group: `cmap`, fp16 C as bytes,
+// box 64 rows x 128 bytes, 128-byte swizzle): the buffer is the box in the map's swizzle (the layout above
+// with a 1024-byte aligned buffer), stored by one TMA store that thread 0 of the warpgroup issues; the
+// map's extents clip rows past the group's M (a tile's rows past `rows` are past M: every width is a
+// multiple of 64) and columns past N. Thread 0 waits for the store's reads of the buffer right after
+// issuing it, so the buffer is free at the warpgroup's next barrier as after the plain stores.
+template <int W, int H, bool ANY, bool TMA, class Group>
 __device__ __forceinline__ void store_pass(uint32_t buf, const float (&acc)[W / 2], const Group& gr, int64_t m0,
-                                           int rows, int64_t n0, bool vec, int cw, int wq, int lane) {
+                                           int rows, int64_t n0, bool vec, int cw, int wq, int lane,
+                                           const void* cmap) {
+  static_assert(!(TMA && ANY), "TMA stores: aligned C rows only");
+  static_assert(!TMA || W % (int)kEpiRows == 0, "TMA stores: a tile's rows past the pass's are past M");
   constexpr int kRows = W - (int)kEpiRows * H < (int)kEpiRows ? W - (int)kEpiRows * H : (int)kEpiRows;
   // thread in the warpgroup; ANY: read again (volatile), so what the stores derive from it is not hoisted
   // into the K loops (there it made ptxas rematerialise the loops' own thread constants)
@@ -96,6 +106,16 @@ __device__ __forceinline__ void store_pass(uint32_t buf, const float (&acc)[W / 
     }
     const int a = 8 * (i + sq / 2) + srow;  // A row inside the pass
     ptx::stmatrix_x4_trans(buf + a * 128 + ((schunk ^ (a % 8)) << 4), r[0], r[1], r[2], r[3]);
+  }
+  if constexpr (TMA) {
+    ptx::fence_proxy_async_smem();    // this thread's stmatrix writes, before the TMA unit reads them
+    ptx::named_barrier(1 + cw, 128);  // the buffer holds this pass's C rows
+    if (t == 0) {
+      ptx::tma_store_2d(cmap, buf, (int)(n0 * 2), (int)(m0 + (int)kEpiRows * H));
+      ptx::bulk_commit();
+      ptx::bulk_wait_read_all();  // the buffer is free again once thread 0 passes the next barrier
+    }
+    return;
   }
   ptx::named_barrier(1 + cw, 128);  // the buffer holds this pass's C rows
   const int q = t % 8;
@@ -137,13 +157,14 @@ __device__ __forceinline__ void store_pass(uint32_t buf, const float (&acc)[W / 
 
 // Passes H, H + 1, ... of a tile W wide whose first `rows` A rows are valid; SHARED (half tiles, whose
 // two warpgroups hold the same 64 B rows): only warpgroup cw's passes, H % 2 == cw.
-template <int W, int H, bool SHARED, bool ANY, class Group>
+template <int W, int H, bool SHARED, bool ANY, bool TMA, class Group>
 __device__ __forceinline__ void store_passes(uint32_t buf, const float (&acc)[W / 2], const Group& gr, int64_t m0,
-                                             int rows, int64_t n0, bool vec, int cw, int wq, int lane) {
+                                             int rows, int64_t n0, bool vec, int cw, int wq, int lane,
+                                             const void* cmap) {
   if constexpr (H * (int)kEpiRows < W) {
     if (H == 0 || rows > H * (int)kEpiRows) {  // uniform over the warpgroup (named barriers)
-      if (!SHARED || H % 2 == cw) store_pass<W, H, ANY>(buf, acc, gr, m0, rows, n0, vec, cw, wq, lane);
-      store_passes<W, H + 1, SHARED, ANY>(buf, acc, gr, m0, rows, n0, vec, cw, wq, lane);
+      if (!SHARED || H % 2 == cw) store_pass<W, H, ANY, TMA>(buf, acc, gr, m0, rows, n0, vec, cw, wq, lane, cmap);
+      store_passes<W, H + 1, SHARED, ANY, TMA>(buf, acc, gr, m0, rows, n0, vec, cw, wq, lane, cmap);
     }
   }
 }
@@ -151,14 +172,16 @@ __device__ __forceinline__ void store_passes(uint32_t buf, const float (&acc)[W 
 // One consumer warpgroup (cw, warp wq) of a tile W A rows wide from C row m0 and 64 B rows from C
 // column n0 + 64 cw of group `gr` (SHARED, a half tile: its passes H % 2 == cw of the 64 B rows from
 // column n0); `buf` is the warpgroup's buffer (kEpiWgBytes). Every thread of the warpgroup calls it
-// (named barriers). ANY: C rows at any alignment are stored in aligned chunks (see the top).
-template <int W, bool SHARED, bool ANY, class Group>
+// (named barriers). ANY: C rows at any alignment are stored in aligned chunks (see the top). TMA: each
+// pass by a TMA store through `cmap`, the group's C map (store_pass).
+template <int W, bool SHARED, bool ANY, bool TMA, class Group>
 __device__ __forceinline__ void store_tile(uint32_t buf, const float (&acc)[W / 2], const Group& gr, int m0, int n0,
-                                           int cw, int wq, int lane) {
+                                           int cw, int wq, int lane, const void* cmap) {
   static_assert(W % 16 == 0, "passes of whole stmatrix.x4 pairs");
   const bool vec = (gr.n % 8) == 0 && (reinterpret_cast<uintptr_t>(gr.c) % 16) == 0;
   const int rows = min(W, gr.m - m0);  // valid A rows of the tile (uniform: no early exit before barriers)
-  store_passes<W, 0, SHARED, ANY>(buf, acc, gr, m0, rows, (int64_t)n0 + (SHARED ? 0 : 64 * cw), vec, cw, wq, lane);
+  store_passes<W, 0, SHARED, ANY, TMA>(buf, acc, gr, m0, rows, (int64_t)n0 + (SHARED ? 0 : 64 * cw), vec, cw, wq,
+                                       lane, cmap);
 }
 
 }  // namespace fl::sm90

@@ -126,35 +126,30 @@ int a16_maps(const Driver& drv, CUtensorMap* out, void* base, int64_t pitch_byte
 // shapes and random shapes alike (x126p in docs/sm90_kernel_notes.md).
 constexpr CUtensorMapL2promotion kBPromotion = CU_TENSOR_MAP_L2_PROMOTION_L2_128B;
 
-// The B tensor maps (box `box_rows` rows x 32 bytes: 128, or 64 for half tiles) of one launch's groups,
-// in the plan's order, encoded on the host. Kept per thread for the last few launches, keyed by every
-// group's B address and sizes: a serving loop calls with the same weights again and again, and a hit
-// costs one comparison.
-int b_maps(const Driver& drv, CUtensorMap* out, const int64_t* buf, int G, int g0, const int* order, int groups,
-           int box_rows, Error& err) {
+// Tensor maps of one launch's groups (in the plan's order), group i's over key[3 i] (its address), key[3 i + 1]
+// rows of key[3 i + 2] bytes, each with a box of `box_rows` rows x `box_bytes`, encoded on the host. Kept per
+// thread and per KIND (one memo per operand) for the last few launches, keyed by those three numbers of every
+// group and the box: a serving loop calls with the same weights and outputs again and again, and a hit costs
+// one comparison.
+template <int KIND>
+int group_maps(const Driver& drv, CUtensorMap* out, const int64_t* key, int groups, uint32_t box_bytes,
+               uint32_t box_rows, CUtensorMapSwizzle swizzle, CUtensorMapL2promotion promo, Error& err) {
   struct Entry {
-    int groups = 0, box_rows = 0;
-    int64_t key[3 * sm90::kGroupsSmall];  // b, n, k per group
+    int groups = 0;
+    uint32_t box_rows = 0;
+    int64_t key[3 * sm90::kGroupsSmall];
     alignas(64) CUtensorMap maps[sm90::kGroupsSmall];
   };
   thread_local Recent<Entry> cache;
-  int64_t key[3 * sm90::kGroupsSmall];
-  for (int i = 0; i < groups; ++i) {
-    const int g = g0 + order[i];
-    key[3 * i] = buf[1 * G + g], key[3 * i + 1] = buf[6 * G + g], key[3 * i + 2] = buf[7 * G + g];
-  }
-  const Entry* hit = cache.find(
-      [&](const Entry& e) {
-        return e.groups == groups && e.box_rows == box_rows &&
-               std::memcmp(e.key, key, sizeof(int64_t) * 3 * groups) == 0;
-      });
+  const Entry* hit = cache.find([&](const Entry& e) {
+    return e.groups == groups && e.box_rows == box_rows && std::memcmp(e.key, key, sizeof(int64_t) * 3 * groups) == 0;
+  });
   if (!hit) {
     Entry& e = cache.oldest();
     e.groups = 0;  // invalid until encoded
     for (int i = 0; i < groups; ++i)
-      if (int rc = encode_byte_map(drv, &e.maps[i], reinterpret_cast<void*>(key[3 * i]), (uint64_t)key[3 * i + 2] / 2,
-                                   (uint64_t)key[3 * i + 1], sm90::kBlockK / 2, box_rows,
-                                   CU_TENSOR_MAP_SWIZZLE_NONE, err, kBPromotion))
+      if (int rc = encode_byte_map(drv, &e.maps[i], reinterpret_cast<void*>(key[3 * i]), (uint64_t)key[3 * i + 2],
+                                   (uint64_t)key[3 * i + 1], box_bytes, box_rows, swizzle, err, promo))
         return rc;
     std::memcpy(e.key, key, sizeof(int64_t) * 3 * groups);
     e.groups = groups, e.box_rows = box_rows;
@@ -162,6 +157,31 @@ int b_maps(const Driver& drv, CUtensorMap* out, const int64_t* buf, int G, int g
   }
   std::memcpy(out, hit->maps, sizeof(CUtensorMap) * groups);
   return FL_OK;
+}
+
+// The B tensor maps (box `box_rows` rows x 32 bytes: 128, or 64 for half tiles) of groups g0 + order[i].
+int b_maps(const Driver& drv, CUtensorMap* out, const int64_t* buf, int G, int g0, const int* order, int groups,
+           int box_rows, Error& err) {
+  int64_t key[3 * sm90::kGroupsSmall];
+  for (int i = 0; i < groups; ++i) {
+    const int g = g0 + order[i];
+    key[3 * i] = buf[1 * G + g], key[3 * i + 1] = buf[6 * G + g], key[3 * i + 2] = buf[7 * G + g] / 2;
+  }
+  return group_maps<0>(drv, out, key, groups, sm90::kBlockK / 2, (uint32_t)box_rows, CU_TENSOR_MAP_SWIZZLE_NONE,
+                       kBPromotion, err);
+}
+
+// The C tensor maps of groups g0 + order[i] (fp16 C as bytes: m rows of 2 n; box one epilogue pass, 64 rows x 128
+// bytes, in the epilogue buffer's 128-byte swizzle), for launches whose C rows are all aligned.
+int c_maps(const Driver& drv, CUtensorMap* out, const int64_t* buf, int G, int g0, const int* order, int groups,
+           Error& err) {
+  int64_t key[3 * sm90::kGroupsSmall];
+  for (int i = 0; i < groups; ++i) {
+    const int g = g0 + order[i];
+    key[3 * i] = buf[2 * G + g], key[3 * i + 1] = buf[5 * G + g], key[3 * i + 2] = buf[6 * G + g] * 2;
+  }
+  return group_maps<1>(drv, out, key, groups, 128, sm90::kEpiRows, CU_TENSOR_MAP_SWIZZLE_128B,
+                       CU_TENSOR_MAP_L2_PROMOTION_NONE, err);
 }
 
 // Rows and largest K of the launch of groups g0 .. g0+gc-1.
@@ -234,6 +254,8 @@ int launch_chunk(const DeviceState& dev, const int64_t* buf, int G, int g0, int 
   if constexpr (MAXG <= sm90::kGroupsSmall) {
     const int box_rows = plan.half ? sm90::kHalfBlockN : sm90::kBlockN;
     if (int rc = b_maps(dev.drv, p.map_b, buf, G, g0, plan.order, gc, box_rows, err)) return rc;
+    if (!any)  // the kernels of aligned C (sm90::kTmaC) store it through these
+      if (int rc = c_maps(dev.drv, p.map_c, buf, G, g0, plan.order, gc, err)) return rc;
   }
   uint8_t* const tail = a16 + sm90::a16_launch_bytes(rows, kmax);
   p.b_maps = tail;

@@ -83,6 +83,7 @@ constexpr uint32_t kOffEpi = kOffB + kStages * kBStageBytes;
 constexpr uint32_t kSmemBytes = kOffEpi + kEpiBytes;
 
 static_assert(kStages >= 4, "pipeline depth");
+static_assert(kOffEpi % 1024 == 0 && kEpiWgBytes % 1024 == 0, "epilogue buffers in the 128-byte swizzle's alignment (TMA stores)");
 static_assert(kAStageBytes % 1024 == 0 && kOffA % 1024 == 0, "A stages keep the 128-byte swizzle's alignment");
 static_assert(kBStageBytes % 128 == 0 && kOffB % 128 == 0, "TMA and bulk-copy destinations aligned");
 static_assert(kOffBars + 2 * 8 * kMaxStages <= kHeaderBytes, "barriers fit the header");
@@ -203,6 +204,18 @@ struct ConsumerPos {
   }
 };
 
+// C stored by TMA (sm90_epilogue.cuh store_pass): launches of up to kGroupsSmall groups (whose C maps are
+// kernel parameters, Params::map_c) with every C row aligned (not ANY); reduced tiles store no C here.
+template <int MAXG, bool ANY, bool RED>
+constexpr bool kTmaC = MAXG <= kGroupsSmall && !ANY && !RED;
+
+// Group g's C map where the launch has them (kTmaC), else null.
+template <bool TMA, int MAXG>
+__device__ __forceinline__ const void* c_map(const Params<MAXG>& p, int g) {
+  if constexpr (TMA) return &p.map_c[g];
+  else return nullptr;
+}
+
 // One consumer K step at `pos`: wait for the stage, dequantise its B into registers, issue the
 // step's wgmma, then retire the previous step (its wgmma done: its stage is free). Releasing B
 // right after its dequantisation instead (it is read by no wgmma) measured 4% slower on every shape
@@ -275,7 +288,9 @@ __device__ __forceinline__ void consumer_unit(const Params<MAXG>& p, const Smem&
     return;
   }
   if (w.k0 > 0) add_partials<W>(p, acc, blockIdx.x, w.t, rows, cwarp, lane);
-  store_tile<W, false, ANY>(sm.base + kOffEpi + cw * kEpiWgBytes, acc, gr, w.tile.m0, w.tile.n0, cw, wq, lane);
+  constexpr bool kTma = kTmaC<MAXG, ANY, RED>;
+  store_tile<W, false, ANY, kTma>(sm.base + kOffEpi + cw * kEpiWgBytes, acc, gr, w.tile.m0, w.tile.n0, cw, wq, lane,
+                                  c_map<kTma>(p, w.tile.g));
   trace(tr, kTrFirstEpilogue);
 }
 
@@ -322,6 +337,7 @@ __device__ __forceinline__ void consumer_unit_half(const Params<MAXG>& p, const 
   for (int i = 0; i < W / 2; ++i) acc[i] = own > 0 ? acc[i] : 0.f;  // none: the other took the only step
   trace(tr, kTrFirstMainloop);
   const int rows = min(W, gr.m - w.tile.m0);  // uniform over both warpgroups
+  constexpr bool kTma = kTmaC<MAXG, ANY, false>;
   const uint32_t xbuf = sm.base + kOffEpi + (uint32_t)(wq * 32 + lane) * 16;
 #pragma unroll
   for (int j = 0; j < W / 64; ++j) {
@@ -348,7 +364,8 @@ __device__ __forceinline__ void consumer_unit_half(const Params<MAXG>& p, const 
   }
   // the buffers are both warpgroups' again once the last part is read
   ptx::named_barrier(kBarHalfFree, 256);
-  store_tile<W, true, ANY>(sm.base + kOffEpi + cw * kEpiWgBytes, acc, gr, w.tile.m0, w.tile.n0, cw, wq, lane);
+  store_tile<W, true, ANY, kTma>(sm.base + kOffEpi + cw * kEpiWgBytes, acc, gr, w.tile.m0, w.tile.n0, cw, wq, lane,
+                                 c_map<kTma>(p, w.tile.g));
   trace(tr, kTrFirstEpilogue);
 }
 

@@ -44,6 +44,9 @@ struct Params {
   // Launches of up to kGroupsSmall groups: each group's B map, encoded on the host (cached by B's
   // address and sizes), so the GEMM's B producer needs nothing from the conversion kernel.
   CUtensorMap map_b[MAXG <= kGroupsSmall ? MAXG : 1];
+  // ... and each group's C map (fp16 C as bytes, box 64 rows x 128 bytes, 128-byte swizzle), encoded and cached
+  // alike, where every C row of the launch is aligned: the epilogue stores C by TMA (sm90_epilogue.cuh).
+  CUtensorMap map_c[MAXG <= kGroupsSmall ? MAXG : 1];
   int32_t num_groups;
   int32_t num_ctas;     // the grid
   int32_t num_units;

@@ -30,6 +30,24 @@ __device__ __forceinline__ void bulk_load(uint32_t dst, const void* src, uint32_
       : "memory");
 }
 
+// 2D tile of shared memory to a tensor map (x in bytes, y the row); parts of the box outside the map's
+// extents are not written. Completes as a bulk async-group of the issuing thread (bulk_commit).
+// The shared-memory writes it reads must be ordered before it by fence_proxy_async_smem.
+__device__ __forceinline__ void tma_store_2d(const void* tmap, uint32_t src, int x, int y) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];" ::"l"(tmap), "r"(x),
+               "r"(y), "r"(src)
+               : "memory");
+}
+
+// Closes this thread's bulk async-group of the stores issued since the last one.
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
+
+// Waits until every bulk async-group of this thread has read its shared-memory source (the buffer may
+// be written again; the global writes may still be in flight: the grid's end completes them).
+__device__ __forceinline__ void bulk_wait_read_all() {
+  asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+}
+
 // Fetches a TMA descriptor (here: a __grid_constant__ kernel parameter, by its generic address) ahead
 // of its first use.
 __device__ __forceinline__ void prefetch_tensormap(const void* map) {
