@@ -66,6 +66,13 @@ __device__ __forceinline__ void store_row_unaligned(uint32_t brow, int sw, __hal
   if (p.tail >= 0) seg[p.tail] = buffer_half(brow, sw, p.tail);
 }
 
+// TMA: this thread's TMA stores have read their shared-memory source. Every thread of the warpgroup may call it
+// (a thread with no store waits for nothing): no branch on the thread, so nothing is kept live for it.
+template <bool TMA>
+__device__ __forceinline__ void epilogue_buffer_read() {
+  if constexpr (TMA) ptx::bulk_wait_read_all();
+}
+
 __device__ __forceinline__ int tid_in_warpgroup() {
   int tid;
   asm volatile("mov.u32 %0, %%tid.x;" : "=r"(tid));
@@ -79,8 +86,9 @@ __device__ __forceinline__ int tid_in_warpgroup() {
 // box 64 rows x 128 bytes, 128-byte swizzle): the buffer is the box in the map's swizzle (the layout above
 // with a 1024-byte aligned buffer), stored by one TMA store that thread 0 of the warpgroup issues; the
 // map's extents clip rows past the group's M (a tile's rows past `rows` are past M: every width is a
-// multiple of 64) and columns past N. Thread 0 waits for the store's reads of the buffer right after
-// issuing it, so the buffer is free at the warpgroup's next barrier as after the plain stores.
+// multiple of 64) and columns past N. Thread 0 waits for the store's reads of the buffer before the
+// warpgroup writes it again: at the next pass (epilogue_buffer_read), or before anything else writes the
+// buffer or the CTA ends (the callers), so the wait after a tile's last pass overlaps the next K loop.
 template <int W, int H, bool ANY, bool TMA, class Group>
 __device__ __forceinline__ void store_pass(uint32_t buf, const float (&acc)[W / 2], const Group& gr, int64_t m0,
                                            int rows, int64_t n0, bool vec, int cw, int wq, int lane,
@@ -91,6 +99,7 @@ __device__ __forceinline__ void store_pass(uint32_t buf, const float (&acc)[W / 
   // thread in the warpgroup; ANY: read again (volatile), so what the stores derive from it is not hoisted
   // into the K loops (there it made ptxas rematerialise the loops' own thread constants)
   const int t = ANY ? tid_in_warpgroup() : wq * 32 + lane;
+  epilogue_buffer_read<TMA>();      // (thread 0) the previous pass's TMA store has read the buffer
   ptx::named_barrier(1 + cw, 128);  // the previous pass's reads of the buffer are done
   // stmatrix: lane -> matrix q = lane / 8 (8-row block of A rows +q/2, B-row half q%2), row lane % 8.
   const int sq = lane / 8, srow = lane % 8;
@@ -113,7 +122,6 @@ __device__ __forceinline__ void store_pass(uint32_t buf, const float (&acc)[W / 
     if (t == 0) {
       ptx::tma_store_2d(cmap, buf, (int)(n0 * 2), (int)(m0 + (int)kEpiRows * H));
       ptx::bulk_commit();
-      ptx::bulk_wait_read_all();  // the buffer is free again once thread 0 passes the next barrier
     }
     return;
   }

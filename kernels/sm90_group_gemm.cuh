@@ -338,6 +338,7 @@ __device__ __forceinline__ void consumer_unit_half(const Params<MAXG>& p, const 
   trace(tr, kTrFirstMainloop);
   const int rows = min(W, gr.m - w.tile.m0);  // uniform over both warpgroups
   constexpr bool kTma = kTmaC<MAXG, ANY, false>;
+  epilogue_buffer_read<kTma>();  // the previous tile's TMA stores have read the buffers the sums go through
   const uint32_t xbuf = sm.base + kOffEpi + (uint32_t)(wq * 32 + lane) * 16;
 #pragma unroll
   for (int j = 0; j < W / 64; ++j) {
@@ -548,6 +549,7 @@ __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_con
       tr = nullptr;  // trace the first unit only
     }
     raise_flag(pending, lane);
+    epilogue_buffer_read<kTmaC<MAXG, ANY, RED>>();  // shared memory outlives the last TMA store's reads
     trace(threadIdx.x == 128 ? p.trace : nullptr, kTrConsumerDone);
   }
   if (p.trace) {
