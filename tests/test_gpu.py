@@ -102,6 +102,28 @@ def test_outputs_at_any_alignment_leave_their_neighbours():
         assert (buf[:off] == 7).all() and (buf[off + size:] == 7).all()
 
 
+def test_aligned_outputs_stored_by_tma_leave_their_neighbours():
+    # Launches of up to 16 groups whose C rows are all aligned store each 64-row epilogue pass by one TMA
+    # store of a 64 x 64 box, which the C map's extents clip at M rows and N columns. C here: views into
+    # larger buffers at 16-byte offsets, M and N not multiples of 64 (a box past both ends), the rest a sentinel.
+    g, ms, ns, ks = 3, [70, 200, 33], [72, 1000, 200], [128, 256, 192]
+    d = R.generate_input(ms, ns, ks, g, fresh_seed(), device="cuda")
+    ref = R.ref_kernel(R.clone_outputs(d))
+    bufs = []
+    for i, (off, (a, b, c)) in enumerate(zip((8, 16, 64), d[0])):
+        m, n = c.shape[0], c.shape[1]
+        buf = torch.full((m * n + 128,), 7.0, dtype=c.dtype, device=c.device)
+        d[0][i] = (a, b, buf[off:off + m * n].view(1, m, n).permute(1, 2, 0))
+        bufs.append((buf, off, m * n))
+    R.poison(d)
+    out = fastlaunch.fast_launch(d)
+    torch.cuda.synchronize()
+    ok, msg = R.check(out, ref)
+    assert ok, msg
+    for buf, off, size in bufs:
+        assert (buf[:off] == 7).all() and (buf[off + size:] == 7).all()
+
+
 CASES_CHILD = r"""
 import json, sys, torch, fastlaunch
 from fastlaunch import reference as R
