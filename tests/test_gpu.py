@@ -78,50 +78,40 @@ def test_edge_and_random_shapes(shape):
     run_and_check(R.generate_input(ms, ns, ks, g, fresh_seed(), device="cuda"))
 
 
+def check_views_leave_neighbours(ms, ns, ks, offsets, pad):
+    """Each group's C replaced by a view at element offset offsets[g] into a buffer `pad` elements larger filled
+    with a sentinel; the outputs checked, and the sentinel around each view unchanged."""
+    d = R.generate_input(ms, ns, ks, len(ms), fresh_seed(), device="cuda")
+    ref = R.ref_kernel(R.clone_outputs(d))
+    bufs = []
+    for i, (off, (a, b, c)) in enumerate(zip(offsets, d[0])):
+        m, n = c.shape[0], c.shape[1]
+        buf = torch.full((m * n + pad,), 7.0, dtype=c.dtype, device=c.device)
+        d[0][i] = (a, b, buf[off:off + m * n].view(1, m, n).permute(1, 2, 0))
+        bufs.append((buf, off, m * n))
+    R.poison(d)
+    out = fastlaunch.fast_launch(d)
+    torch.cuda.synchronize()
+    ok, msg = R.check(out, ref)
+    assert ok, msg
+    for buf, off, size in bufs:
+        assert (buf[:off] == 7).all() and (buf[off + size:] == 7).all()
+
+
 def test_outputs_at_any_alignment_leave_their_neighbours():
     # C's rows may start anywhere (N not a multiple of 8, or C's pointer off a 16-byte boundary): such a
     # launch runs the kernel compiled for it, whose epilogue writes the aligned 16-byte chunks inside each
     # row and single elements at its ends, never an element outside C. C here: views into larger buffers
     # at element offsets 1, 3, 7 (odd) and 8 (16 bytes: with N = 136 the aligned path of that kernel),
     # the rest a sentinel.
-    g, ms, ns, ks = 4, [70, 129, 200, 33], [64, 77, 1000, 136], [128, 256, 192, 64]
-    d = R.generate_input(ms, ns, ks, g, fresh_seed(), device="cuda")
-    ref = R.ref_kernel(R.clone_outputs(d))
-    bufs = []
-    for i, (off, (a, b, c)) in enumerate(zip((1, 3, 7, 8), d[0])):
-        m, n = c.shape[0], c.shape[1]
-        buf = torch.full((m * n + 16,), 7.0, dtype=c.dtype, device=c.device)
-        d[0][i] = (a, b, buf[off:off + m * n].view(1, m, n).permute(1, 2, 0))
-        bufs.append((buf, off, m * n))
-    R.poison(d)
-    out = fastlaunch.fast_launch(d)
-    torch.cuda.synchronize()
-    ok, msg = R.check(out, ref)
-    assert ok, msg
-    for buf, off, size in bufs:
-        assert (buf[:off] == 7).all() and (buf[off + size:] == 7).all()
+    check_views_leave_neighbours([70, 129, 200, 33], [64, 77, 1000, 136], [128, 256, 192, 64], (1, 3, 7, 8), 16)
 
 
 def test_aligned_outputs_stored_by_tma_leave_their_neighbours():
     # Launches of up to 16 groups whose C rows are all aligned store each 64-row epilogue pass by one TMA
     # store of a 64 x 64 box, which the C map's extents clip at M rows and N columns. C here: views into
     # larger buffers at 16-byte offsets, M and N not multiples of 64 (a box past both ends), the rest a sentinel.
-    g, ms, ns, ks = 3, [70, 200, 33], [72, 1000, 200], [128, 256, 192]
-    d = R.generate_input(ms, ns, ks, g, fresh_seed(), device="cuda")
-    ref = R.ref_kernel(R.clone_outputs(d))
-    bufs = []
-    for i, (off, (a, b, c)) in enumerate(zip((8, 16, 64), d[0])):
-        m, n = c.shape[0], c.shape[1]
-        buf = torch.full((m * n + 128,), 7.0, dtype=c.dtype, device=c.device)
-        d[0][i] = (a, b, buf[off:off + m * n].view(1, m, n).permute(1, 2, 0))
-        bufs.append((buf, off, m * n))
-    R.poison(d)
-    out = fastlaunch.fast_launch(d)
-    torch.cuda.synchronize()
-    ok, msg = R.check(out, ref)
-    assert ok, msg
-    for buf, off, size in bufs:
-        assert (buf[:off] == 7).all() and (buf[off + size:] == 7).all()
+    check_views_leave_neighbours([70, 200, 33], [72, 1000, 200], [128, 256, 192], (8, 16, 64), 128)
 
 
 CASES_CHILD = r"""
