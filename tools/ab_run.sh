@@ -18,7 +18,9 @@ out=${OUT:-/tmp}
 tree_name() { [ "$1" = "$root" ] && echo worktree || basename "$1"; }
 for t in "${trees[@]}"; do
   name=$(tree_name "$t")
-  (cd "$t" && python3 setup.py build_ext --inplace > "$out/build_$name.log" 2>&1; echo "built $name: rc $? C751x $(grep -c C751 "$out/build_$name.log")") &
+  defs=$(cat "$t/AB_DEFINES" 2>/dev/null || true)  # tools/ab_prepare.sh REF@DEFINES
+  (cd "$t" && FASTLAUNCH_NVCC_DEFINES="$defs" python3 setup.py build_ext --inplace > "$out/build_$name.log" 2>&1
+   echo "built $name${defs:+ ($defs)}: rc $? C751x $(grep -c C751 "$out/build_$name.log")") &
 done
 wait
 for t in "${trees[@]}"; do
