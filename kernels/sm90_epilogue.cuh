@@ -4,7 +4,8 @@
 // Per 64 A rows at a time (one pass): stmatrix.trans writes each warp's 16 B rows x
 // 8 A rows fragments as 16-byte pieces of C rows into the warpgroup's buffer (row a = A row, 8 chunks
 // of 8 B rows, chunk q stored at q ^ (a % 8): conflict-free for stmatrix and for the row reads), then
-// each thread stores 16-byte chunks of whole C rows (a warp writes four 128-byte rows per
+// in launches of up to 16 groups with every C row aligned, one TMA store of the whole pass (TMA, store_pass);
+// else each thread stores 16-byte chunks of whole C rows (a warp writes four 128-byte rows per
 // instruction). C rows at any alignment (N not a multiple of 8, or C's pointer off 16 bytes): in the
 // kernels compiled for it (ANY), each row in the aligned 16-byte chunks of global memory it covers, the
 // partial chunks at its ends one element per thread (store_row_unaligned, kernels/row_pieces.h); in the

@@ -28,7 +28,8 @@
 //                   swizzle) of each step (warps 2, 3 only hand over registers);
 //   warpgroups 1, 2 consumers: 64 B rows each, dequantise them into wgmma A fragments, issue the
 //                   wgmma; epilogue through shared memory (stmatrix transposes the C^T fragments
-//                   into C rows), then 16-byte row stores; or the partial sums of a split tile.
+//                   into C rows), then one TMA store per 64-row pass (kTmaC) or 16-byte row stores; or
+//                   the partial sums of a split tile.
 //
 // K permutation. An MMA sums over K, so both operands may be read in any one order of K. Thread
 // lane%4 == c of a consumer warp owns K range [16c, 16c+16) of a 64-wide stage (one scale block,
