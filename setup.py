@@ -43,7 +43,7 @@ SM100_SOURCES = ["kernels/sm100_group_gemm.cu"]
 common_nvcc_flags = ["-O3", "-std=c++17", "--expt-relaxed-constexpr", "-lineinfo", "-diag-suppress", "1160"]
 if os.environ.get("FASTLAUNCH_PTXAS_VERBOSE"):
     common_nvcc_flags += ["-Xptxas", "-v"]
-# Experiments only (tools/ab_prepare.sh NAME=REF:DEFINE=VALUE,...): build defines such as FL_SM90_TMA_C=0.
+# Experiments only (tools/ab_prepare.sh REF@NAME=VALUE,...): build defines such as FL_SM90_TMA_C=0.
 common_nvcc_flags += ["-D" + d for d in os.environ.get("FASTLAUNCH_NVCC_DEFINES", "").split()]
 nvcc_flags = [*common_nvcc_flags, *GENCODE]
 

@@ -254,7 +254,7 @@ int launch_chunk(const DeviceState& dev, const int64_t* buf, int G, int g0, int 
   if constexpr (MAXG <= sm90::kGroupsSmall) {
     const int box_rows = plan.half ? sm90::kHalfBlockN : sm90::kBlockN;
     if (int rc = b_maps(dev.drv, p.map_b, buf, G, g0, plan.order, gc, box_rows, err)) return rc;
-    if (!any)  // the kernels of aligned C (sm90::kTmaC) store it through these
+    if (!any && !plan.reduce)  // the kernels of aligned C (sm90::kTmaC) store it through these; reduced tiles do not
       if (int rc = c_maps(dev.drv, p.map_c, buf, G, g0, plan.order, gc, err)) return rc;
   }
   uint8_t* const tail = a16 + sm90::a16_launch_bytes(rows, kmax);

@@ -213,6 +213,7 @@ struct ConsumerPos {
 #ifndef FL_SM90_TMA_C
 #define FL_SM90_TMA_C 1
 #endif
+static_assert(FL_SM90_TMA_C >= 0 && FL_SM90_TMA_C <= 2, "FL_SM90_TMA_C: 0, 1 or 2");
 template <int MAXG, bool ANY, bool RED>
 constexpr bool kTmaC = FL_SM90_TMA_C != 0 && MAXG <= kGroupsSmall && !ANY && !RED;
 
