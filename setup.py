@@ -43,8 +43,10 @@ SM100_SOURCES = ["kernels/sm100_group_gemm.cu"]
 common_nvcc_flags = ["-O3", "-std=c++17", "--expt-relaxed-constexpr", "-lineinfo", "-diag-suppress", "1160"]
 if os.environ.get("FASTLAUNCH_PTXAS_VERBOSE"):
     common_nvcc_flags += ["-Xptxas", "-v"]
-# Experiments only (tools/ab_prepare.sh REF@NAME=VALUE,...): build defines such as FL_SM90_TMA_C=0.
-common_nvcc_flags += ["-D" + d for d in os.environ.get("FASTLAUNCH_NVCC_DEFINES", "").split()]
+# Experiments only (tools/ab_prepare.sh REF@NAME=VALUE,...): build defines such as FL_SM90_TMA_C=0, given to
+# both compilers (the host planner, kernels/plan.h, is compiled into fastlaunch/_C.cpp and into the launcher).
+EXPERIMENT_DEFINES = ["-D" + d for d in os.environ.get("FASTLAUNCH_NVCC_DEFINES", "").split()]
+common_nvcc_flags += EXPERIMENT_DEFINES
 nvcc_flags = [*common_nvcc_flags, *GENCODE]
 
 
@@ -91,7 +93,7 @@ setup(
                 "kernels/sm90_group_gemm.cu",
             ],
             include_dirs=[os.path.join(ROOT, "kernels")],
-            extra_compile_args={"cxx": ["-O3"], "nvcc": nvcc_flags},
+            extra_compile_args={"cxx": ["-O3", *EXPERIMENT_DEFINES], "nvcc": nvcc_flags},
         ),
         # Competing launch paths for tools/bench_launch.py (pybind11, TORCH_LIBRARY); not used by fastlaunch.
         CUDAExtension(

@@ -87,7 +87,13 @@ constexpr int64_t a16_launch_bytes(int64_t rows, int64_t kmax) {
 // wgmma bounds it: without any loads or dequantisation the GEMM keeps 93% of its time (d46all).
 constexpr double kStepNsDequant = 370;
 constexpr double kStepNsPerRow = 2.52;
-constexpr double kPassNs = 500;
+// FL_PLAN_PASS_NS (a build define for experiments, tools/ab_prepare.sh; setup.py gives it to both compilers, so
+// fastlaunch._C.plan and the launcher agree): the pass's price in ns, 500 by default.
+#ifndef FL_PLAN_PASS_NS
+#define FL_PLAN_PASS_NS 500
+#endif
+constexpr double kPassNs = FL_PLAN_PASS_NS;
+static_assert(kPassNs > 0, "FL_PLAN_PASS_NS: a price in ns");
 constexpr double step_ns(int w) { return kStepNsPerRow * w > kStepNsDequant ? kStepNsPerRow * w : kStepNsDequant; }
 // C rows that are not 16-byte aligned (N % 8 != 0): the kernels compiled for any alignment store the
 // partial 16-byte chunks at each 64-column row segment's ends element by element (sm90_epilogue.cuh,
