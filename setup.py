@@ -44,7 +44,8 @@ common_nvcc_flags = ["-O3", "-std=c++17", "--expt-relaxed-constexpr", "-lineinfo
 if os.environ.get("FASTLAUNCH_PTXAS_VERBOSE"):
     common_nvcc_flags += ["-Xptxas", "-v"]
 # Experiments only (tools/ab_prepare.sh REF@NAME=VALUE,...): build defines such as FL_SM90_TMA_C=0, given to
-# both compilers (the host planner, kernels/plan.h, is compiled into fastlaunch/_C.cpp and into the launcher).
+# both compilers (the host planner, kernels/plan.h, is compiled into fastlaunch/_C.cpp and into the launcher). The
+# objects do not record them: build a tree with new defines from scratch (rm -rf build), as tools/ab_run.sh does.
 EXPERIMENT_DEFINES = ["-D" + d for d in os.environ.get("FASTLAUNCH_NVCC_DEFINES", "").split()]
 common_nvcc_flags += EXPERIMENT_DEFINES
 nvcc_flags = [*common_nvcc_flags, *GENCODE]
