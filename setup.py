@@ -43,7 +43,7 @@ SM100_SOURCES = ["kernels/sm100_group_gemm.cu"]
 common_nvcc_flags = ["-O3", "-std=c++17", "--expt-relaxed-constexpr", "-lineinfo", "-diag-suppress", "1160"]
 if os.environ.get("FASTLAUNCH_PTXAS_VERBOSE"):
     common_nvcc_flags += ["-Xptxas", "-v"]
-# Experiments only (tools/ab_prepare.sh REF@NAME=VALUE,...): build defines such as FL_SM90_TMA_C=0, given to
+# Experiments only (tools/ab_prepare.sh REF@NAME=VALUE,...): build defines such as FL_PLAN_PASS_NS=300, given to
 # both compilers (the host planner, kernels/plan.h, is compiled into fastlaunch/_C.cpp and into the launcher). The
 # objects do not record them: build a tree with new defines from scratch (rm -rf build), as tools/ab_run.sh does.
 EXPERIMENT_DEFINES = ["-D" + d for d in os.environ.get("FASTLAUNCH_NVCC_DEFINES", "").split()]

@@ -208,27 +208,8 @@ struct ConsumerPos {
 
 // C stored by TMA (sm90_epilogue.cuh store_pass): launches of up to kGroupsSmall groups (whose C maps are
 // kernel parameters, Params::map_c) with every C row aligned (not ANY); reduced tiles store no C here.
-// FL_SM90_TMA_C (a build define for experiments, tools/ab_prepare.sh): 1 (the default) as above, 0 every pass
-// by the threads' stores (the C maps still passed), 2 by TMA only in a CTA's last unit (`tma_ok`).
-#ifndef FL_SM90_TMA_C
-#define FL_SM90_TMA_C 1
-#endif
-static_assert(FL_SM90_TMA_C >= 0 && FL_SM90_TMA_C <= 2, "FL_SM90_TMA_C: 0, 1 or 2");
 template <int MAXG, bool ANY, bool RED>
-constexpr bool kTmaC = FL_SM90_TMA_C != 0 && MAXG <= kGroupsSmall && !ANY && !RED;
-
-// A tile's epilogue with C by TMA where `tma_ok` (FL_SM90_TMA_C == 2), else by the threads' stores; otherwise
-// store_tile with TMA as kTmaC says.
-template <int W, bool SHARED, bool ANY, bool TMA, class Group>
-__device__ __forceinline__ void store_tile_as(bool tma_ok, uint32_t buf, const float (&acc)[W / 2], const Group& gr,
-                                              int m0, int n0, int cw, int wq, int lane, const void* cmap) {
-  if constexpr (TMA && FL_SM90_TMA_C == 2) {
-    if (tma_ok) store_tile<W, SHARED, ANY, true>(buf, acc, gr, m0, n0, cw, wq, lane, cmap);
-    else store_tile<W, SHARED, ANY, false>(buf, acc, gr, m0, n0, cw, wq, lane, cmap);
-  } else {
-    store_tile<W, SHARED, ANY, TMA>(buf, acc, gr, m0, n0, cw, wq, lane, cmap);
-  }
-}
+constexpr bool kTmaC = MAXG <= kGroupsSmall && !ANY && !RED;
 
 // Group g's C map where the launch has them (kTmaC), else null.
 template <bool TMA, int MAXG>
@@ -282,7 +263,7 @@ __device__ __forceinline__ void k_loop(const Smem& sm, float (&all)[kMaxWidth / 
 template <int W, bool ANY, bool RED, int N, bool EL = false, int MAXG>
 __device__ __forceinline__ void consumer_unit(const Params<MAXG>& p, const Smem& sm, float (&all)[kMaxWidth / 2],
                                               const Unit& w, ConsumerPos& pos, int r0, int c, int cw, int wq,
-                                              int lane, int32_t*& pending, uint64_t* tr, bool tma_ok) {
+                                              int lane, int32_t*& pending, uint64_t* tr) {
   float(&acc)[W / 2] = *reinterpret_cast<float(*)[W / 2]>(&all[0]);
   const Group& gr = p.groups[w.tile.g];
   // trace: when the first stage lands. The condition is the warp's (the traced thread's warp waits too):
@@ -310,8 +291,8 @@ __device__ __forceinline__ void consumer_unit(const Params<MAXG>& p, const Smem&
   }
   if (w.k0 > 0) add_partials<W>(p, acc, blockIdx.x, w.t, rows, cwarp, lane);
   constexpr bool kTma = kTmaC<MAXG, ANY, RED>;
-  store_tile_as<W, false, ANY, kTma>(tma_ok, sm.base + kOffEpi + cw * kEpiWgBytes, acc, gr, w.tile.m0, w.tile.n0, cw,
-                                     wq, lane, c_map<kTma>(p, w.tile.g));
+  store_tile<W, false, ANY, kTma>(sm.base + kOffEpi + cw * kEpiWgBytes, acc, gr, w.tile.m0, w.tile.n0, cw, wq, lane,
+                                  c_map<kTma>(p, w.tile.g));
   trace(tr, kTrFirstEpilogue);
 }
 
@@ -329,7 +310,7 @@ static_assert(kEpiBytes == 16 * 1024, "one 64-row part of a warpgroup's fp32 sum
 template <int W, bool ANY, int MAXG>
 __device__ __forceinline__ void consumer_unit_half(const Params<MAXG>& p, const Smem& sm, float (&all)[kMaxWidth / 2],
                                                    const Unit& w, ConsumerPos& pos, int rq, int c, int cw, int wq,
-                                                   int lane, uint64_t* tr, bool tma_ok) {
+                                                   int lane, uint64_t* tr) {
   float(&acc)[W / 2] = *reinterpret_cast<float(*)[W / 2]>(&all[0]);
   const Group& gr = p.groups[w.tile.g];
   const int sr0 = 64 * ((w.tile.n0 / kHalfBlockN) % 2) + rq;  // the row in the 128-row scale block
@@ -386,8 +367,8 @@ __device__ __forceinline__ void consumer_unit_half(const Params<MAXG>& p, const 
   }
   // the buffers are both warpgroups' again once the last part is read
   ptx::named_barrier(kBarHalfFree, 256);
-  store_tile_as<W, true, ANY, kTma>(tma_ok, sm.base + kOffEpi + cw * kEpiWgBytes, acc, gr, w.tile.m0, w.tile.n0, cw,
-                                     wq, lane, c_map<kTma>(p, w.tile.g));
+  store_tile<W, true, ANY, kTma>(sm.base + kOffEpi + cw * kEpiWgBytes, acc, gr, w.tile.m0, w.tile.n0, cw, wq, lane,
+                                 c_map<kTma>(p, w.tile.g));
   trace(tr, kTrFirstEpilogue);
 }
 
@@ -397,14 +378,14 @@ __device__ __forceinline__ void consumer_unit_half(const Params<MAXG>& p, const 
 template <int W, bool ANY, int MAXG>
 __device__ __forceinline__ void narrow_unit(const Params<MAXG>& p, const Smem& sm, float (&all)[kMaxWidth / 2],
                                             const Unit& w, ConsumerPos& pos, int r0, int c, int cw, int wq, int lane,
-                                            int32_t*& pending, uint64_t* tr, bool tma_ok) {
+                                            int32_t*& pending, uint64_t* tr) {
   if constexpr (W == kWidths[0]) {
     if (narrow_tiles(p.groups[w.tile.g])) {
-      consumer_unit<W, ANY, false, kNarrowN, true>(p, sm, all, w, pos, r0, c, cw, wq, lane, pending, tr, tma_ok);
+      consumer_unit<W, ANY, false, kNarrowN, true>(p, sm, all, w, pos, r0, c, cw, wq, lane, pending, tr);
       return;
     }
   }
-  consumer_unit<W, ANY, false, W, true>(p, sm, all, w, pos, r0, c, cw, wq, lane, pending, tr, tma_ok);
+  consumer_unit<W, ANY, false, W, true>(p, sm, all, w, pos, r0, c, cw, wq, lane, pending, tr);
 }
 
 // The main loop of the tile's width (plan.h kWidths: more main loops in one kernel made ptxas
@@ -412,21 +393,21 @@ __device__ __forceinline__ void narrow_unit(const Params<MAXG>& p, const Smem& s
 template <bool HALF, bool ANY, bool RED, int BUILD, int I = 0, int MAXG>
 __device__ __forceinline__ void consumer_dispatch(const Params<MAXG>& p, const Smem& sm, float (&all)[kMaxWidth / 2],
                                                   const Unit& w, ConsumerPos& pos, int r0, int c, int cw,
-                                                  int wq, int lane, int32_t*& pending, uint64_t* tr, bool tma_ok) {
+                                                  int wq, int lane, int32_t*& pending, uint64_t* tr) {
   constexpr int W = kWidths[I];
   if constexpr (I + 1 < kNumWidths) {
     if (p.groups[w.tile.g].width > W) {
-      consumer_dispatch<HALF, ANY, RED, BUILD, I + 1>(p, sm, all, w, pos, r0, c, cw, wq, lane, pending, tr, tma_ok);
+      consumer_dispatch<HALF, ANY, RED, BUILD, I + 1>(p, sm, all, w, pos, r0, c, cw, wq, lane, pending, tr);
       return;
     }
   }
-  if constexpr (HALF) consumer_unit_half<W, ANY>(p, sm, all, w, pos, r0, c, cw, wq, lane, tr, tma_ok);
+  if constexpr (HALF) consumer_unit_half<W, ANY>(p, sm, all, w, pos, r0, c, cw, wq, lane, tr);
   else if constexpr (BUILD == kBuildNarrow)
-    narrow_unit<W, ANY>(p, sm, all, w, pos, r0, c, cw, wq, lane, pending, tr, tma_ok);
+    narrow_unit<W, ANY>(p, sm, all, w, pos, r0, c, cw, wq, lane, pending, tr);
   // the mid build: each width's loop at its one wgmma N, plan.h mid_loop_n (the planner runs no tile it does not
   // cover on it: mid_fits)
   else consumer_unit<W, ANY, RED, BUILD == kBuildMid ? mid_loop_n(W) : W>(p, sm, all, w, pos, r0, c, cw, wq, lane,
-                                                                           pending, tr, tma_ok);
+                                                                           pending, tr);
 }
 
 // HALF: half tiles (plan.h kHalfBlockN, whole tiles only; consumer_unit_half). ANY: C rows at any
@@ -567,9 +548,7 @@ __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_con
     for (int u = 0; u < share.units(); ++u) {
       const Unit w = share.unit<kBN>(p, u);
       float acc[kMaxWidth / 2];  // per unit: nothing carries over, so no register lives across widths
-      // (FL_SM90_TMA_C == 2, an experiment: C by TMA only in the CTA's last unit)
-      consumer_dispatch<HALF, ANY, RED, BUILD>(p, sm, acc, w, pos, r0, c, cw, wq, lane, pending, tr,
-                                               FL_SM90_TMA_C != 2 || u + 1 == share.units());
+      consumer_dispatch<HALF, ANY, RED, BUILD>(p, sm, acc, w, pos, r0, c, cw, wq, lane, pending, tr);
       tr = nullptr;  // trace the first unit only
     }
     raise_flag(pending, lane);

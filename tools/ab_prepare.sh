@@ -4,7 +4,7 @@
 # tools/ab_run.sh builds them all beside the working tree and times each.
 #   tools/ab_prepare.sh main v17 f01592a
 # REF@NAME=VALUE[,NAME=VALUE...] builds REF's tree with those build defines (setup.py's FASTLAUNCH_NVCC_DEFINES,
-# kept in the tree's AB_DEFINES), e.g. main@FL_SM90_TMA_C=0 (the experiment defines are in the kernels' headers).
+# kept in the tree's AB_DEFINES), e.g. main@FL_PLAN_PASS_NS=300 (the experiment defines are in the kernels' headers).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rm -rf .ab
