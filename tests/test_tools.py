@@ -85,6 +85,18 @@ def test_fixed_cost_table():
     assert lines[-2] == "event harness alone 1.25 us; one trivial kernel 3.00; two 5.00"
 
 
+def test_graph_device_time_table():
+    gt = load_tool("graph_device_time")
+    assert set(gt.SETS) == {"bench", "tests"} and len(gt.SETS["bench"]) == 4
+    rows = [{"shape": "s1", "ok": True, "direct_us": [10.0, 12.0], "replay_us": [9.0, 9.0]},
+            {"shape": "s2", "ok": False, "direct_us": [40.0, 40.0], "replay_us": [40.0, 42.0]}]
+    lines = gt.table(rows)
+    assert lines[2] == "| s1 | 10.0 / 12.0 | 9.0 / 9.0 | -2.00 | True |"
+    assert lines[3] == "| s2 | 40.0 / 40.0 | 40.0 / 42.0 | +1.00 | False |"
+    # geomeans of the per-shape means: sqrt(11 * 40) and sqrt(9 * 41)
+    assert lines[4] == "| geomean | 20.98 | 19.21 | -1.77 | False |"
+
+
 def test_fixed_cost_shapes_exist():
     from fastlaunch import shapes as S
     fc = load_tool("fixed_cost")

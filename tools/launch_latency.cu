@@ -3,7 +3,9 @@
 // each repetition, median of 200. One launch, and two in a row with the second a programmatic
 // dependent launch (the Hopper call's shape: conversion, then GEMM), for parameter blocks from 64 bytes
 // to the sizes of the sm90 kernels' own (Params<16>, <64> and <256>, printed first), with and without
-// 200 KB of dynamic shared memory, on 3 and on 132 CTAs. The kernel reads one parameter byte.
+// 200 KB of dynamic shared memory, on 3 and on 132 CTAs. The kernel reads one parameter byte. The
+// last columns launch the same one and two kernels as one CUDA graph (captured from a stream, the
+// programmatic dependency kept as the graph's edge), to show what submitting them together saves.
 //
 //   nvcc -O2 -std=c++17 -arch=sm_90a -I kernels -o /tmp/launch_latency tools/launch_latency.cu
 //   /tmp/launch_latency
@@ -76,7 +78,30 @@ void row(int smem, int grid) {
     CHECK(cudaLaunchKernelEx(&cfg, touch<N>, p, g_out));
   });
   CHECK(cudaGetLastError());
-  std::printf("| %d | %d | %d | %.2f | %.2f |\n", N, smem / 1024, grid, one, two);
+  // The same launches captured into graphs, replayed on the legacy stream the events use.
+  cudaStream_t cap;
+  CHECK(cudaStreamCreateWithFlags(&cap, cudaStreamNonBlocking));
+  cudaGraph_t g1, g2;
+  cudaGraphExec_t e1, e2;
+  CHECK(cudaStreamBeginCapture(cap, cudaStreamCaptureModeThreadLocal));
+  touch<N><<<grid, threads, smem, cap>>>(p, g_out);
+  CHECK(cudaStreamEndCapture(cap, &g1));
+  CHECK(cudaStreamBeginCapture(cap, cudaStreamCaptureModeThreadLocal));
+  touch<N><<<grid, threads, smem, cap>>>(p, g_out);
+  cudaLaunchConfig_t cfg_cap = cfg;
+  cfg_cap.stream = cap;
+  CHECK(cudaLaunchKernelEx(&cfg_cap, touch<N>, p, g_out));
+  CHECK(cudaStreamEndCapture(cap, &g2));
+  CHECK(cudaGraphInstantiate(&e1, g1, 0));
+  CHECK(cudaGraphInstantiate(&e2, g2, 0));
+  const float one_g = median_us([&] { CHECK(cudaGraphLaunch(e1, 0)); });
+  const float two_g = median_us([&] { CHECK(cudaGraphLaunch(e2, 0)); });
+  CHECK(cudaGraphExecDestroy(e1));
+  CHECK(cudaGraphExecDestroy(e2));
+  CHECK(cudaGraphDestroy(g1));
+  CHECK(cudaGraphDestroy(g2));
+  CHECK(cudaStreamDestroy(cap));
+  std::printf("| %d | %d | %d | %.2f | %.2f | %.2f | %.2f |\n", N, smem / 1024, grid, one, two, one_g, two_g);
 }
 
 }  // namespace
@@ -89,8 +114,8 @@ int main() {
   std::printf("%s; sm90 kernel parameters: Params<16> %zu bytes, Params<64> %zu, Params<256> %zu\n", prop.name,
               sizeof(fl::sm90::Params<16>), sizeof(fl::sm90::Params<64>), sizeof(fl::sm90::Params<256>));
   std::printf("events around nothing: %.2f us\n\n", median_us([] {}));
-  std::printf("| parameter bytes | dynamic shared KB | CTAs | one launch us | two launches (PDL) us |\n");
-  std::printf("|---|---|---|---|---|\n");
+  std::printf("| parameter bytes | dynamic shared KB | CTAs | one launch us | two launches (PDL) us | one, as a graph us | two (PDL), as a graph us |\n");
+  std::printf("|---|---|---|---|---|---|---|\n");
   row<64>(0, 3);
   row<1024>(0, 3);
   row<2048>(0, 3);
