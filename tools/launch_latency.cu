@@ -6,12 +6,17 @@
 // 200 KB of dynamic shared memory, on 3 and on 132 CTAs. The kernel reads one parameter byte. The
 // last columns launch the same one and two kernels as one CUDA graph (captured from a stream, the
 // programmatic dependency kept as the graph's edge), to show what submitting them together saves.
+// Last, the host's side of the same choice at Params<16>'s size: host us per call (median over batches
+// of 20 calls, the GPU drained between batches) of the two launches direct, of the graph's launch alone,
+// and of the graph's launch after both kernel nodes' parameters are set again (what a call with new
+// pointers would pay).
 //
 //   nvcc -O2 -std=c++17 -arch=sm_90a -I kernels -o /tmp/launch_latency tools/launch_latency.cu
 //   /tmp/launch_latency
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
@@ -104,6 +109,69 @@ void row(int smem, int grid) {
   std::printf("| %d | %d | %d | %.2f | %.2f | %.2f | %.2f |\n", N, smem / 1024, grid, one, two, one_g, two_g);
 }
 
+// Host us per call, median over 100 batches of 20 calls with the GPU drained between batches.
+template <class F>
+float host_us(F call) {
+  std::vector<float> t;
+  for (int b = 0; b < 101; ++b) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < 20; ++i) call();
+    const auto t1 = std::chrono::steady_clock::now();
+    CHECK(cudaDeviceSynchronize());
+    if (b) t.push_back(std::chrono::duration<float, std::micro>(t1 - t0).count() / 20);  // batch 0 warms up
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+template <int N>
+void host_rows() {
+  const int threads = 384, grid = 132;
+  Block<N> p{};
+  p.bytes[N - 1] = 1;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaStream_t st;
+  CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = grid;
+  cfg.blockDim = threads;
+  cfg.stream = st;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  auto two = [&] {
+    touch<N><<<grid, threads, 0, st>>>(p, g_out);
+    CHECK(cudaLaunchKernelEx(&cfg, touch<N>, p, g_out));
+  };
+  cudaGraph_t g;
+  cudaGraphExec_t e;
+  CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+  two();
+  CHECK(cudaStreamEndCapture(st, &g));
+  CHECK(cudaGraphInstantiate(&e, g, 0));
+  cudaGraphNode_t nodes[2];
+  size_t count = 2;
+  CHECK(cudaGraphGetNodes(g, nodes, &count));
+  void* args[2] = {&p, &g_out};
+  cudaKernelNodeParams kp{};
+  kp.func = reinterpret_cast<void*>(touch<N>);
+  kp.gridDim = grid;
+  kp.blockDim = threads;
+  kp.kernelParams = args;
+  const float direct = host_us(two);
+  const float launch = host_us([&] { CHECK(cudaGraphLaunch(e, st)); });
+  const float update = host_us([&] {
+    p.bytes[0] ^= 1;  // a new parameter block each call, as new pointers would give
+    for (size_t i = 0; i < count; ++i) CHECK(cudaGraphExecKernelNodeSetParams(e, nodes[i], &kp));
+    CHECK(cudaGraphLaunch(e, st));
+  });
+  CHECK(cudaGraphExecDestroy(e));
+  CHECK(cudaGraphDestroy(g));
+  CHECK(cudaStreamDestroy(st));
+  std::printf("| %d | %zu | %.2f | %.2f | %.2f |\n", N, count, direct, launch, update);
+}
+
 }  // namespace
 
 int main() {
@@ -129,5 +197,10 @@ int main() {
   row<64>(200 * 1024, 132);
   row<sizeof(fl::sm90::Params<16>)>(200 * 1024, 132);
   row<sizeof(fl::sm90::Params<256>)>(200 * 1024, 132);
+  std::printf("\nhost us per call, 132 CTAs each:\n\n");
+  std::printf("| parameter bytes | graph nodes | two launches (PDL) | graph launch | both nodes' parameters set, then graph launch |\n");
+  std::printf("|---|---|---|---|---|\n");
+  host_rows<64>();
+  host_rows<sizeof(fl::sm90::Params<16>)>();
   return 0;
 }
