@@ -62,6 +62,23 @@ float median_us(F launch, int reps = 200) {
   return t[t.size() / 2];
 }
 
+// The launch configuration of a programmatic dependent launch (the second kernel of a call).
+struct PdlLaunch {
+  cudaLaunchAttribute attr[1];
+  cudaLaunchConfig_t cfg{};
+  PdlLaunch(int grid, int threads, int smem, cudaStream_t stream) {
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.gridDim = grid;
+    cfg.blockDim = threads;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = stream;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+  }
+  PdlLaunch(const PdlLaunch&) = delete;  // cfg points into attr
+};
+
 template <int N>
 void row(int smem, int grid) {
   const int threads = 384;
@@ -69,18 +86,10 @@ void row(int smem, int grid) {
   p.bytes[N - 1] = 1;
   CHECK(cudaFuncSetAttribute(touch<N>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   const float one = median_us([&] { touch<N><<<grid, threads, smem>>>(p, g_out); });
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = grid;
-  cfg.blockDim = threads;
-  cfg.dynamicSmemBytes = smem;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
+  PdlLaunch pdl(grid, threads, smem, 0);
   const float two = median_us([&] {
     touch<N><<<grid, threads, smem>>>(p, g_out);
-    CHECK(cudaLaunchKernelEx(&cfg, touch<N>, p, g_out));
+    CHECK(cudaLaunchKernelEx(&pdl.cfg, touch<N>, p, g_out));
   });
   CHECK(cudaGetLastError());
   // The same launches captured into graphs, replayed on the legacy stream the events use.
@@ -93,9 +102,8 @@ void row(int smem, int grid) {
   CHECK(cudaStreamEndCapture(cap, &g1));
   CHECK(cudaStreamBeginCapture(cap, cudaStreamCaptureModeThreadLocal));
   touch<N><<<grid, threads, smem, cap>>>(p, g_out);
-  cudaLaunchConfig_t cfg_cap = cfg;
-  cfg_cap.stream = cap;
-  CHECK(cudaLaunchKernelEx(&cfg_cap, touch<N>, p, g_out));
+  PdlLaunch pdl_cap(grid, threads, smem, cap);
+  CHECK(cudaLaunchKernelEx(&pdl_cap.cfg, touch<N>, p, g_out));
   CHECK(cudaStreamEndCapture(cap, &g2));
   CHECK(cudaGraphInstantiate(&e1, g1, 0));
   CHECK(cudaGraphInstantiate(&e2, g2, 0));
@@ -129,20 +137,12 @@ void host_rows() {
   const int threads = 384, grid = 132;
   Block<N> p{};
   p.bytes[N - 1] = 1;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
   cudaStream_t st;
   CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = grid;
-  cfg.blockDim = threads;
-  cfg.stream = st;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
+  PdlLaunch pdl(grid, threads, 0, st);
   auto two = [&] {
     touch<N><<<grid, threads, 0, st>>>(p, g_out);
-    CHECK(cudaLaunchKernelEx(&cfg, touch<N>, p, g_out));
+    CHECK(cudaLaunchKernelEx(&pdl.cfg, touch<N>, p, g_out));
   };
   cudaGraph_t g;
   cudaGraphExec_t e;
