@@ -63,7 +63,7 @@ struct Params {
 
 // The A conversion's own parameters for launches of up to kGroupsSmall groups (whose B maps are GEMM
 // parameters, so the conversion writes none): only what it reads, 536 bytes against Params<kGroupsSmall>'s
-// ~5 KB. The conversion is a call's first launch, and its parameter bytes lie on the call's path (v90 in
+// ~7 KB. The conversion is a call's first launch, and its parameter bytes lie on the call's path (v90 in
 // docs/sm90_kernel_notes.md: benchmark 4 0.4-0.7 us faster than on Params). The fields mean what Params'
 // and Group's of the same names mean.
 struct ConvertGroup {
