@@ -156,6 +156,18 @@ def test_grid_share_probe_compiles(tmp_path):
     assert_probe_compiles_without_spills(tmp_path, "grid_share_probe", 2)
 
 
+def test_coresident_probe_holds_the_gemms_registers(tmp_path):
+    # the GEMM stand-in must take the GEMM's 168 registers (else it fits beside anything) and the one-warp
+    # conversion at most 32 (else it could not fit beside a GEMM CTA)
+    nvcc = nvcc_or_skip("tools/coresident_probe.cu")
+    out = subprocess.run([nvcc, "-O3", "-std=c++17", "-arch=sm_90a", "-I", os.path.join(ROOT, "kernels"), "-Xptxas", "-v",
+                          os.path.join(ROOT, "tools", "coresident_probe.cu"), "-o", str(tmp_path / "probe")],
+                         check=True, capture_output=True, text=True).stderr
+    regs = dict(re.findall(r"Compiling entry function '\S*?(gemm_standin|conv_one_warp|conv_today)\S*'.*?Used (\d+) registers",
+                           out, re.S))
+    assert int(regs["gemm_standin"]) == 168 and int(regs["conv_one_warp"]) <= 32, regs
+
+
 def test_tlb_probe_compiles(tmp_path):
     # the first-read probe: the page warm-up kernel and the timed chain of loads
     assert_probe_compiles_without_spills(tmp_path, "tlb_probe", 2)

@@ -1,0 +1,183 @@
+// Whether the GEMM's CTAs can start beside the A conversion's instead of after it. A GEMM CTA holds
+// 384 x 168 = 64512 of an SM's 65536 registers and kSmemBytes of shared memory, so today every SM that runs
+// a conversion CTA (128 threads, 48 registers) gets its GEMM CTA only once that CTA has left. A conversion
+// CTA of one warp at 32 registers (1024) and 4 KB of shared memory would fit beside a GEMM CTA, so all 132
+// GEMM CTAs could start at once, set up, and load B while A is converted.
+//
+// Stand-ins, timed the way bench_kernels times a call (a 512 MB memset before each, CUDA events around it):
+// a conversion that waits for the previous grid, lets the next launch, and spins a fixed time, in two forms
+// ("today": 128 threads, ~48 registers, on `need` CTAs; "one warp": 32 threads, at most 32 registers, one
+// CTA per SM), then a GEMM stand-in launched by programmatic dependent launch: 132 CTAs of 384 threads at the
+// GEMM's register count (160 floats live across its wait) and shared memory, which records its entry and SM,
+// waits for the conversion (griddepcontrol.wait, as the GEMM's A producer does) and spins. Per form: how many
+// GEMM CTAs entered before the conversion's last CTA left, when they entered after the conversion's first
+// entry, and the event time per call.
+//
+//   nvcc -O3 -std=c++17 -arch=sm_90a -I kernels -Xptxas -v -o /tmp/fl_coresident tools/coresident_probe.cu
+//   /tmp/fl_coresident
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <vector>
+
+#include "cuda_check.h"
+#include "ptx/griddep.cuh"
+#include "ptx/timer.cuh"
+#include "sm90_group_gemm.cuh"
+
+namespace {
+
+constexpr int kGemmThreads = 384;
+constexpr int kGemmCtas = 132;
+constexpr int kLive = 160;  // floats held across the wait: ptxas must take the launch bound's 168 registers
+constexpr size_t kFlushBytes = size_t(512) << 20;
+
+struct Rec {
+  unsigned long long entry, exit;
+  int sm;
+};
+
+__device__ __forceinline__ void spin(uint64_t ns) {
+  const uint64_t t0 = fl::ptx::globaltimer();
+  while (fl::ptx::globaltimer() - t0 < ns) asm volatile("" ::: "memory");
+}
+
+// The conversion's stand-in; T threads per CTA. Shared memory as the conversion's (4 KB per warp).
+template <int T>
+__device__ __forceinline__ void conv_body(uint64_t ns, Rec* rec, float* sink) {
+  __shared__ alignas(16) uint4 chunks[T / 32][32][8];
+  fl::ptx::griddep_wait();
+  fl::ptx::griddep_launch_dependents();
+  const unsigned long long t0 = fl::ptx::globaltimer();
+  chunks[threadIdx.x / 32][threadIdx.x % 32][0] = make_uint4(threadIdx.x, 0, 0, 0);
+  spin(ns);
+  __syncthreads();
+  if (chunks[0][0][0].x == 12345u) sink[0] = 1.0f;
+  if (threadIdx.x == 0) rec[blockIdx.x] = Rec{t0, fl::ptx::globaltimer(), (int)fl::ptx::smid()};
+}
+
+__global__ void __launch_bounds__(128) conv_today(uint64_t ns, Rec* rec, float* sink) { conv_body<128>(ns, rec, sink); }
+__global__ void __maxnreg__(32) conv_one_warp(uint64_t ns, Rec* rec, float* sink) { conv_body<32>(ns, rec, sink); }
+
+__global__ void __launch_bounds__(kGemmThreads, 1) gemm_standin(uint64_t ns, const float* src, Rec* rec, float* sink) {
+  const unsigned long long t0 = fl::ptx::globaltimer();
+  float v[kLive];
+#pragma unroll
+  for (int i = 0; i < kLive; ++i) v[i] = src[(threadIdx.x + i * 384) % 4096];
+  fl::ptx::griddep_wait();
+  const uint64_t w0 = fl::ptx::globaltimer();
+  while (fl::ptx::globaltimer() - w0 < ns) {  // every value carried from trip to trip: all live at once
+#pragma unroll
+    for (int i = 0; i < kLive; ++i) v[i] = fmaf(v[i], 0.999f, 1.0f);
+  }
+  float s = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kLive; ++i) s = fmaf(s, 1.0001f, v[i]);
+  if (s == 12345.0f) sink[1] = s;
+  if (threadIdx.x == 0) rec[blockIdx.x] = Rec{t0, fl::ptx::globaltimer(), (int)fl::ptx::smid()};
+}
+
+struct Result {
+  float event_us;
+  int before_last_exit;     // GEMM CTAs that entered before the conversion's last CTA left
+  float entry_median, entry_max;  // us after the conversion's first entry
+  float conv_span;          // the conversion's first entry to its last exit, us
+};
+
+template <class Conv>
+Result run(Conv conv, int conv_ctas, int conv_threads, uint64_t conv_ns, uint64_t gemm_ns, void* flush, Rec* rc,
+           Rec* rg, const float* src, float* sink, int reps) {
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = kGemmCtas;
+  cfg.blockDim = kGemmThreads;
+  cfg.dynamicSmemBytes = fl::sm90::kSmemBytes;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  cudaEvent_t a, b;
+  CHECK(cudaEventCreate(&a));
+  CHECK(cudaEventCreate(&b));
+  std::vector<float> ev, med, mx, span;
+  std::vector<int> before;
+  std::vector<Rec> hc(conv_ctas), hg(kGemmCtas);
+  for (int r = 0; r < reps; ++r) {
+    CHECK(cudaMemsetAsync(flush, 0, kFlushBytes));
+    CHECK(cudaEventRecord(a));
+    conv<<<conv_ctas, conv_threads>>>(conv_ns, rc, sink);
+    CHECK(cudaLaunchKernelEx(&cfg, gemm_standin, gemm_ns, src, rg, sink));
+    CHECK(cudaEventRecord(b));
+    CHECK(cudaEventSynchronize(b));
+    float ms;
+    CHECK(cudaEventElapsedTime(&ms, a, b));
+    ev.push_back(ms * 1e3f);
+    CHECK(cudaMemcpy(hc.data(), rc, conv_ctas * sizeof(Rec), cudaMemcpyDeviceToHost));
+    CHECK(cudaMemcpy(hg.data(), rg, kGemmCtas * sizeof(Rec), cudaMemcpyDeviceToHost));
+    unsigned long long first = ~0ull, last = 0;
+    for (const Rec& x : hc) first = std::min(first, x.entry), last = std::max(last, x.exit);
+    std::vector<float> e;
+    int n = 0;
+    for (const Rec& x : hg) {
+      e.push_back((float)((long long)(x.entry - first)) * 1e-3f);
+      n += x.entry < last;
+    }
+    std::sort(e.begin(), e.end());
+    med.push_back(e[e.size() / 2]);
+    mx.push_back(e.back());
+    span.push_back((float)(last - first) * 1e-3f);
+    before.push_back(n);
+  }
+  CHECK(cudaEventDestroy(a));
+  CHECK(cudaEventDestroy(b));
+  auto median = [](std::vector<float> v) { std::sort(v.begin(), v.end()); return v[v.size() / 2]; };
+  std::sort(before.begin(), before.end());
+  return Result{median(ev), before[before.size() / 2], median(med), median(mx), median(span)};
+}
+
+}  // namespace
+
+int main() {
+  cudaDeviceProp prop;
+  CHECK(cudaGetDeviceProperties(&prop, 0));
+  cudaFuncAttributes fa;
+  CHECK(cudaFuncGetAttributes(&fa, gemm_standin));
+  const int gemm_regs = fa.numRegs;
+  CHECK(cudaFuncGetAttributes(&fa, conv_today));
+  const int today_regs = fa.numRegs;
+  CHECK(cudaFuncGetAttributes(&fa, conv_one_warp));
+  const int warp_regs = fa.numRegs;
+  CHECK(cudaFuncSetAttribute(gemm_standin, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)fl::sm90::kSmemBytes));
+  // every kernel asks for the largest shared-memory carveout, so an SM the conversion reaches first is
+  // already configured for the GEMM's shared memory
+  for (const void* f : {(const void*)gemm_standin, (const void*)conv_today, (const void*)conv_one_warp})
+    CHECK(cudaFuncSetAttribute(f, cudaFuncAttributePreferredSharedMemoryCarveout, 100));
+  void* flush;
+  Rec *rc, *rg;
+  float *src, *sink;
+  CHECK(cudaMalloc(&flush, kFlushBytes));
+  CHECK(cudaMalloc(&rc, 1024 * sizeof(Rec)));
+  CHECK(cudaMalloc(&rg, kGemmCtas * sizeof(Rec)));
+  CHECK(cudaMalloc(&src, 4096 * sizeof(float)));
+  CHECK(cudaMalloc(&sink, 16));
+  CHECK(cudaMemset(src, 0, 4096 * sizeof(float)));
+  std::printf("%s, %d SMs; registers: GEMM stand-in %d x %d threads, conversion today %d x 128, one warp %d x 32; "
+              "GEMM shared memory %u bytes\n\n", prop.name, prop.multiProcessorCount, gemm_regs, kGemmThreads,
+              today_regs, warp_regs, fl::sm90::kSmemBytes);
+  std::printf("| conversion | CTAs x threads | its spin us | GEMM CTAs entered before its last CTA left | GEMM entry after "
+              "its first entry, median / last us | conversion span us | event us per call |\n|---|---|---|---|---|---|---|\n");
+  const uint64_t gemm_ns = 3000;
+  for (uint64_t conv_ns : {500ull, 1500ull}) {
+    for (int form = 0; form < 2; ++form) {
+      const int ctas = form == 0 ? 96 : prop.multiProcessorCount, threads = form == 0 ? 128 : 32;
+      const Result r = form == 0 ? run(conv_today, ctas, threads, conv_ns, gemm_ns, flush, rc, rg, src, sink, 30)
+                                 : run(conv_one_warp, ctas, threads, conv_ns, gemm_ns, flush, rc, rg, src, sink, 30);
+      std::printf("| %s | %d x %d | %.1f | %d of %d | %.2f / %.2f | %.2f | %.2f |\n", form == 0 ? "today" : "one warp",
+                  ctas, threads, conv_ns * 1e-3, r.before_last_exit, kGemmCtas, r.entry_median, r.entry_max,
+                  r.conv_span, r.event_us);
+    }
+  }
+  return 0;
+}
