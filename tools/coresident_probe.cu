@@ -32,18 +32,12 @@ namespace {
 
 constexpr int kGemmThreads = 384;
 constexpr int kGemmCtas = 132;
-constexpr int kLive = 160;  // floats held across the wait: ptxas must take the launch bound's 168 registers
 constexpr size_t kFlushBytes = size_t(512) << 20;
 
 struct Rec {
   unsigned long long entry, exit;
   int sm;
 };
-
-__device__ __forceinline__ void spin(uint64_t ns) {
-  const uint64_t t0 = fl::ptx::globaltimer();
-  while (fl::ptx::globaltimer() - t0 < ns) asm volatile("" ::: "memory");
-}
 
 // The conversion's stand-in: T threads per CTA, shared memory as the conversion's (4 KB per warp), LIVE floats
 // per thread carried through its spin so that ptxas takes the registers of the form it stands for.
