@@ -132,17 +132,22 @@ def test_convert_rate_tool_compiles(tmp_path):
     assert (tmp_path / "convert_rate").stat().st_size > 0
 
 
-def assert_probe_compiles_without_spills(tmp_path, name, kernels):
-    """tools/<name>.cu built for sm_90a against kernels/: `kernels` kernels, none spilling (a spill would time
-    local memory)."""
+def build_probe(tmp_path, name):
+    """tools/<name>.cu built for sm_90a against kernels/ into tmp_path; ptxas's report (-v) on each kernel."""
     nvcc = nvcc_or_skip(f"tools/{name}.cu")
     r = subprocess.run([nvcc, "-O3", "-std=c++17", "-arch=sm_90a", "-Xptxas", "-v", "-I", os.path.join(ROOT, "kernels"),
                         os.path.join(ROOT, "tools", name + ".cu"), "-o", str(tmp_path / name)],
                        capture_output=True, text=True, check=True)
-    spills = [line for line in r.stderr.splitlines() if "spill" in line]
-    assert len(spills) == kernels, r.stderr
-    assert all(" 0 bytes spill stores, 0 bytes spill loads" in line for line in spills), spills
     assert (tmp_path / name).stat().st_size > 0
+    return r.stderr
+
+
+def assert_probe_compiles_without_spills(tmp_path, name, kernels):
+    """tools/<name>.cu built: `kernels` kernels, none spilling (a spill would time local memory)."""
+    report = build_probe(tmp_path, name)
+    spills = [line for line in report.splitlines() if "spill" in line]
+    assert len(spills) == kernels, report
+    assert all(" 0 bytes spill stores, 0 bytes spill loads" in line for line in spills), spills
 
 
 def test_handover_probe_compiles_without_spills(tmp_path):
@@ -159,10 +164,7 @@ def test_grid_share_probe_compiles(tmp_path):
 def test_coresident_probe_holds_the_gemms_registers(tmp_path):
     # each stand-in must take the registers of the form it stands for, or the probe's occupancy means nothing:
     # the GEMM at 168 (today) and 160 (x133), today's conversion over 32, x133's at most 32
-    nvcc = nvcc_or_skip("tools/coresident_probe.cu")
-    out = subprocess.run([nvcc, "-O3", "-std=c++17", "-arch=sm_90a", "-I", os.path.join(ROOT, "kernels"), "-Xptxas", "-v",
-                          os.path.join(ROOT, "tools", "coresident_probe.cu"), "-o", str(tmp_path / "probe")],
-                         check=True, capture_output=True, text=True).stderr
+    out = build_probe(tmp_path, "coresident_probe")
     regs = {name: int(n) for name, n in re.findall(
         r"Compiling entry function '\S*?(gemm_standinILi\d+|conv_x133|conv_one_warp|conv_today)\S*'.*?Used (\d+) registers",
         out, re.S)}

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "cuda_check.h"
+#include "pdl_launch.h"
 #include "ptx/griddep.cuh"
 #include "ptx/timer.cuh"
 #include "sm90_group_gemm.cuh"
@@ -106,15 +107,7 @@ using Kernel = void (*)(uint64_t, const float*, Rec*, float*);
 
 Result run(Kernel conv, int conv_ctas, int conv_threads, Kernel gemm, uint64_t conv_ns, uint64_t gemm_ns, void* flush,
            Rec* rc, Rec* rg, const float* src, float* sink, int reps) {
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = kGemmCtas;
-  cfg.blockDim = kGemmThreads;
-  cfg.dynamicSmemBytes = fl::sm90::kSmemBytes;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
+  const PdlLaunch gemm_launch(kGemmCtas, kGemmThreads, fl::sm90::kSmemBytes, 0);
   cudaEvent_t a, b;
   CHECK(cudaEventCreate(&a));
   CHECK(cudaEventCreate(&b));
@@ -125,7 +118,7 @@ Result run(Kernel conv, int conv_ctas, int conv_threads, Kernel gemm, uint64_t c
     CHECK(cudaMemsetAsync(flush, 0, kFlushBytes));
     CHECK(cudaEventRecord(a));
     conv<<<conv_ctas, conv_threads>>>(conv_ns, src, rc, sink);
-    CHECK(cudaLaunchKernelEx(&cfg, gemm, gemm_ns, src, rg, sink));
+    CHECK(cudaLaunchKernelEx(&gemm_launch.cfg, gemm, gemm_ns, src, rg, sink));
     CHECK(cudaEventRecord(b));
     CHECK(cudaEventSynchronize(b));
     float ms;

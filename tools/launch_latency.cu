@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "cuda_check.h"
+#include "pdl_launch.h"
 #include "sm90_params.cuh"
 
 namespace {
@@ -62,22 +63,31 @@ float median_us(F launch, int reps = 200) {
   return t[t.size() / 2];
 }
 
-// The launch configuration of a programmatic dependent launch (the second kernel of a call).
-struct PdlLaunch {
-  cudaLaunchAttribute attr[1];
-  cudaLaunchConfig_t cfg{};
-  PdlLaunch(int grid, int threads, int smem, cudaStream_t stream) {
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.gridDim = grid;
-    cfg.blockDim = threads;
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = stream;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
+// touch<N>, then touch<N> again by programmatic dependent launch, on `stream`: the Hopper call's two launches.
+template <int N>
+struct TwoLaunches {
+  const Block<N>& p;
+  int grid, threads, smem;
+  cudaStream_t stream;
+  PdlLaunch pdl;
+  TwoLaunches(const Block<N>& p, int grid, int threads, int smem, cudaStream_t stream)
+      : p(p), grid(grid), threads(threads), smem(smem), stream(stream), pdl(grid, threads, smem, stream) {}
+  void operator()() const {
+    touch<N><<<grid, threads, smem, stream>>>(p, g_out);
+    CHECK(cudaLaunchKernelEx(&pdl.cfg, touch<N>, p, g_out));
   }
-  PdlLaunch(const PdlLaunch&) = delete;  // cfg points into attr
 };
+
+// What `launches` issues on `stream`, captured into *graph and instantiated.
+template <class F>
+cudaGraphExec_t capture(cudaStream_t stream, const F& launches, cudaGraph_t* graph) {
+  CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  launches();
+  CHECK(cudaStreamEndCapture(stream, graph));
+  cudaGraphExec_t exec;
+  CHECK(cudaGraphInstantiate(&exec, *graph, 0));
+  return exec;
+}
 
 template <int N>
 void row(int smem, int grid) {
@@ -86,27 +96,16 @@ void row(int smem, int grid) {
   p.bytes[N - 1] = 1;
   CHECK(cudaFuncSetAttribute(touch<N>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   const float one = median_us([&] { touch<N><<<grid, threads, smem>>>(p, g_out); });
-  PdlLaunch pdl(grid, threads, smem, 0);
-  const float two = median_us([&] {
-    touch<N><<<grid, threads, smem>>>(p, g_out);
-    CHECK(cudaLaunchKernelEx(&pdl.cfg, touch<N>, p, g_out));
-  });
+  const TwoLaunches<N> two_direct(p, grid, threads, smem, 0);
+  const float two = median_us([&] { two_direct(); });
   CHECK(cudaGetLastError());
   // The same launches captured into graphs, replayed on the legacy stream the events use.
   cudaStream_t cap;
   CHECK(cudaStreamCreateWithFlags(&cap, cudaStreamNonBlocking));
+  const TwoLaunches<N> two_cap(p, grid, threads, smem, cap);
   cudaGraph_t g1, g2;
-  cudaGraphExec_t e1, e2;
-  CHECK(cudaStreamBeginCapture(cap, cudaStreamCaptureModeThreadLocal));
-  touch<N><<<grid, threads, smem, cap>>>(p, g_out);
-  CHECK(cudaStreamEndCapture(cap, &g1));
-  CHECK(cudaStreamBeginCapture(cap, cudaStreamCaptureModeThreadLocal));
-  touch<N><<<grid, threads, smem, cap>>>(p, g_out);
-  PdlLaunch pdl_cap(grid, threads, smem, cap);
-  CHECK(cudaLaunchKernelEx(&pdl_cap.cfg, touch<N>, p, g_out));
-  CHECK(cudaStreamEndCapture(cap, &g2));
-  CHECK(cudaGraphInstantiate(&e1, g1, 0));
-  CHECK(cudaGraphInstantiate(&e2, g2, 0));
+  cudaGraphExec_t e1 = capture(cap, [&] { touch<N><<<grid, threads, smem, cap>>>(p, g_out); }, &g1);
+  cudaGraphExec_t e2 = capture(cap, two_cap, &g2);
   const float one_g = median_us([&] { CHECK(cudaGraphLaunch(e1, 0)); });
   const float two_g = median_us([&] { CHECK(cudaGraphLaunch(e2, 0)); });
   CHECK(cudaGraphExecDestroy(e1));
@@ -139,17 +138,9 @@ void host_rows() {
   p.bytes[N - 1] = 1;
   cudaStream_t st;
   CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-  PdlLaunch pdl(grid, threads, 0, st);
-  auto two = [&] {
-    touch<N><<<grid, threads, 0, st>>>(p, g_out);
-    CHECK(cudaLaunchKernelEx(&pdl.cfg, touch<N>, p, g_out));
-  };
+  const TwoLaunches<N> two(p, grid, threads, 0, st);
   cudaGraph_t g;
-  cudaGraphExec_t e;
-  CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-  two();
-  CHECK(cudaStreamEndCapture(st, &g));
-  CHECK(cudaGraphInstantiate(&e, g, 0));
+  cudaGraphExec_t e = capture(st, two, &g);
   cudaGraphNode_t nodes[2];
   size_t count = 2;
   CHECK(cudaGraphGetNodes(g, nodes, &count));
@@ -159,7 +150,7 @@ void host_rows() {
   kp.gridDim = grid;
   kp.blockDim = threads;
   kp.kernelParams = args;
-  const float direct = host_us(two);
+  const float direct = host_us([&] { two(); });
   const float launch = host_us([&] { CHECK(cudaGraphLaunch(e, st)); });
   const float update = host_us([&] {
     p.bytes[0] ^= 1;  // a new parameter block each call, as new pointers would give
