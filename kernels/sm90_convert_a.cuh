@@ -28,9 +28,9 @@
 namespace fl::sm90 {
 
 constexpr int kChunksPerUnit = 8;
-// Under FL_SM90_COLOCATE (sm90_group_gemm.cuh) the conversion is compiled for 16 CTAs per SM, so that ptxas
+// Under FL_SM90_COLOCATE 1 or 3 (sm90_group_gemm.cuh) the conversion is compiled for 16 CTAs per SM, so that ptxas
 // keeps it to 32 registers per thread and one of its CTAs fits beside a GEMM CTA started at 160.
-#if FL_SM90_COLOCATE
+#if FL_SM90_COLOCATE_CONVERT
 #define FL_CONVERT_BOUNDS __launch_bounds__(kConvertThreads, 16)
 #else
 #define FL_CONVERT_BOUNDS __launch_bounds__(kConvertThreads)

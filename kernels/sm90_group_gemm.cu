@@ -60,10 +60,10 @@ int prepare_skinny(CUfunction (&fn)[sm90::kNumSkinnyBuilds][sm90::kNumSkinnyLane
   }
 }
 
-// A conversion kernel's handle. Under FL_SM90_COLOCATE it asks for the largest shared-memory carveout, so an
+// A conversion kernel's handle. Under FL_SM90_COLOCATE 1, 3 or 4 it asks for the largest shared-memory carveout, so an
 // SM its CTA reaches first is already configured for the GEMM CTA that is to start beside it.
 inline int prepare_convert_fn(const void* sym, CUfunction* fn, Error& err) {
-  if (sm90::kColocate) FL_CUDA_TRY(err, cudaFuncSetAttribute(sym, cudaFuncAttributePreferredSharedMemoryCarveout, 100));
+  if (sm90::kConvertCarveout) FL_CUDA_TRY(err, cudaFuncSetAttribute(sym, cudaFuncAttributePreferredSharedMemoryCarveout, 100));
   return kernel_handle(sym, 0, fn, err);
 }
 

@@ -198,11 +198,16 @@ struct RingPos {
 // (128 x 24 + 256 x 224 = 61440) and the conversion kernels take at most 32 (sm90_convert_a.cuh), so a
 // conversion CTA of 128 threads (4096 registers, one warp per SM quarter) fits beside a GEMM CTA and the
 // GEMM's CTAs need not wait for the conversion's to leave their SMs (d132: at 168 none starts beside one).
+// Its halves apart (x133s): 2, the GEMM at 160 only; 3, the conversion at 32 with the largest carveout only;
+// 4, the carveout only (the conversion at its own registers).
 #ifndef FL_SM90_COLOCATE
 #define FL_SM90_COLOCATE 0
 #endif
-constexpr bool kColocate = FL_SM90_COLOCATE != 0;
-constexpr int launch_regs(int build) { return kColocate && build != kBuildNarrow ? 160 : 168; }
+#define FL_SM90_COLOCATE_GEMM (FL_SM90_COLOCATE == 1 || FL_SM90_COLOCATE == 2)
+#define FL_SM90_COLOCATE_CONVERT (FL_SM90_COLOCATE == 1 || FL_SM90_COLOCATE == 3)
+constexpr bool kColocateGemm = FL_SM90_COLOCATE_GEMM;
+constexpr bool kConvertCarveout = FL_SM90_COLOCATE_CONVERT || FL_SM90_COLOCATE == 4;
+constexpr int launch_regs(int build) { return kColocateGemm && build != kBuildNarrow ? 160 : 168; }
 constexpr int consumer_regs(int build) { return launch_regs(build) == 160 ? 224 : 232; }
 constexpr int producer_regs(int build) { return launch_regs(build) == 160 ? 24 : 40; }
 static_assert(128 * producer_regs(kBuildMain) + 256 * consumer_regs(kBuildMain) <= kThreads * launch_regs(kBuildMain) &&
@@ -430,7 +435,7 @@ __device__ __forceinline__ void consumer_dispatch(const Params<MAXG>& p, const S
 // (sm90_reduce.cuh), which stores C. BUILD: plan.h kBuildMain, kBuildNarrow (the narrow build, kNarrowN)
 // or kBuildMid (the mid build, kMidN); the last two whole and split tiles only.
 template <int MAXG, bool HALF = false, bool ANY = false, bool RED = false, int BUILD = kBuildMain>
-#if FL_SM90_COLOCATE
+#if FL_SM90_COLOCATE_GEMM
 __global__ void __maxnreg__(launch_regs(BUILD)) nvfp4_group_gemm(const __grid_constant__ Params<MAXG> p) {
 #else
 __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_constant__ Params<MAXG> p) {
