@@ -208,8 +208,15 @@ struct RingPos {
 constexpr bool kColocateGemm = FL_SM90_COLOCATE_GEMM;
 constexpr bool kConvertCarveout = FL_SM90_COLOCATE_CONVERT || FL_SM90_COLOCATE == 4;
 constexpr int launch_regs(int build) { return kColocateGemm && build != kBuildNarrow ? 160 : 168; }
-constexpr int consumer_regs(int build) { return launch_regs(build) == 160 ? 224 : 232; }
-constexpr int producer_regs(int build) { return launch_regs(build) == 160 ? 24 : 40; }
+// FL_SM90_WIDE_CONSUMERS=1 (an experiment, x134): at 168, consumers 240 and producers 24 (128 x 24 + 256 x 240 =
+// 64512); the default build's consumers name registers up to R229 of their 232.
+#ifndef FL_SM90_WIDE_CONSUMERS
+#define FL_SM90_WIDE_CONSUMERS 0
+#endif
+constexpr int consumer_regs(int build) {
+  return launch_regs(build) == 160 ? 224 : FL_SM90_WIDE_CONSUMERS ? 240 : 232;
+}
+constexpr int producer_regs(int build) { return launch_regs(build) == 160 || FL_SM90_WIDE_CONSUMERS ? 24 : 40; }
 static_assert(128 * producer_regs(kBuildMain) + 256 * consumer_regs(kBuildMain) <= kThreads * launch_regs(kBuildMain) &&
                   128 * producer_regs(kBuildNarrow) + 256 * consumer_regs(kBuildNarrow) <= kThreads * launch_regs(kBuildNarrow),
               "setmaxnreg moves registers inside the CTA's allocation");
