@@ -28,13 +28,6 @@
 namespace fl::sm90 {
 
 constexpr int kChunksPerUnit = 8;
-// Under FL_SM90_COLOCATE 1 or 3 (sm90_group_gemm.cuh) the conversion is compiled for 16 CTAs per SM, so that ptxas
-// keeps it to 32 registers per thread and one of its CTAs fits beside a GEMM CTA started at 160.
-#if FL_SM90_COLOCATE_CONVERT
-#define FL_CONVERT_BOUNDS __launch_bounds__(kConvertThreads, 16)
-#else
-#define FL_CONVERT_BOUNDS __launch_bounds__(kConvertThreads)
-#endif
 
 // Both conversion kernels begin so. The workspace may still be read by the previous grid in the stream
 // (the last GEMM): wait for it. Keep the order: the GEMM may launch only once the grids before this one
@@ -106,7 +99,7 @@ __device__ __forceinline__ void convert_units(const P& p) {
 
 // Launches of more than kGroupsSmall groups, whose B maps it writes (they are not GEMM parameters).
 template <int MAXG>
-__global__ void FL_CONVERT_BOUNDS convert_a(const __grid_constant__ Params<MAXG> p) {
+__global__ void __launch_bounds__(kConvertThreads) convert_a(const __grid_constant__ Params<MAXG> p) {
   static_assert(MAXG > kGroupsSmall, "up to kGroupsSmall groups: convert_a_small");
   begin_conversion(p);
   {
@@ -122,7 +115,7 @@ __global__ void FL_CONVERT_BOUNDS convert_a(const __grid_constant__ Params<MAXG>
 }
 
 // Launches of up to kGroupsSmall groups (B maps in the GEMM's parameters): the same work on ConvertParams.
-__global__ void FL_CONVERT_BOUNDS convert_a_small(const __grid_constant__ ConvertParams p) {
+__global__ void __launch_bounds__(kConvertThreads) convert_a_small(const __grid_constant__ ConvertParams p) {
   begin_conversion(p);
   convert_units(p);
 }

@@ -60,16 +60,9 @@ int prepare_skinny(CUfunction (&fn)[sm90::kNumSkinnyBuilds][sm90::kNumSkinnyLane
   }
 }
 
-// A conversion kernel's handle. Under FL_SM90_COLOCATE 1, 3 or 4 it asks for the largest shared-memory carveout, so an
-// SM its CTA reaches first is already configured for the GEMM CTA that is to start beside it.
-inline int prepare_convert_fn(const void* sym, CUfunction* fn, Error& err) {
-  if (sm90::kConvertCarveout) FL_CUDA_TRY(err, cudaFuncSetAttribute(sym, cudaFuncAttributePreferredSharedMemoryCarveout, 100));
-  return kernel_handle(sym, 0, fn, err);
-}
-
 template <int MAXG>
 int prepare_convert(CUfunction* fn, Error& err) {
-  return prepare_convert_fn(reinterpret_cast<const void*>(&sm90::convert_a<MAXG>), fn, err);
+  return kernel_handle(reinterpret_cast<const void*>(&sm90::convert_a<MAXG>), 0, fn, err);
 }
 
 // The plan of a launch (plan.h), kept per thread for the last few launch shapes: a serving loop
@@ -409,7 +402,7 @@ int sm90_init(DeviceState& dev, Error& err) {
   if (int rc = kernel_handle(reinterpret_cast<const void*>(&sm90::reduce_partials<sm90::kGroupsSmall>), 0,
                              &st.reduce_fn, err))
     return rc;
-  if (int rc = prepare_convert_fn(reinterpret_cast<const void*>(&sm90::convert_a_small), &st.convert_fn[0], err))
+  if (int rc = kernel_handle(reinterpret_cast<const void*>(&sm90::convert_a_small), 0, &st.convert_fn[0], err))
     return rc;
   if (int rc = prepare_convert<sm90::kGroupsMid>(&st.convert_fn[1], err)) return rc;
   if (int rc = prepare_convert<sm90::kGroupsLarge>(&st.convert_fn[2], err)) return rc;

@@ -192,34 +192,8 @@ struct RingPos {
 
 // Registers per thread after setmaxnreg, within the 384 x 168 = 64512 the CTA starts with:
 // 128 x 40 + 256 x 232 = 64512.
-//
-// FL_SM90_COLOCATE=1 (a build define for experiments, tools/ab_prepare.sh; x133 in
-// docs/sm90_kernel_notes.md): every build but the narrow one starts its CTA at 160 registers per thread
-// (128 x 24 + 256 x 224 = 61440) and the conversion kernels take at most 32 (sm90_convert_a.cuh), so a
-// conversion CTA of 128 threads (4096 registers, one warp per SM quarter) fits beside a GEMM CTA and the
-// GEMM's CTAs need not wait for the conversion's to leave their SMs (d132: at 168 none starts beside one).
-// Its halves apart (x133s): 2, the GEMM at 160 only; 3, the conversion at 32 with the largest carveout only;
-// 4, the carveout only (the conversion at its own registers).
-#ifndef FL_SM90_COLOCATE
-#define FL_SM90_COLOCATE 0
-#endif
-#define FL_SM90_COLOCATE_GEMM (FL_SM90_COLOCATE == 1 || FL_SM90_COLOCATE == 2)
-#define FL_SM90_COLOCATE_CONVERT (FL_SM90_COLOCATE == 1 || FL_SM90_COLOCATE == 3)
-constexpr bool kColocateGemm = FL_SM90_COLOCATE_GEMM;
-constexpr bool kConvertCarveout = FL_SM90_COLOCATE_CONVERT || FL_SM90_COLOCATE == 4;
-constexpr int launch_regs(int build) { return kColocateGemm && build != kBuildNarrow ? 160 : 168; }
-// FL_SM90_WIDE_CONSUMERS=1 (an experiment, x134): at 168, consumers 240 and producers 24 (128 x 24 + 256 x 240 =
-// 64512); the default build's consumers name registers up to R229 of their 232.
-#ifndef FL_SM90_WIDE_CONSUMERS
-#define FL_SM90_WIDE_CONSUMERS 0
-#endif
-constexpr int consumer_regs(int build) {
-  return launch_regs(build) == 160 ? 224 : FL_SM90_WIDE_CONSUMERS ? 240 : 232;
-}
-constexpr int producer_regs(int build) { return launch_regs(build) == 160 || FL_SM90_WIDE_CONSUMERS ? 24 : 40; }
-static_assert(128 * producer_regs(kBuildMain) + 256 * consumer_regs(kBuildMain) <= kThreads * launch_regs(kBuildMain) &&
-                  128 * producer_regs(kBuildNarrow) + 256 * consumer_regs(kBuildNarrow) <= kThreads * launch_regs(kBuildNarrow),
-              "setmaxnreg moves registers inside the CTA's allocation");
+constexpr int kConsumerRegs = 232;
+constexpr int kProducerRegs = 40;
 
 // The consumers' place in the ring, advanced once per K step by counting (no division: the ring
 // size need not be a power of two), and the stage of the previous step (retired one step later).
@@ -442,11 +416,7 @@ __device__ __forceinline__ void consumer_dispatch(const Params<MAXG>& p, const S
 // (sm90_reduce.cuh), which stores C. BUILD: plan.h kBuildMain, kBuildNarrow (the narrow build, kNarrowN)
 // or kBuildMid (the mid build, kMidN); the last two whole and split tiles only.
 template <int MAXG, bool HALF = false, bool ANY = false, bool RED = false, int BUILD = kBuildMain>
-#if FL_SM90_COLOCATE_GEMM
-__global__ void __maxnreg__(launch_regs(BUILD)) nvfp4_group_gemm(const __grid_constant__ Params<MAXG> p) {
-#else
 __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_constant__ Params<MAXG> p) {
-#endif
   static_assert(!HALF || kStages % 2 == 0, "half tiles: each stage serves one consumer warpgroup");
   static_assert(!RED || (!HALF && !ANY), "reduced tiles: whole-tile units, C stored by the reduce kernel");
   static_assert(BUILD == kBuildMain || (!HALF && !RED), "the narrow and mid builds: whole and split tiles");
@@ -475,7 +445,7 @@ __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_con
   ptx::griddep_launch_dependents();
 
   if (wg == 0) {
-    ptx::setmaxnreg_dec<producer_regs(BUILD)>();
+    ptx::setmaxnreg_dec<kProducerRegs>();
     Share share(p, blockIdx.x);
     if (warp == 0) {
       // ---------------------------------------------------------- B producer
@@ -563,7 +533,7 @@ __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_con
     }
   } else {
     // ------------------------------------------------------------------ consumers
-    ptx::setmaxnreg_inc<consumer_regs(BUILD)>();
+    ptx::setmaxnreg_inc<kConsumerRegs>();
     // C may still be in use by the grids before this one (they are done by now); the flags are
     // zeroed by the conversion.
     ptx::griddep_wait();

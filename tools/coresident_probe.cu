@@ -8,7 +8,7 @@
 // record their entry and SM, wait for the conversion (griddepcontrol.wait, as the GEMM's A producer does)
 // and spin. Each kernel carries enough floats through its spin that ptxas takes the registers of the form
 // it stands for. Forms: today's (96 conversion CTAs of 128 threads at 48 registers, the GEMM at 168);
-// d132's (one warp per SM at 16 registers beside the GEMM at 168); x133's (FL_SM90_COLOCATE: the GEMM at
+// d132's (one warp per SM at 16 registers beside the GEMM at 168); x133's (the GEMM at
 // 160, the conversion at 32, so one conversion CTA of 128 threads fits in the 4096 registers left); and
 // the GEMM at 160 beside today's conversion. Per form: how many GEMM CTAs entered before the conversion's
 // last CTA left, when they entered after its first entry, and the event time per call. (d132 ran the first
@@ -75,7 +75,7 @@ __global__ void __maxnreg__(32) conv_x133(uint64_t ns, const float* src, Rec* re
   conv_body<128, 20>(ns, src, rec, sink);
 }
 
-// The GEMM's stand-in at REGS registers per thread (168: today's launch; 160: x133's, FL_SM90_COLOCATE).
+// The GEMM's stand-in at REGS registers per thread (168: today's launch; 160: x133's).
 template <int REGS>
 __global__ void __maxnreg__(REGS) gemm_standin(uint64_t ns, const float* src, Rec* rec, float* sink) {
   constexpr int kLive = REGS - 8;  // floats carried through the spin: ptxas must take all REGS
