@@ -193,14 +193,7 @@ struct RingPos {
 // Registers per thread after setmaxnreg, within the 384 x 168 = 64512 the CTA starts with:
 // 128 x 40 + 256 x 232 = 64512.
 constexpr int kConsumerRegs = 232;
-// FL_SM90_PRODUCER_REGS (a build define for experiments, x135 in docs/sm90_kernel_notes.md): the producers'
-// count alone (x133 and x134 both set 24 and lost ~1.6% on benchmark 1).
-#ifndef FL_SM90_PRODUCER_REGS
-#define FL_SM90_PRODUCER_REGS 40
-#endif
-constexpr int kProducerRegs = FL_SM90_PRODUCER_REGS;
-static_assert(kProducerRegs % 8 == 0 && kProducerRegs >= 24 && 128 * kProducerRegs + 256 * kConsumerRegs <= kThreads * 168,
-              "setmaxnreg: a multiple of 8 from 24, within the CTA's 384 x 168 registers");
+constexpr int kProducerRegs = 40;
 
 // The consumers' place in the ring, advanced once per K step by counting (no division: the ring
 // size need not be a power of two), and the stage of the previous step (retired one step later).
