@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
+from statistics import geometric_mean, mean
 
 import torch
 
@@ -63,21 +63,16 @@ def shape_row(shape, flush, reps, rounds, sets=3):
     return {"shape": describe(shape), "ok": ok, "direct_us": direct, "replay_us": replay}
 
 
-def geomean(xs):
-    return math.exp(sum(math.log(x) for x in xs) / len(xs))
-
-
 def table(rows) -> list[str]:
     """The table's lines: per shape each round's direct and replay times, the mean difference, correctness;
     then the geomeans of the per-shape means."""
-    mean = lambda xs: sum(xs) / len(xs)  # noqa: E731
     lines = ["| shape | direct us | replay us | replay - direct us | correct |", "|---|---|---|---|---|"]
     for row in rows:
         d, g = row["direct_us"], row["replay_us"]
         lines.append(f"| {row['shape']} | {' / '.join(f'{x:.1f}' for x in d)} | "
                      f"{' / '.join(f'{x:.1f}' for x in g)} | {mean(g) - mean(d):+.2f} | {row['ok']} |")
-    d = geomean([mean(r["direct_us"]) for r in rows])
-    g = geomean([mean(r["replay_us"]) for r in rows])
+    d = geometric_mean([mean(r["direct_us"]) for r in rows])
+    g = geometric_mean([mean(r["replay_us"]) for r in rows])
     lines.append(f"| geomean | {d:.2f} | {g:.2f} | {g - d:+.2f} | {all(r['ok'] for r in rows)} |")
     return lines
 
