@@ -1,11 +1,14 @@
 """Builds fastlaunch._C: the CPython fast path (fastlaunch/_C.cpp) and the CUDA launcher/kernels (kernels/).
 
-python setup.py build_ext --inplace   (tools/setup.sh does this)
+pip install --no-build-isolation .        (or -e .; metadata in pyproject.toml)
+python setup.py build_ext --inplace       (tools/setup.sh does this, for a clone)
 
 Needs nvcc (CUDA 12.8+; 13.0 is what the project is tested with, and the only toolkit the sm_100a
-source was compiled with) and torch; no GPU is needed to build. kernels/sm100_group_gemm.cu is compiled
+source was compiled with) and torch; no GPU is needed to build. kernels/sm100/launch.cu is compiled
 on its own for sm_100a and linked into fastlaunch._C (Sm100Build below).
 FASTLAUNCH_PTXAS_VERBOSE=1 prints registers/spills per kernel.
+FASTLAUNCH_BUILD_BENCH=1 also builds fastlaunch._bench, the competing launch paths that
+benchmarks/bench_launch.py times (tools/setup.sh sets it; wheels leave it out).
 """
 import os
 import shutil
@@ -38,14 +41,14 @@ ROOT = os.path.dirname(os.path.abspath(__file__))
 # is compiled on its own (Sm100Build) and linked in as an object.
 GENCODE = ["-gencode", "arch=compute_90a,code=sm_90a"]
 GENCODE_SM100 = ["-gencode", "arch=compute_100a,code=sm_100a"]
-SM100_SOURCES = ["kernels/sm100_group_gemm.cu"]
+SM100_SOURCES = ["kernels/sm100/launch.cu"]
 
 common_nvcc_flags = ["-O3", "-std=c++17", "--expt-relaxed-constexpr", "-lineinfo", "-diag-suppress", "1160"]
 if os.environ.get("FASTLAUNCH_PTXAS_VERBOSE"):
     common_nvcc_flags += ["-Xptxas", "-v"]
-# Experiments only (tools/ab_prepare.sh REF@NAME=VALUE,...): build defines such as FL_PLAN_PASS_NS=300, given to
-# both compilers (the host planner, kernels/plan.h, is compiled into fastlaunch/_C.cpp and into the launcher). The
-# objects do not record them: build a tree with new defines from scratch (rm -rf build), as tools/ab_run.sh does.
+# Experiments only (tools/tuning/ab_prepare.sh REF@NAME=VALUE,...): build defines such as FL_PLAN_PASS_NS=300, given to
+# both compilers (the host planner, kernels/sm90/plan/planner.h, is compiled into fastlaunch/_C.cpp and into the launcher). The
+# objects do not record them: build a tree with new defines from scratch (rm -rf build), as tools/tuning/ab_run.sh does.
 EXPERIMENT_DEFINES = ["-D" + d for d in os.environ.get("FASTLAUNCH_NVCC_DEFINES", "").split()]
 common_nvcc_flags += EXPERIMENT_DEFINES
 nvcc_flags = [*common_nvcc_flags, *GENCODE]
@@ -57,9 +60,8 @@ class Sm100Build(BuildExtension):
 
     def build_extensions(self):
         nvcc = os.path.join(CUDA_HOME, "bin", "nvcc") if CUDA_HOME else "nvcc"
-        headers = [os.path.join(ROOT, "kernels", f) for f in os.listdir(os.path.join(ROOT, "kernels"))
+        headers = [os.path.join(d, f) for d, _, files in os.walk(os.path.join(ROOT, "kernels")) for f in files
                    if f.endswith((".h", ".cuh"))]
-        headers += [os.path.join(ROOT, "kernels", "ptx", f) for f in os.listdir(os.path.join(ROOT, "kernels", "ptx"))]
         newest_header = max(os.path.getmtime(h) for h in headers)
         for ext in self.extensions:
             if ext.name != "fastlaunch._C":
@@ -78,31 +80,32 @@ class Sm100Build(BuildExtension):
         super().build_extensions()
 
 
-setup(
-    name="fastlaunch",
-    version="0.1.0",
-    description="NVFP4 grouped GEMM behind a hand-written CPython launch path",
-    packages=["fastlaunch"],
-    package_data={"fastlaunch": ["_C.pyi", "py.typed"]},
-    python_requires=">=3.10",
-    ext_modules=[
-        CUDAExtension(
-            name="fastlaunch._C",
-            sources=[
-                "fastlaunch/_C.cpp",
-                "kernels/launcher.cu",
-                "kernels/sm90_group_gemm.cu",
-            ],
-            include_dirs=[os.path.join(ROOT, "kernels")],
-            extra_compile_args={"cxx": ["-O3", *EXPERIMENT_DEFINES], "nvcc": nvcc_flags},
-        ),
-        # Competing launch paths for tools/bench_launch.py (pybind11, TORCH_LIBRARY); not used by fastlaunch.
+ext_modules = [
+    CUDAExtension(
+        name="fastlaunch._C",
+        sources=[
+            "fastlaunch/_C.cpp",
+            "kernels/launcher.cu",
+            "kernels/sm90/launch.cu",
+        ],
+        include_dirs=[os.path.join(ROOT, "kernels")],
+        extra_compile_args={"cxx": ["-O3", *EXPERIMENT_DEFINES], "nvcc": nvcc_flags},
+    ),
+]
+if os.environ.get("FASTLAUNCH_BUILD_BENCH"):
+    # Competing launch paths for benchmarks/bench_launch.py (pybind11, TORCH_LIBRARY); not used by fastlaunch.
+    ext_modules.append(
         CUDAExtension(
             name="fastlaunch._bench",
-            sources=["tools/launch_variants/bench_ext.cpp"],
+            sources=["benchmarks/launch_variants/bench_ext.cpp"],
             include_dirs=[os.path.join(ROOT, "kernels")],
             extra_compile_args={"cxx": ["-O3"]},
-        ),
-    ],
+        )
+    )
+
+# Name, version, dependencies and package data live in pyproject.toml.
+setup(
+    packages=["fastlaunch"],
+    ext_modules=ext_modules,
     cmdclass={"build_ext": Sm100Build},
 )

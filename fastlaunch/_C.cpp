@@ -23,10 +23,10 @@
 #include <cstring>
 #include <exception>
 
-#include "../kernels/launcher.h"
-#include "../kernels/group_cuts.h"
-#include "../kernels/plan.h"
-#include "../kernels/skinny_plan.h"
+#include "launcher.h"
+#include "sm90/plan/group_cuts.h"
+#include "sm90/plan/planner.h"
+#include "sm90/plan/skinny.h"
 
 #define FL_LIKELY(x) __builtin_expect(!!(x), 1)
 #define FL_UNLIKELY(x) __builtin_expect(!!(x), 0)
@@ -454,7 +454,7 @@ void torch_ws_release(void* ptr, void*, void*) noexcept {
 
 }  // namespace
 
-// Exported for the other launch paths of tools/bench_launch.py, so that every path allocates alike.
+// Exported for the other launch paths of benchmarks/bench_launch.py, so that every path allocates alike.
 extern "C" const fl_allocator fl_torch_allocator = {torch_ws_alloc, torch_ws_release, nullptr};
 
 namespace {
@@ -640,7 +640,7 @@ PyObject* plan(PyObject*, PyObject* args) {
 }
 
 // mma_n(sizes, sm_count, ...) -> (n, ...): each group's wgmma N in plan()'s plan (its tile width, or in
-// the narrow and mid builds plan.h kNarrowN, kMidN).
+// the narrow and mid builds kernels/sm90/plan/planner.h kNarrowN, kMidN).
 PyObject* mma_n(PyObject*, PyObject* args) {
   PlanArgs a;
   if (!plan_args(args, "Oi|iiiiii:mma_n", a)) return nullptr;
@@ -650,7 +650,7 @@ PyObject* mma_n(PyObject*, PyObject* args) {
 }
 
 // cuts(sizes, sm_count, share=0, cap=0, parts=0, half=0, narrow=0, mid=0) -> (head, ...): the rows at
-// which the sm90 launcher cuts each group into two (kernels/group_cuts.h choose_cuts; 0: not cut, and all 0
+// which the sm90 launcher cuts each group into two (kernels/sm90/plan/group_cuts.h choose_cuts; 0: not cut, and all 0
 // where the launch is not cut), with the same settings as plan(). plan() shows a launch uncut; the launcher
 // plans the cut groups (each group's head rows, then the rest) where this says so.
 PyObject* cuts(PyObject*, PyObject* args) {
@@ -671,7 +671,7 @@ PyObject* cuts(PyObject*, PyObject* args) {
 }
 
 // skinny(sizes, sm_count) -> (rows, items, ctas, smem, est_us, chosen, split, lanes) or None: the skinny kernel's
-// plan (kernels/skinny_plan.h) for a launch of up to kGroupsPerLaunch groups, one skinny launch per run of up
+// plan (kernels/sm90/plan/skinny.h) for a launch of up to kGroupsPerLaunch groups, one skinny launch per run of up
 // to kGroupsSmall groups (rows, ctas, smem and split: the largest run's; items and est_us: summed), None
 // where it may not take it; chosen: whether the launcher takes it with no experiment setting (its estimate
 // against the wgmma plan's); lanes: lanes per B row (the largest run's).
@@ -774,7 +774,7 @@ PyMODINIT_FUNC PyInit__C(void) {
     Py_DECREF(m);
     return nullptr;
   }
-  // The planner's cost model (plan.h), ns, so tests and tools check plans against the same numbers.
+  // The planner's cost model (kernels/sm90/plan/planner.h), ns, so tests and tools check plans against the same numbers.
   PyObject* cost = Py_BuildValue(
       "{s:d,s:d,s:d,s:d,s:d,s:d,s:d,s:d,s:d,s:d,s:d,s:d,s:d,s:d,s:d,s:d}", "step_ns_dequant", fl::sm90::kStepNsDequant,
       "step_ns_per_row", fl::sm90::kStepNsPerRow, "pass_ns", fl::sm90::kPassNs, "unaligned_pass_ns",

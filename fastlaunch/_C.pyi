@@ -5,7 +5,7 @@ import torch
 supported_archs: str
 max_width: int
 tile_widths: tuple[int, ...]
-skinny_builds: tuple[int, ...]  # the skinny kernel's compiled A row counts (kernels/skinny_plan.h kSkinnyBuilds)
+skinny_builds: tuple[int, ...]  # the skinny kernel's compiled A row counts (kernels/sm90/plan/skinny.h kSkinnyBuilds)
 narrow_n: int  # the narrow build's wgmma N (and A box rows) for groups of at most that many rows
 mid_n: int  # the mid build's wgmma N in its 192-wide K loop, for launches whose every such tile fits it
 block_n: int

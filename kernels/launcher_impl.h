@@ -11,8 +11,8 @@
 #include <cstring>
 
 #include "launcher.h"
-#include "plan.h"
-#include "skinny_plan.h"
+#include "sm90/plan/planner.h"
+#include "sm90/plan/skinny.h"
 
 namespace fl {
 
@@ -146,7 +146,7 @@ struct Workspace {
 };
 
 struct Sm90State {
-  // The GEMM, by build (plan.h kBuildMain, kBuildNarrow, kBuildMid: LaunchPlan::build), then [0][.] for C
+  // The GEMM, by build (kernels/sm90/plan/planner.h kBuildMain, kBuildNarrow, kBuildMid: LaunchPlan::build), then [0][.] for C
   // rows 16-byte aligned, [1][.] the same kernels compiled for C rows at any alignment (N % 8 != 0 or C off
   // 16 bytes), taken by launches that hold such a group (their epilogue stays out of the others' code), then
   // by the groups a launch holds: [.][0] up to kGroupsSmall, [.][1] kGroupsMid, [.][2] kGroupsLarge, [.][3]
@@ -154,15 +154,15 @@ struct Sm90State {
   // tools/launch_latency.cu).
   CUfunction fn[sm90::kNumBuilds][2][4] = {};
   CUfunction convert_fn[4] = {};  // the A conversion, by groups as fn's last index ([0]: convert_a_small)
-  CUfunction half_fn[2] = {};     // the GEMM on half tiles (plan.h kHalfBlockN), up to kGroupsSmall groups
-  CUfunction red_fn = {};         // reduced tiles (plan.h share_reduce), up to kGroupsSmall groups: the GEMM
+  CUfunction half_fn[2] = {};     // the GEMM on half tiles (kernels/sm90/plan/planner.h kHalfBlockN), up to kGroupsSmall groups
+  CUfunction red_fn = {};         // reduced tiles (kernels/sm90/plan/planner.h share_reduce), up to kGroupsSmall groups: the GEMM
   CUfunction reduce_fn = {};      // ... and the kernel that sums their parts into C
-  // launches of few A rows per group (skinny_plan.h), by build and lanes per row
+  // launches of few A rows per group (kernels/sm90/plan/skinny.h), by build and lanes per row
   CUfunction skinny_fn[sm90::kNumSkinnyBuilds][sm90::kNumSkinnyLanes] = {};
   // FASTLAUNCH_SM90_WCAP / _SHARE / _HALF / _NARROW / _MID (experiments, tests), read at set-up
   sm90::PlanForce force;
   // FASTLAUNCH_SM90_SKINNY / _SKINNY_SPLIT / _SKINNY_LANES (experiments, tests): the skinny kernel
-  // (skinny_plan.h) 1 wherever a launch may take it, 2 never, 0 the launcher's choice; its K split and lanes
+  // (kernels/sm90/plan/skinny.h) 1 wherever a launch may take it, 2 never, 0 the launcher's choice; its K split and lanes
   // per B row, 0 the planner's
   int skinny = 0;
   int skinny_split = 0;
@@ -200,7 +200,7 @@ struct DeviceState {
 int sm90_init(DeviceState& dev, Error& err);
 int sm90_launch(const DeviceState& dev, const int64_t* buf, int num_groups, cudaStream_t stream,
                 const fl_allocator* alloc, Error& err);
-int sm100_init(DeviceState& dev, Error& err);  // kernels/sm100_group_gemm.cu (built for sm_100a)
+int sm100_init(DeviceState& dev, Error& err);  // kernels/sm100/launch.cu (built for sm_100a)
 int sm100_launch(const DeviceState& dev, const int64_t* buf, int num_groups, cudaStream_t stream,
                  const fl_allocator* alloc, Error& err);
 

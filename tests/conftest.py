@@ -1,5 +1,6 @@
 import importlib.util
 import os
+import random
 import shutil
 import subprocess
 import warnings
@@ -9,14 +10,42 @@ import torch
 
 warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
 
+# The clone's root (tests live in tests/cpu, tests/gpu and tests/sass).
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# Where the scripts that tests load or run live: the user's benchmarks, the project's tools, the tuning tools.
+TOOL_DIRS = ("benchmarks", "tools", os.path.join("tools", "tuning"))
+
 HAS_CUDA = torch.cuda.is_available()
 requires_cuda = pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU (runs on the H200 test GPU)")
 
 
+def pytest_collection_modifyitems(config, items):
+    """Every test under tests/gpu/ carries the `gpu` marker (`pytest -m "not gpu"` leaves them out)."""
+    for item in items:
+        if os.sep + "gpu" + os.sep in str(item.fspath):
+            item.add_marker(pytest.mark.gpu)
+
+
+# Random tests draw their seeds from one base seed per run: printed in the report header, set with
+# FASTLAUNCH_TEST_SEED=N to repeat a run, and each drawn seed printed by fresh_seed (pytest shows it with a
+# failure's output).
+BASE_SEED = int(os.environ.get("FASTLAUNCH_TEST_SEED") or random.randrange(1 << 30))
+_last_seed = BASE_SEED
+
+
+def fresh_seed():
+    """The next seed of this run, printed."""
+    global _last_seed
+    _last_seed += 1
+    print(f"seed {_last_seed} (run with FASTLAUNCH_TEST_SEED={BASE_SEED})")
+    return _last_seed
+
+
 def pytest_report_header(config):
+    seeds = f"random seeds from FASTLAUNCH_TEST_SEED={BASE_SEED}"
     if HAS_CUDA:
-        return f"CUDA: {torch.cuda.get_device_name()}; GPU tests run"
-    return "CUDA: none; GPU tests are skipped"
+        return f"CUDA: {torch.cuda.get_device_name()}; GPU tests run; {seeds}"
+    return f"CUDA: none; GPU tests are skipped; {seeds}"
 
 
 def cpp_probe(tmp_path_factory, name):
@@ -25,10 +54,9 @@ def cpp_probe(tmp_path_factory, name):
     cxx = os.environ.get("CXX") or shutil.which("g++") or shutil.which("c++")
     if cxx is None:
         pytest.skip(f"no host C++ compiler (g++/c++) to build tests/cpp/{name}.cpp")
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     exe = str(tmp_path_factory.mktemp("probe") / name)
-    subprocess.run([cxx, "-std=c++17", "-O1", "-Wall", "-Werror", "-I", os.path.join(root, "kernels"),
-                    os.path.join(root, "tests", "cpp", name + ".cpp"), "-o", exe], check=True)
+    subprocess.run([cxx, "-std=c++17", "-O1", "-Wall", "-Werror", "-I", os.path.join(ROOT, "kernels"),
+                    os.path.join(ROOT, "tests", "cpp", name + ".cpp"), "-o", exe], check=True)
 
     def ask(queries):
         r = subprocess.run([exe], input="\n".join(queries) + "\n", capture_output=True, text=True, check=True)
@@ -37,9 +65,18 @@ def cpp_probe(tmp_path_factory, name):
     return ask
 
 
+def tool_path(name):
+    """The path of script <name> (e.g. "bench_launch.py") in one of TOOL_DIRS."""
+    for d in TOOL_DIRS:
+        path = os.path.join(ROOT, d, name)
+        if os.path.exists(path):
+            return path
+    raise FileNotFoundError(f"{name} is in none of {TOOL_DIRS}")
+
+
 def load_tool(name):
-    """The module tools/<name>.py, loaded from its path (tools/ is not a package)."""
-    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools", name + ".py")
+    """The module <name>.py of one of TOOL_DIRS, loaded from its path (they are not packages)."""
+    path = tool_path(name + ".py")
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

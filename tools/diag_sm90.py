@@ -1,6 +1,9 @@
 """Diagnostics for the sm90 kernel on a GPU: structured inputs that show which K values the kernel
 pairs, which outputs it writes, and how errors are distributed. Prints findings; exits 1 on a mismatch."""
+import os
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # this clone's package
 
 import torch
 

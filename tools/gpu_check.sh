@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # One call on a GPU machine: build, inspect SASS, then the named steps (default: all).
-#   tools/gpu_check.sh [diag] [tests] [stress] [main] [bench] [extra] [fixed] [launch] [eval] [sweep]
+#   tools/gpu_check.sh [diag] [tests] [stress] [main] [bench] [extra] [launch] [eval] [sweep]
 # (extra: bench_kernels on the task's test shapes and EXTRA_RANDOM random shapes (default 8, seed
-# EXTRA_SEED or a fresh one), against cuBLAS; fixed: where a small call's time goes, tools/fixed_cost.py,
-# tools/launch_latency.cu and tools/skinny_latency.cu; stress: every forced kind of plan repeated on fresh data, tools/stress_sm90.py, STRESS_REPS times each, default 20)
+# EXTRA_SEED or a fresh one), against cuBLAS; stress: every forced kind of plan repeated on fresh data,
+# tools/stress_sm90.py, STRESS_REPS times each, default 20)
 # JSON and PNG results go to $OUT (default ./out), logs (build, SASS, each step's output) to $LOGS
 # (default: $OUT too). Uses the machine's own python3 and torch.
 set -u -o pipefail  # a step fails when its command does, not only its tee
@@ -17,7 +17,7 @@ steps=${*:-diag tests stress main bench launch}
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv,noheader || true
 $PY -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"
 t0=$(date +%s)
-if ! FASTLAUNCH_PTXAS_VERBOSE=1 $PY setup.py build_ext --inplace > "$LOGS/build.log" 2>&1; then
+if ! FASTLAUNCH_BUILD_BENCH=1 FASTLAUNCH_PTXAS_VERBOSE=1 $PY setup.py build_ext --inplace > "$LOGS/build.log" 2>&1; then
   grep -n "error" "$LOGS/build.log" | head -30; tail -20 "$LOGS/build.log"; exit 1
 fi
 echo "build: $(( $(date +%s) - t0 )) s"
@@ -36,17 +36,11 @@ for s in $steps; do
     tests) timeout 900 $PY -m pytest -q --maxfail=5 -rf tests -p no:cacheprovider 2>&1 | tail -40 | tee "$LOGS/tests.log" || rc=1 ;;
     stress) timeout 900 $PY tools/stress_sm90.py --reps "${STRESS_REPS:-20}" 2>&1 | tee "$LOGS/stress.log" | tail -40 || rc=1 ;;
     main) timeout 600 $PY -m fastlaunch --json "$OUT/main.json" 2>&1 | tee "$LOGS/main.log" || rc=1 ;;
-    bench) [ -f tools/bench_kernels.py ] && { timeout 900 $PY tools/bench_kernels.py --json "$OUT/bench_kernels.json" --png "$OUT/bench_kernels.png" 2>&1 | tee "$LOGS/bench.log" || rc=1; } ;;
-    extra) timeout 900 $PY tools/bench_kernels.py --only --tests --random "${EXTRA_RANDOM:-8}" ${EXTRA_SEED:+--seed "$EXTRA_SEED"} --json "$OUT/bench_extra.json" 2>&1 | tee "$LOGS/extra.log" || rc=1 ;;
-    fixed) { timeout 300 $PY tools/fixed_cost.py --json "$OUT/fixed_cost.json" &&
-             nvcc -O2 -std=c++17 -arch=sm_90a -I kernels -o /tmp/fl_launch_latency tools/launch_latency.cu &&
-             timeout 120 /tmp/fl_launch_latency &&
-             nvcc -O3 -std=c++17 --expt-relaxed-constexpr -diag-suppress 1886 -arch=sm_90a -I kernels \
-               -o /tmp/fl_skinny_latency tools/skinny_latency.cu &&
-             timeout 120 /tmp/fl_skinny_latency; } 2>&1 | tee "$LOGS/fixed.log" || rc=1 ;;
-    eval) timeout 900 $PY tools/eval.py --json "$OUT/eval.json" 2>&1 | tee "$LOGS/eval.log" || rc=1 ;;
-    sweep) timeout 900 $PY tools/sweep_sm90.py 2>&1 | tee "$LOGS/sweep.log" || rc=1 ;;
-    launch) [ -f tools/bench_launch.py ] && { timeout 600 $PY tools/bench_launch.py --json "$OUT/bench_launch.json" --png "$OUT/bench_launch.png" 2>&1 | tee "$LOGS/launch.log" || rc=1; } ;;
+    bench) [ -f benchmarks/bench_kernels.py ] && { timeout 900 $PY benchmarks/bench_kernels.py --json "$OUT/bench_kernels.json" --png "$OUT/bench_kernels.png" 2>&1 | tee "$LOGS/bench.log" || rc=1; } ;;
+    extra) timeout 900 $PY benchmarks/bench_kernels.py --only --tests --random "${EXTRA_RANDOM:-8}" ${EXTRA_SEED:+--seed "$EXTRA_SEED"} --json "$OUT/bench_extra.json" 2>&1 | tee "$LOGS/extra.log" || rc=1 ;;
+    eval) timeout 900 $PY benchmarks/eval.py --json "$OUT/eval.json" 2>&1 | tee "$LOGS/eval.log" || rc=1 ;;
+    sweep) timeout 900 $PY tools/tuning/sweep_sm90.py 2>&1 | tee "$LOGS/sweep.log" || rc=1 ;;
+    launch) [ -f benchmarks/bench_launch.py ] && { timeout 600 $PY benchmarks/bench_launch.py --json "$OUT/bench_launch.json" --png "$OUT/bench_launch.png" 2>&1 | tee "$LOGS/launch.log" || rc=1; } ;;
   esac
 done
 exit $rc

@@ -36,8 +36,9 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "tests"))
-sys.path.insert(0, os.path.join(ROOT, "tools"))
-from trace_sm90 import EVENTS  # noqa: E402  (the GEMM's trace events, kernels/sm90_trace.cuh, in order)
+sys.path.insert(0, os.path.join(ROOT, "tests", "gpu"))
+sys.path.insert(0, os.path.join(ROOT, "tools", "tuning"))
+from trace_sm90 import EVENTS  # noqa: E402  (the GEMM's trace events, kernels/sm90/trace.cuh, in order)
 
 CHILD = r"""
 import faulthandler, json, os, sys, time, torch
@@ -118,7 +119,7 @@ def skinny_lanes(text):
 
 
 def plan_args(cap, share, half):
-    """fastlaunch._C.plan's (share, cap, parts, half) for a setting's environment (plan.h PlanForce)."""
+    """fastlaunch._C.plan's (share, cap, parts, half) for a setting's environment (kernels/sm90/plan/planner.h PlanForce)."""
     kind, _, parts = share.partition(":")
     code = {"": 0, "whole": 1, "split": 2, "reduce": 3}[kind]
     return code, int(cap or 0), int(parts or 0), {"": 0, "1": 1, "0": 2}[half]

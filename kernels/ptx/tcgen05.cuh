@@ -1,6 +1,6 @@
 // tcgen05 (sm_100a): tensor memory allocation, copies into it, loads out of it, the block-scaled
 // MMA that accumulates in it, and the fences and commits that order them. One thin wrapper each.
-// Tensor-memory addresses are (lane << 16) | column (sm100_desc.h: tmem_addr).
+// Tensor-memory addresses are (lane << 16) | column (kernels/sm100/desc.h: tmem_addr).
 #pragma once
 #include <cstdint>
 

@@ -1,4 +1,4 @@
-// Checks the critical-path fill (kernels/plan.h fill_cp, which sums each CTA's end and flag as it goes)
+// Checks the critical-path fill (kernels/sm90/plan/planner.h fill_cp, which sums each CTA's end and flag as it goes)
 // against the walk that defines them (cta_cp), for tests/test_unpack.py. Each line on stdin is
 // "sm_count G m n k m n k ..."; the probe plans the launch as split tiles over min(SMs, steps) CTAs,
 // then fills it under limits from the launch's even spread of work up to 1.3x the even cuts' critical
@@ -11,7 +11,7 @@
 #include <sstream>
 #include <string>
 
-#include "plan.h"
+#include "sm90/plan/planner.h"
 
 namespace sm90 = fl::sm90;
 

@@ -1,4 +1,4 @@
-// Drives the launcher's group cuts (kernels/group_cuts.h) for tests/test_group_cuts.py: each line on
+// Drives the launcher's group cuts (kernels/sm90/plan/group_cuts.h) for tests/test_group_cuts.py: each line on
 // stdin is "G max_out" and then G groups' "a b c sfa sfb m n k"; the answer line is the rewritten
 // buffer's groups, "src a b c sfa sfb m n k" each, separated by ";", or "bad query".
 #include <cstdint>
@@ -7,7 +7,7 @@
 #include <sstream>
 #include <string>
 
-#include "group_cuts.h"
+#include "sm90/plan/group_cuts.h"
 
 int main() {
   constexpr int kMax = fl::sm90::kGroupsSmall;

@@ -1,4 +1,4 @@
-// Prints the sm_90a kernels' E2M1 decoders' results (kernels/nvfp4.cuh, built here by the host
+// Prints the sm_90a kernels' E2M1 decoders' results (kernels/common/nvfp4.cuh, built here by the host
 // compiler) for the queries on stdin, one answer per line, for tests/test_nvfp4_decode.py.
 //   pair J W   -> e2m1_pair_j<J>(W)                  (shifts and masks: the A conversion)
 //   bytes J W  -> e2m1_pair_bytes<J>(e2m1_bytes(W))  (bytes and a permute: the GEMM's B fragments)
@@ -8,7 +8,7 @@
 #include <sstream>
 #include <string>
 
-#include "nvfp4.cuh"
+#include "common/nvfp4.cuh"
 
 namespace {
 

@@ -1,4 +1,4 @@
-// Drives the launcher's per-thread memo (kernels/recent.h) with the queries on stdin, one answer per
+// Drives the launcher's per-thread memo (kernels/common/recent.h) with the queries on stdin, one answer per
 // line, for tests/test_recent.py:
 //   put K V  -> "hit V'" if key K is held (value V' kept), else "miss" and K -> V written over the oldest
 //   get K    -> its value, or "none"
@@ -7,7 +7,7 @@
 #include <sstream>
 #include <string>
 
-#include "recent.h"
+#include "common/recent.h"
 
 namespace {
 

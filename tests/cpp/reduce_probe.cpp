@@ -1,4 +1,4 @@
-// Drives the reduce kernel's grid choice (kernels/plan.h reduce_chunks) for tests/test_reduce_grid.py:
+// Drives the reduce kernel's grid choice (kernels/sm90/plan/planner.h reduce_chunks) for tests/test_reduce_grid.py:
 // each line on stdin is "tiles jv sm_count"; the answer line is the chunks per tile and consumer warp,
 // or "bad query".
 #include <cstdint>
@@ -7,7 +7,7 @@
 #include <sstream>
 #include <string>
 
-#include "plan.h"
+#include "sm90/plan/planner.h"
 
 int main() {
   std::string line;

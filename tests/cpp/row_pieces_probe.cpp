@@ -1,11 +1,11 @@
-// Prints kernels/row_pieces.h's row_piece(mis, end, q) for each line "mis end q" on stdin as "full head tail",
+// Prints kernels/common/row_pieces.h's row_piece(mis, end, q) for each line "mis end q" on stdin as "full head tail",
 // or "bad query", for tests/test_row_pieces.py.
 #include <cstdio>
 #include <iostream>
 #include <sstream>
 #include <string>
 
-#include "row_pieces.h"
+#include "common/row_pieces.h"
 
 int main() {
   std::string line;

@@ -1,4 +1,4 @@
-// Answers queries on the skinny kernel's K split (kernels/skinny_plan.h), one per line on stdin, for
+// Answers queries on the skinny kernel's K split (kernels/sm90/plan/skinny.h), one per line on stdin, for
 // tests/test_skinny_plan.py:
 //   part UNITS SPLIT LANES          -> "MOST u0:u1 u0:u1 ..." (skinny_part_units, then each part's units)
 //   plan SMS SPLIT LANES G m n k .. -> "build split items ctas smem sums est_ns lanes planners" (skinny_plan with
@@ -7,7 +7,7 @@
 //   items ITEMS CLUSTERS      -> "first:count ..." (skinny_items of each cluster, with the launcher's
 //                                skinny_item_runs)
 //   costs C1 .. C11           -> "ok": later plan queries use these SkinnyCosts (its fields in order; for
-//                                tools/skinny_fit.py), instead of kSkinnyCosts'
+//                                tools/tuning/skinny_fit.py), instead of kSkinnyCosts'
 //   costs                     -> kSkinnyCosts' fields, in that order
 //   wins SKINNY_NS WGMMA_NS   -> "1" or "0": skinny_wins, the launcher's choice between the two estimates
 #include <cstdint>
@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "skinny_plan.h"
+#include "sm90/plan/skinny.h"
 
 int main() {
   fl::sm90::SkinnyCosts costs = fl::sm90::kSkinnyCosts;

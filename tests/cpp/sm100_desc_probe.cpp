@@ -1,4 +1,4 @@
-// Prints the sm_100a encoders' results (kernels/sm100_desc.h) for the queries on stdin, one answer
+// Prints the sm_100a encoders' results (kernels/sm100/desc.h) for the queries on stdin, one answer
 // per line, for tests/test_sm100_desc.py. Built there with the host C++ compiler; no CUDA needed.
 //   idesc M N | opdesc ADDR CHUNK | sfdesc ADDR | tmem LANE COL | acccol BUF | sfcol STAGE OPERAND CHUNK
 //   kstages K | lastchunks K | mman M M0 | tiles M N | decode T M1 N1 [M2 N2 ...]  (-> g m0 n0)
@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "sm100_desc.h"
+#include "sm100/desc.h"
 
 using namespace fl::sm100;
 

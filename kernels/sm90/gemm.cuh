@@ -1,0 +1,564 @@
+// sm_90a NVFP4 grouped GEMM: C[g] (M x N, fp16) = A[g] (M x K) . B[g] (N x K)^T, fp32 accumulation.
+//
+// Computed as C^T = B . A^T so that the large operand B is wgmma's A (dequantised straight into
+// registers) and the small per-group M is wgmma's N: each group's tile width W (kernels/sm90/plan/planner.h kWidths,
+// chosen per group; one main loop per width in this one kernel, all on one accumulator array). A is
+// converted to fp16 once per launch by a separate kernel (kernels/sm90/convert_a.cuh) into a workspace, all
+// groups' rows stacked with one row pitch, so tensor maps encoded on the host (one per width, its box
+// one tile's A for one K step; cached while the workspace stays put) cover every group; the GEMM
+// loads its A tiles from there with TMA. B's tensor map is patched on the device per group.
+//
+// Tiles are numbered in the plan's order (groups by tile cost, costliest first). The launch's K
+// steps (tile by tile, each tile's in K order) are shared out among the CTAs by the plan (kernels/sm90/plan/planner.h,
+// stream-K): CTA b runs the steps from Params::start[b] up to start[b + 1], as one unit per tile it
+// touches, from its last unit backwards. A tile cut between CTAs is finished by the CTA holding its
+// last K step: the CTAs of lower index that hold its other steps write their fp32 sums to the
+// workspace first (for them it is their first unit) and raise a flag per consumer warp (after their
+// next unit's K loop, so the stores drain meanwhile); the finishing CTA (for it, its last unit)
+// waits for the flags, adds the sums and stores C. Every wait is for a CTA of lower index, which
+// raises its flags before it waits for anything itself: the waits form no cycle, and as the GPU
+// dispatches CTAs in index order, none waits for a CTA that is not running even if not every CTA
+// fits on the GPU at once.
+
+// One CTA = 3 warpgroups, persistent over tiles of 128 B rows x W A rows:
+//   warp 0          B producer: TMA for the packed B tile and bulk copies of B's 512-byte scale
+//                   block of each 64-wide K step, at once with the B maps in the kernel parameters
+//                   (up to 16 groups), else after the conversion kernel wrote them;
+//   warp 1          A producer: waits for the conversion, then TMA for the fp16 A tile (128-byte
+//                   swizzle) of each step (warps 2, 3 only hand over registers);
+//   warpgroups 1, 2 consumers: 64 B rows each, dequantise them into wgmma A fragments, issue the
+//                   wgmma; epilogue through shared memory (stmatrix transposes the C^T fragments
+//                   into C rows), then one TMA store per 64-row pass (kTmaC) or 16-byte row stores; or
+//                   the partial sums of a split tile.
+//
+// K permutation. An MMA sums over K, so both operands may be read in any one order of K. Thread
+// lane%4 == c of a consumer warp owns K range [16c, 16c+16) of a 64-wide stage (one scale block,
+// 8 bytes of a row); its two 32-bit words w0 (K 16c..16c+7) and w1 (K 16c+8..16c+15) give, for
+// wgmma step s (0..3), the f16x2 fragments e2m1_pair(w0, s) for logical K (16s + 2c, +1) and
+// e2m1_pair(w1, s) for logical K (16s + 8 + 2c, +1) (computed as e2m1_pair_bytes, the same bits:
+// tests/test_nvfp4_decode.py). The A conversion writes A in the same logical order, so logical K
+// position 16s + 8b + 2c (+1) holds A's K values 16c + 8b + s (and + 4).
+#pragma once
+#include <cuda.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "common/nvfp4.cuh"
+#include "sm90/plan/planner.h"
+#include "sm90/epilogue.cuh"
+#include "sm90/params.cuh"
+#include "sm90/stream_k.cuh"
+#include "sm90/trace.cuh"
+#include "ptx/cvt.cuh"
+#include "ptx/griddep.cuh"
+#include "ptx/mbarrier.cuh"
+#include "ptx/setmaxnreg.cuh"
+#include "ptx/tensormap.cuh"
+#include "ptx/tma.cuh"
+#include "ptx/wgmma.cuh"
+
+namespace fl::sm90 {
+
+// Shared memory (bytes). One ring of stages, each one 64-wide K step: the fp16 A tile (up to
+// kMaxWidth rows of 128 bytes, 128-byte swizzled, 1024-byte aligned; all stages' A first), the packed
+// B tile and its scale block (after them). A stage has one "full" barrier that both producers arrive
+// on (each with the bytes it loads) and one "empty" barrier the consumer warps arrive on, so a
+// consumer waits and arrives once per K step (two rings of their own cost one more wait, arrival and
+// ring position per step: v27 against v29 in docs/history/sm90_kernel_notes.md). The header holds the stage
+// barriers (from byte kOffBars; the bytes before it held a tensor-map staging copy before v34).
+constexpr uint32_t kSfBlockBytes = 512;  // 128 rows x 4 scale blocks
+constexpr uint32_t kA16RowBytes = kBlockK * 2;
+constexpr uint32_t kHeaderBytes = 1024;
+constexpr uint32_t kOffBars = 256;
+constexpr uint32_t kSmemLimit = 227 * 1024;
+constexpr uint32_t kEpiBytes = 2 * kEpiWgBytes;  // the epilogue buffers of both consumer warpgroups
+constexpr uint32_t kBRawBytes = kBlockN * kBlockK / 2;
+constexpr uint32_t kAStageBytes = kMaxWidth * kA16RowBytes;
+constexpr uint32_t kBStageBytes = kBRawBytes + kSfBlockBytes;  // packed B, then its scale block
+constexpr uint32_t kOffA = kHeaderBytes;
+constexpr int kFit = (int)((kSmemLimit - kHeaderBytes - kEpiBytes) / (kAStageBytes + kBStageBytes));
+constexpr int kStages = kFit < kMaxStages ? kFit : kMaxStages;
+constexpr uint32_t kOffB = kOffA + kStages * kAStageBytes;
+constexpr uint32_t kOffEpi = kOffB + kStages * kBStageBytes;
+constexpr uint32_t kSmemBytes = kOffEpi + kEpiBytes;
+
+static_assert(kStages >= 4, "pipeline depth");
+static_assert(kOffEpi % 1024 == 0 && kEpiWgBytes % 1024 == 0,
+              "epilogue buffers in the 128-byte swizzle's alignment (TMA stores)");
+static_assert(kAStageBytes % 1024 == 0 && kOffA % 1024 == 0, "A stages keep the 128-byte swizzle's alignment");
+static_assert(kBStageBytes % 128 == 0 && kOffB % 128 == 0, "TMA and bulk-copy destinations aligned");
+static_assert(kOffBars + 2 * 8 * kMaxStages <= kHeaderBytes, "barriers fit the header");
+static_assert(kBlockK == 64, "one stage is one 512-byte scale block per 128 rows; an fp16 A row is one swizzle row");
+static_assert(kBlockN == 128, "two consumer warpgroups of 64 rows share one 128-row scale block");
+static_assert(kMaxWidth <= ptx::kWgmmaNMax && kMaxWidth <= 256, "tile width is wgmma N and one TMA box");
+static_assert(kWidths[kNumWidths - 1] == kMaxWidth, "the stage holds the widest tile");
+static_assert(kWgmmaNStep == ptx::kWgmmaNStep, "kernels/sm90/plan/planner.h and the generated wgmma table disagree");
+static_assert(kThreads == 384, "warps 0, 1 producers, warpgroups 1-2 consumers");
+
+// B tensor maps, one per group in Params::groups order: launches of up to kGroupsSmall groups carry
+// them in the kernel parameters (Params::map_b, encoded on the host), so the B producer starts
+// without waiting for the conversion kernel (v43 in docs/history/sm90_kernel_notes.md: calls 1.4% faster).
+// Larger launches find them in the call's workspace (Params::b_maps), written by the conversion kernel
+// (released through the tensormap proxy) before this grid passes griddepcontrol.wait; the B producer
+// acquires each before its first TMA with it. (Patching a map per CTA here instead put ~1.2 us before
+// every CTA's first B load: v34.) No grid rewrites them while this one runs: a workspace belongs to
+// one call on one stream, and the next call's conversion writes its maps only after its
+// griddepcontrol.wait, i.e. after this grid completed.
+constexpr int kMapBytes = 128;
+
+__device__ __forceinline__ uint2 lds64(uint32_t addr) {
+  uint2 v;
+  asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "r"(addr));
+  return v;
+}
+__device__ __forceinline__ uint32_t lds8(uint32_t addr) {
+  uint32_t v;
+  asm volatile("ld.shared.u8 %0, [%1];" : "=r"(v) : "r"(addr));
+  return v;
+}
+// Byte offset of row r's four scales (K blocks 0..3 of the stage) inside a 512-byte scale block.
+__host__ __device__ __forceinline__ uint32_t sf_row_offset(int r) { return (r % 32) * 16 + ((r % 128) / 32) * 4; }
+
+// The four fragments of k16 step S from the four words' bytes (rows r0, r1 of word 0; rows r0, r1
+// of word 1), times their rows' scales.
+template <int S>
+__device__ __forceinline__ void dequant_step(uint32_t (&f)[4][4], const E2m1Bytes (&e)[4], uint32_t s0, uint32_t s1) {
+  f[S][0] = ptx::mul_f16x2(e2m1_pair_bytes<S>(e[0]), s0);
+  f[S][1] = ptx::mul_f16x2(e2m1_pair_bytes<S>(e[1]), s1);
+  f[S][2] = ptx::mul_f16x2(e2m1_pair_bytes<S>(e[2]), s0);
+  f[S][3] = ptx::mul_f16x2(e2m1_pair_bytes<S>(e[3]), s1);
+}
+
+// B rows r0 and r0+8, K block c of a stage -> the four steps' wgmma A fragments (see the K
+// permutation at the top of this file). Half tiles (HALF): the stage holds the tile's 64 rows only,
+// and `sr0` is row r0's row in the 128-row scale block; else r0 is.
+template <bool HALF>
+__device__ __forceinline__ void dequant_b(uint32_t (&f)[4][4], uint32_t stage, int r0, int c, int sr0) {
+  const int r1 = r0 + 8;
+  const uint2 b0 = lds64(stage + r0 * 32 + 8 * c);
+  const uint2 b1 = lds64(stage + r1 * 32 + 8 * c);
+  const uint32_t sf = stage + kBRawBytes + c;
+  const uint32_t s0 = ptx::e4m3_to_f16x2_bcast(lds8(sf + sf_row_offset(HALF ? sr0 : r0)));
+  const uint32_t s1 = ptx::e4m3_to_f16x2_bcast(lds8(sf + sf_row_offset(HALF ? sr0 + 8 : r1)));
+  const E2m1Bytes e[4] = {e2m1_bytes(b0.x), e2m1_bytes(b1.x), e2m1_bytes(b0.y), e2m1_bytes(b1.y)};
+  dequant_step<0>(f, e, s0, s1);
+  dequant_step<1>(f, e, s0, s1);
+  dequant_step<2>(f, e, s0, s1);
+  dequant_step<3>(f, e, s0, s1);
+}
+
+// The four k16 steps of one 64-wide K step against the stage's fp16 A tile (W rows of 128 bytes,
+// 128-byte swizzle: k16 step s4 starts 32 bytes further into each row), wgmma N = W (the tile's
+// last rows past the group's M are computed, not stored); `first` starts from zero.
+template <int W>
+// `desc_lo`: the low word of the stage's descriptor (Smem::a_desc_lo); a k16 step adds 32 bytes, 2
+// in the descriptor's address field (the address / 16, which does not overflow in shared memory);
+// the high word is the same for every stage.
+__device__ __forceinline__ void mma_step(float (&acc)[W / 2], const uint32_t (&f)[4][4], uint32_t desc_lo, bool first) {
+  constexpr uint32_t kDescHi = (uint32_t)(ptx::smem_desc_swizzle128(0, 8 * kA16RowBytes) >> 32);
+  ptx::wgmma_fence();
+#pragma unroll
+  for (int s4 = 0; s4 < 4; ++s4) {
+    const uint64_t desc = ((uint64_t)kDescHi << 32) | (desc_lo + 2 * s4);
+    ptx::WgmmaRS<W>::mma(acc, f[s4][0], f[s4][1], f[s4][2], f[s4][3], desc, !(first && s4 == 0));
+  }
+  ptx::wgmma_commit();
+}
+
+// Barrier and stage addresses in shared memory.
+struct Smem {
+  uint32_t base;
+  __device__ uint32_t full(int s) const { return base + kOffBars + 8u * s; }  // A and B landed
+  __device__ uint32_t empty(int s) const { return base + kOffBars + 8u * (kMaxStages + s); }  // its wgmma done
+  __device__ uint32_t a_stage(int s) const { return base + kOffA + s * kAStageBytes; }
+  // Low word of A stage s's wgmma descriptor: stage 0's plus the stage offset / 16 (no carry out of
+  // the 14-bit address field: shared memory ends below 2^18 bytes).
+  __device__ uint32_t a_desc_lo(int s) const {
+    return (uint32_t)ptx::smem_desc_swizzle128(a_stage(0), 8 * kA16RowBytes) + s * (kAStageBytes >> 4);
+  }
+  __device__ uint32_t b_stage(int s) const { return base + kOffB + s * kBStageBytes; }
+};
+
+// A position in a ring of N stages: the stage and the phase parity of its barriers.
+template <int N>
+struct RingPos {
+  int s = 0;
+  uint32_t ph = 0;
+  __device__ void next() {
+    if (++s == N) s = 0, ph ^= 1;
+  }
+};
+
+// Registers per thread after setmaxnreg, within the 384 x 168 = 64512 the CTA starts with:
+// 128 x 40 + 256 x 232 = 64512.
+constexpr int kConsumerRegs = 232;
+constexpr int kProducerRegs = 40;
+
+// The consumers' place in the ring, advanced once per K step by counting (no division: the ring
+// size need not be a power of two), and the stage of the previous step (retired one step later).
+struct ConsumerPos {
+  RingPos<kStages> r;
+  int prev = 0;
+  __device__ void next() {
+    prev = r.s;
+    r.next();
+  }
+};
+
+// C stored by TMA (kernels/sm90/epilogue.cuh store_pass): launches of up to kGroupsSmall groups (whose C maps are
+// kernel parameters, Params::map_c) with every C row aligned (not ANY); reduced tiles store no C here.
+template <int MAXG, bool ANY, bool RED>
+constexpr bool kTmaC = MAXG <= kGroupsSmall && !ANY && !RED;
+
+// Group g's C map where the launch has them (kTmaC), else null.
+template <bool TMA, int MAXG>
+__device__ __forceinline__ const void* c_map(const Params<MAXG>& p, int g) {
+  if constexpr (TMA) return &p.map_c[g];
+  else return nullptr;
+}
+
+// One consumer K step at `pos`: wait for the stage, dequantise its B into registers, issue the
+// step's wgmma, then retire the previous step (its wgmma done: its stage is free). Releasing B
+// right after its dequantisation instead (it is read by no wgmma) measured 4% slower on every shape
+// (an arrive between the dequantisation and the wgmma issue).
+// Callers alternate two fragment sets, so the registers of the previous step's wgmma are not
+// overwritten while they may still run. r0: the thread's first B row in the tile.
+// Half tiles (HALF): `sr0`, row r0's row in the 128-row scale block.
+template <int W, bool HALF = false, bool EL = false>
+__device__ __forceinline__ void consumer_step(const Smem& sm, float (&acc)[W / 2], uint32_t (&f)[4][4],
+                                              ConsumerPos& pos, int kc, int r0, int c, int lane, int sr0 = 0) {
+  ptx::mbar_wait(sm.full(pos.r.s), pos.r.ph);
+  dequant_b<HALF>(f, sm.b_stage(pos.r.s), r0, c, sr0);
+  mma_step<W>(acc, f, sm.a_desc_lo(pos.r.s), kc == 0);
+  if (kc > 0) {
+    ptx::wgmma_wait<1>();
+    __syncwarp();
+    if constexpr (EL) ptx::mbar_arrive_elected(sm.empty(pos.prev));
+    else if (lane == 0) ptx::mbar_arrive(sm.empty(pos.prev));
+  }
+  pos.next();
+}
+
+// A unit's K loop of `steps` steps at wgmma N on the first N / 2 sums of `all`, to the last wgmma's end.
+// EL: the stage's release by an elected lane (the narrow build: v121 in docs/history/sm90_kernel_notes.md).
+template <int N, bool EL = false>
+__device__ __forceinline__ void k_loop(const Smem& sm, float (&all)[kMaxWidth / 2], ConsumerPos& pos, int steps,
+                                       int r0, int c, int lane) {
+  float(&acc)[N / 2] = *reinterpret_cast<float(*)[N / 2]>(&all[0]);
+  uint32_t fa[4][4], fb[4][4];
+  for (int kc = 0; kc < steps; kc += 2) {
+    consumer_step<N, false, EL>(sm, acc, fa, pos, kc, r0, c, lane);
+    if (kc + 1 < steps) consumer_step<N, false, EL>(sm, acc, fb, pos, kc + 1, r0, c, lane);
+  }
+  ptx::wgmma_wait<0>();
+}
+
+// One unit of a tile of width W: its K loop, then the epilogue, or the partial sums for the CTA that
+// finishes the tile. `all` is the accumulator array every width shares (a width uses its first
+// W / 2 registers). N: the wgmma's N (W, or in the narrow and mid builds kernels/sm90/plan/planner.h kNarrowN, kMidN), the K loop
+// on the first N / 2 sums; the sums past N are left as they are: they belong to A rows past the tile's
+// (N covers them), which no epilogue stores and no partial sum carries into a stored row.
+// `pending`: this warp's flag, raised after the next unit's K loop (or at the end).
+template <int W, bool ANY, bool RED, int N, bool EL = false, int MAXG>
+__device__ __forceinline__ void consumer_unit(const Params<MAXG>& p, const Smem& sm, float (&all)[kMaxWidth / 2],
+                                              const Unit& w, ConsumerPos& pos, int r0, int c, int cw, int wq,
+                                              int lane, int32_t*& pending, uint64_t* tr) {
+  float(&acc)[W / 2] = *reinterpret_cast<float(*)[W / 2]>(&all[0]);
+  const Group& gr = p.groups[w.tile.g];
+  // trace: when the first stage lands. The condition is the warp's (the traced thread's warp waits too):
+  // a branch on `tr` alone is divergent to ptxas, which then kept the K loops' ring position and wgmma
+  // descriptors out of uniform registers (v87 in docs/history/sm90_kernel_notes.md: 9% more instructions per step).
+  if (__any_sync(0xffffffffu, tr != nullptr)) {
+    ptx::mbar_wait(sm.full(pos.r.s), pos.r.ph);
+    trace(tr, kTrFirstFull);
+  }
+  const int steps = w.k1 - w.k0;
+  k_loop<N, EL>(sm, all, pos, steps, r0, c, lane);
+  trace(tr, kTrFirstMainloop);
+  __syncwarp();
+  if (lane == 0) ptx::mbar_arrive(sm.empty(pos.prev));
+  raise_flag(pending, lane);
+  const int cwarp = 4 * cw + wq;
+  const int rows = min(W, gr.m - w.tile.m0);  // the tile's valid A rows
+  // A unit that does not finish its tile hands its sums on; RED (reduced tiles): every unit, to the
+  // reduce kernel, with no flag (that kernel runs after this grid).
+  if (RED || !w.ends_tile()) {
+    write_partial<W>(acc, p.partials + (size_t)blockIdx.x * (kPartialBytes / 4), rows, cwarp, lane);
+    if (!RED) pending = p.flags + blockIdx.x * kConsumerWarps + cwarp;
+    trace(tr, kTrFirstEpilogue);
+    return;
+  }
+  if (w.k0 > 0) add_partials<W>(p, acc, blockIdx.x, w.t, rows, cwarp, lane);
+  constexpr bool kTma = kTmaC<MAXG, ANY, RED>;
+  store_tile<W, false, ANY, kTma>(sm.base + kOffEpi + cw * kEpiWgBytes, acc, gr, w.tile.m0, w.tile.n0, cw, wq, lane,
+                                  c_map<kTma>(p, w.tile.g));
+  trace(tr, kTrFirstEpilogue);
+}
+
+// Half tiles (kernels/sm90/plan/planner.h kHalfBlockN): both consumer warpgroups work on the tile's 64 B rows (a 64-row B
+// box; their scales are the upper or lower half of the 128-row scale block), warpgroup cw on the K
+// steps at ring positions of parity cw: kStages is even, so a stage always serves the same warpgroup
+// and its empty barrier counts that warpgroup's four warps. Then the warpgroups add their sums through the epilogue buffers, one
+// epilogue pass (64 A rows = 16 KB of fp32; thread t's float4 i at (128 i + t) x 16 bytes) at a time:
+// pass H belongs to warpgroup H % 2, which adds the other's part and stores that pass of C (store_tile). Named
+// barriers 3 (the buffers are free: both warpgroups have read their previous part and stored their
+// previous tile's passes) and 4 (the part is written) over both warpgroups.
+constexpr uint32_t kBarHalfFree = 3, kBarHalfFull = 4;
+static_assert(kEpiBytes == 16 * 1024, "one 64-row part of a warpgroup's fp32 sums fills both epilogue buffers");
+
+template <int W, bool ANY, int MAXG>
+__device__ __forceinline__ void consumer_unit_half(const Params<MAXG>& p, const Smem& sm, float (&all)[kMaxWidth / 2],
+                                                   const Unit& w, ConsumerPos& pos, int rq, int c, int cw, int wq,
+                                                   int lane, uint64_t* tr) {
+  float(&acc)[W / 2] = *reinterpret_cast<float(*)[W / 2]>(&all[0]);
+  const Group& gr = p.groups[w.tile.g];
+  const int sr0 = 64 * ((w.tile.n0 / kHalfBlockN) % 2) + rq;  // the row in the 128-row scale block
+  const int r0 = rq;  // the stage holds the tile's 64 rows (a 64-row B box)
+  uint32_t fa[4][4], fb[4][4];
+  const int steps = w.k1 - w.k0;  // whole tiles: all of them
+  const int kc0 = (pos.r.s & 1) != cw;  // this warpgroup's first step: 0 or 1
+  if (kc0) pos.r.next();
+  const int own = (steps - kc0 + 1) / 2;  // its steps: kc0, kc0 + 2, ...
+  // consumer_step's step index i: the first zeroes the sums, later ones retire the previous; after
+  // each step but the unit's last, the other warpgroup's step is skipped
+  for (int i = 0; i < own; i += 2) {
+    consumer_step<W, true>(sm, acc, fa, pos, i, r0, c, lane, sr0);
+    if (kc0 + 2 * i + 1 < steps) pos.r.next();
+    if (i + 1 < own) {
+      consumer_step<W, true>(sm, acc, fb, pos, i + 1, r0, c, lane, sr0);
+      if (kc0 + 2 * i + 3 < steps) pos.r.next();
+    }
+  }
+  ptx::wgmma_wait<0>();
+  if (own > 0) {
+    __syncwarp();
+    if (lane == 0) ptx::mbar_arrive(sm.empty(pos.prev));
+  }
+#pragma unroll
+  for (int i = 0; i < W / 2; ++i) acc[i] = own > 0 ? acc[i] : 0.f;  // none: the other took the only step
+  trace(tr, kTrFirstMainloop);
+  const int rows = min(W, gr.m - w.tile.m0);  // uniform over both warpgroups
+  constexpr bool kTma = kTmaC<MAXG, ANY, false>;
+  epilogue_buffer_read<kTma>();  // the previous tile's TMA stores have read the buffers the sums go through
+  const uint32_t xbuf = sm.base + kOffEpi + (uint32_t)(wq * 32 + lane) * 16;
+#pragma unroll
+  for (int j = 0; j < W / 64; ++j) {
+    if (j == 0 || rows > 64 * j) {
+      ptx::named_barrier(kBarHalfFree, 256);
+      if (j % 2 != cw) {
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+          const float* a = &acc[32 * j + 4 * i];
+          ptx::sts128(xbuf + i * 128 * 16, a[0], a[1], a[2], a[3]);
+        }
+      }
+      ptx::named_barrier(kBarHalfFull, 256);
+      if (j % 2 == cw) {
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+          const uint4 v = ptx::lds128(xbuf + i * 128 * 16);
+          float* a = &acc[32 * j + 4 * i];
+          a[0] += __uint_as_float(v.x), a[1] += __uint_as_float(v.y), a[2] += __uint_as_float(v.z),
+              a[3] += __uint_as_float(v.w);
+        }
+      }
+    }
+  }
+  // the buffers are both warpgroups' again once the last part is read
+  ptx::named_barrier(kBarHalfFree, 256);
+  store_tile<W, true, ANY, kTma>(sm.base + kOffEpi + cw * kEpiWgBytes, acc, gr, w.tile.m0, w.tile.n0, cw, wq, lane,
+                                 c_map<kTma>(p, w.tile.g));
+  trace(tr, kTrFirstEpilogue);
+}
+
+// The narrow build (kernels/sm90/plan/planner.h kNarrowN): a unit of the narrowest width at wgmma N = kNarrowN where its group's
+// tiles take it (narrow_tiles), else at W; each N a unit of its own (K loop and epilogue: K loops of
+// different N before one epilogue made ptxas serialise the wgmma, C7515).
+template <int W, bool ANY, int MAXG>
+__device__ __forceinline__ void narrow_unit(const Params<MAXG>& p, const Smem& sm, float (&all)[kMaxWidth / 2],
+                                            const Unit& w, ConsumerPos& pos, int r0, int c, int cw, int wq, int lane,
+                                            int32_t*& pending, uint64_t* tr) {
+  if constexpr (W == kWidths[0]) {
+    if (narrow_tiles(p.groups[w.tile.g])) {
+      consumer_unit<W, ANY, false, kNarrowN, true>(p, sm, all, w, pos, r0, c, cw, wq, lane, pending, tr);
+      return;
+    }
+  }
+  consumer_unit<W, ANY, false, W, true>(p, sm, all, w, pos, r0, c, cw, wq, lane, pending, tr);
+}
+
+// The main loop of the tile's width (kernels/sm90/plan/planner.h kWidths: more main loops in one kernel made ptxas
+// serialise the wgmma, C7512). HALF: half tiles (r0 is then the row inside the warpgroup's 64).
+template <bool HALF, bool ANY, bool RED, int BUILD, int I = 0, int MAXG>
+__device__ __forceinline__ void consumer_dispatch(const Params<MAXG>& p, const Smem& sm, float (&all)[kMaxWidth / 2],
+                                                  const Unit& w, ConsumerPos& pos, int r0, int c, int cw,
+                                                  int wq, int lane, int32_t*& pending, uint64_t* tr) {
+  constexpr int W = kWidths[I];
+  if constexpr (I + 1 < kNumWidths) {
+    if (p.groups[w.tile.g].width > W) {
+      consumer_dispatch<HALF, ANY, RED, BUILD, I + 1>(p, sm, all, w, pos, r0, c, cw, wq, lane, pending, tr);
+      return;
+    }
+  }
+  if constexpr (HALF) consumer_unit_half<W, ANY>(p, sm, all, w, pos, r0, c, cw, wq, lane, tr);
+  else if constexpr (BUILD == kBuildNarrow)
+    narrow_unit<W, ANY>(p, sm, all, w, pos, r0, c, cw, wq, lane, pending, tr);
+  // the mid build: each width's loop at its one wgmma N, kernels/sm90/plan/planner.h mid_loop_n (the planner runs no tile it does not
+  // cover on it: mid_fits)
+  else consumer_unit<W, ANY, RED, BUILD == kBuildMid ? mid_loop_n(W) : W>(p, sm, all, w, pos, r0, c, cw, wq, lane,
+                                                                           pending, tr);
+}
+
+// HALF: half tiles (kernels/sm90/plan/planner.h kHalfBlockN, whole tiles only; consumer_unit_half). ANY: C rows at any
+// alignment stored in aligned 16-byte chunks (kernels/sm90/epilogue.cuh), for launches with such rows. RED:
+// reduced tiles (kernels/sm90/plan/planner.h): every CTA stores its one unit's partial sums for the reduce kernel
+// (kernels/sm90/reduce.cuh), which stores C. BUILD: kernels/sm90/plan/planner.h kBuildMain, kBuildNarrow (the narrow build, kNarrowN)
+// or kBuildMid (the mid build, kMidN); the last two whole and split tiles only.
+template <int MAXG, bool HALF = false, bool ANY = false, bool RED = false, int BUILD = kBuildMain>
+__global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_constant__ Params<MAXG> p) {
+  static_assert(!HALF || kStages % 2 == 0, "half tiles: each stage serves one consumer warpgroup");
+  static_assert(!RED || (!HALF && !ANY), "reduced tiles: whole-tile units, C stored by the reduce kernel");
+  static_assert(BUILD == kBuildMain || (!HALF && !RED), "the narrow and mid builds: whole and split tiles");
+  constexpr int kBN = HALF ? kHalfBlockN : kBlockN;  // B rows per tile
+  extern __shared__ __align__(1024) uint8_t smem[];
+  // Read from lane 0, so ptxas knows them warp-uniform and may keep what derives from them (ring
+  // positions, descriptors) in uniform registers.
+  const int warp = __shfl_sync(0xffffffffu, (int)threadIdx.x / 32, 0);
+  const int lane = threadIdx.x % 32;
+  const int wg = warp / 4;
+
+  const Smem sm{ptx::smem_u32(smem)};
+
+  if (threadIdx.x == 0) {
+    trace(p.trace, kTrEntry);
+    if (p.trace) p.trace[((uint64_t)blockIdx.x * kTraceEvents + kTrSm) * 2] = ptx::smid();
+    for (int s = 0; s < kStages; ++s) {
+      ptx::mbar_init(sm.full(s), 2);  // the A and the B producer, each with its bytes
+      ptx::mbar_init(sm.empty(s), HALF ? kConsumerWarps / 2 : kConsumerWarps);  // its wgmma are done
+    }
+    ptx::fence_mbar_init();
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) trace(p.trace, kTrInit);
+  // The next grid in the stream (the next call's conversion) may start; it waits for this one.
+  ptx::griddep_launch_dependents();
+
+  if (wg == 0) {
+    ptx::setmaxnreg_dec<kProducerRegs>();
+    Share share(p, blockIdx.x);
+    if (warp == 0) {
+      // ---------------------------------------------------------- B producer
+      // The B maps come from the kernel parameters, or else from the conversion kernel: wait for it.
+      // B itself is an input, complete once the conversion kernel has passed its own
+      // griddepcontrol.wait (it lets this grid launch only after that).
+      constexpr bool kParamMaps = MAXG <= kGroupsSmall;  // map_b holds the B maps (else b_maps does)
+      if (!kParamMaps) ptx::griddep_wait();
+      if (p.trace) {  // trace: the share's bounds are in registers
+        asm volatile("" ::"r"(share.first_t), "r"(share.last_t), "r"(share.end_k));
+        if (lane == 0) trace(p.trace, kTrBShare);
+      }
+      int cur_g = -1;
+      RingPos<kStages> rb;
+      bool first = true, first_load = true;
+      for (int u = 0; u < share.units(); ++u) {
+        const Unit w = share.unit<kBN>(p, u);
+        const Group& gr = p.groups[w.tile.g];
+        const void* map_b =
+            kParamMaps ? (const void*)&p.map_b[w.tile.g] : (const void*)(p.b_maps + (size_t)w.tile.g * kMapBytes);
+        if (w.tile.g != cur_g) {
+          cur_g = w.tile.g;
+          if (lane == 0 && !kParamMaps) ptx::tmap_acquire(map_b);
+          if (first && lane == 0) trace(p.trace, kTrMapsReady);
+          first = false;
+        }
+        const int kt = gr.k / kBlockK;  // 512-byte scale blocks per 128 rows
+        const uint8_t* sfb = gr.sfb + (int64_t)(w.tile.n0 / kBlockN) * kt * kSfBlockBytes;
+        // B of a group of one tile along M is read once: evict it first, keeping A. A group of 2+ tiles along M
+        // reads each B tile again from its other tiles' CTAs: normal (v128: launches of such groups ~1% faster)
+        const uint64_t b_hint = gr.chunks > 1 ? ptx::kEvictNormal : ptx::kEvictFirst;
+        for (int kc = w.k0; kc < w.k1; ++kc, rb.next()) {
+          ptx::mbar_wait(sm.empty(rb.s), rb.ph ^ 1);
+          if (lane == 0) {
+            const uint32_t st = sm.b_stage(rb.s), full = sm.full(rb.s);
+            // half tiles: a 64-row box (the maps are encoded so), and the whole 128-row scale block
+            ptx::mbar_arrive_expect_tx(full, HALF ? kBRawBytes / 2 + kSfBlockBytes : kBStageBytes);
+            ptx::tma_load_2d(st, map_b, kc * (kBlockK / 2), w.tile.n0, full, b_hint);
+            ptx::bulk_load(st + kBRawBytes, sfb + (int64_t)kc * kSfBlockBytes, kSfBlockBytes, full, ptx::kEvictLast);
+            if (first_load) trace(p.trace, kTrBFirstTma);
+          }
+          first_load = false;
+          __syncwarp();
+        }
+      }
+    } else if (warp == 1) {
+      // ---------------------------------------------------------- A producer
+      // fp16 A comes from the conversion kernel: wait for it. Its tensor map is a kernel parameter. The
+      // first unit's parameters (a chain of dependent constant loads, ~0.5 us on the path to the first
+      // K step) are read, and its map prefetched, while the wait lasts.
+      // The narrow build's narrow tiles load only the kNarrowN rows their wgmma reads.
+      const auto box = [&](const Group& gr, const CUtensorMap*& map, uint32_t& bytes) {
+        const bool nar = BUILD == kBuildNarrow && narrow_tiles(gr);
+        map = &p.map_a16[nar ? kNumWidths : gr.width_idx];
+        bytes = (uint32_t)(nar ? kNarrowN : gr.width) * kA16RowBytes;
+      };
+      RingPos<kStages> ra;
+      bool first = true;
+      Unit w = share.unit<kBN>(p, 0);  // (a CTA of the plan has at least one unit)
+      int a_row = p.groups[w.tile.g].a16_row + w.tile.m0;
+      const CUtensorMap* map;
+      uint32_t bytes;
+      box(p.groups[w.tile.g], map, bytes);
+      if (lane == 0) ptx::prefetch_tensormap(map);
+      ptx::griddep_wait_holding((uint32_t)a_row, bytes, map);
+      if (lane == 0) trace(p.trace, kTrGridWait);
+      for (int u = 0; u < share.units(); ++u) {
+        if (u > 0) {
+          w = share.unit<kBN>(p, u);
+          const Group& gr = p.groups[w.tile.g];
+          a_row = gr.a16_row + w.tile.m0;
+          box(gr, map, bytes);
+        }
+        for (int kc = w.k0; kc < w.k1; ++kc, ra.next()) {
+          ptx::mbar_wait(sm.empty(ra.s), ra.ph ^ 1);
+          if (lane == 0) {
+            ptx::mbar_arrive_expect_tx(sm.full(ra.s), bytes);
+            ptx::tma_load_2d(sm.a_stage(ra.s), map, kc * kA16RowBytes, a_row, sm.full(ra.s), ptx::kEvictLast);
+            if (first) trace(p.trace, kTrFirstTma);
+          }
+          first = false;
+          __syncwarp();
+        }
+      }
+    }
+  } else {
+    // ------------------------------------------------------------------ consumers
+    ptx::setmaxnreg_inc<kConsumerRegs>();
+    // C may still be in use by the grids before this one (they are done by now); the flags are
+    // zeroed by the conversion.
+    ptx::griddep_wait();
+    const int cw = wg - 1;          // 0 or 1: B rows [64 cw, 64 cw + 64) of the tile
+    const int wq = warp % 4;        // warp inside the warpgroup: 16 rows each
+    const int c = lane % 4;         // K block of the stage this thread dequantises
+    const int r0 = (HALF ? 0 : 64 * cw) + 16 * wq + lane / 4;  // tile-local B rows r0 and r0 + 8
+    Share share(p, blockIdx.x);
+    ConsumerPos pos;  // the place in the ring
+    uint64_t* tr = threadIdx.x == 128 ? p.trace : nullptr;
+    int32_t* pending = nullptr;  // the flag of partial sums written, not yet raised
+    for (int u = 0; u < share.units(); ++u) {
+      const Unit w = share.unit<kBN>(p, u);
+      float acc[kMaxWidth / 2];  // per unit: nothing carries over, so no register lives across widths
+      consumer_dispatch<HALF, ANY, RED, BUILD>(p, sm, acc, w, pos, r0, c, cw, wq, lane, pending, tr);
+      tr = nullptr;  // trace the first unit only
+    }
+    raise_flag(pending, lane);
+    epilogue_buffer_read<kTmaC<MAXG, ANY, RED>>();  // shared memory outlives the last TMA store's reads
+    trace(threadIdx.x == 128 ? p.trace : nullptr, kTrConsumerDone);
+  }
+  if (p.trace) {
+    __syncthreads();
+    if (threadIdx.x == 0) trace(p.trace, kTrExit);
+  }
+}
+
+}  // namespace fl::sm90

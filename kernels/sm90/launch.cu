@@ -1,0 +1,608 @@
+// Host side of the sm_90a kernels: one-time set-up per device and the per-call launches (the A
+// conversion into the workspace, which also writes the groups' B tensor maps when they are not kernel
+// parameters, then the GEMM).
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "sm90/plan/group_cuts.h"
+#include "launcher_impl.h"
+#include "common/recent.h"
+#include "sm90/convert_a.cuh"
+#include "sm90/gemm.cuh"
+#include "sm90/reduce.cuh"
+#include "sm90/skinny.cuh"
+
+namespace fl {
+namespace {
+
+using sm90::Params;
+
+constexpr int64_t kMaxWorkspaceBytes = int64_t{1} << 48;  // far beyond any GPU; keeps the sums in int64
+constexpr int64_t kMaxUnitsPerLaunch = (int64_t{1} << 31) - 1;
+
+template <int MAXG, bool HALF = false, bool ANY = false, bool RED = false, int BUILD = sm90::kBuildMain>
+int prepare(CUfunction* fn, Error& err) {
+  return kernel_handle(reinterpret_cast<const void*>(&sm90::nvfp4_group_gemm<MAXG, HALF, ANY, RED, BUILD>),
+                       sm90::kSmemBytes, fn, err);
+}
+
+// One build of the GEMM for each parameter-block size (kGroupsSmall, kGroupsMid, kGroupsLarge,
+// kGroupsPerLaunch), indexed as Sm90State::fn[BUILD][any].
+template <bool ANY, int BUILD>
+int prepare_sizes(CUfunction (&fn)[4], Error& err) {
+  if (int rc = prepare<sm90::kGroupsSmall, false, ANY, false, BUILD>(&fn[0], err)) return rc;
+  if (int rc = prepare<sm90::kGroupsMid, false, ANY, false, BUILD>(&fn[1], err)) return rc;
+  if (int rc = prepare<sm90::kGroupsLarge, false, ANY, false, BUILD>(&fn[2], err)) return rc;
+  return prepare<sm90::kGroupsPerLaunch, false, ANY, false, BUILD>(&fn[3], err);
+}
+
+// Every build's kernels, aligned C and C at any alignment: Sm90State::fn[BUILD].
+template <int BUILD>
+int prepare_build(CUfunction (&fn)[2][4], Error& err) {
+  if (int rc = prepare_sizes<false, BUILD>(fn[0], err)) return rc;
+  return prepare_sizes<true, BUILD>(fn[1], err);
+}
+
+// The skinny kernel's builds (kernels/sm90/plan/skinny.h: kSkinnyBuilds' row counts by kSkinnyLanes' lanes per row), each
+// allowed the most shared memory a launch may ask of it.
+template <int I = 0>
+int prepare_skinny(CUfunction (&fn)[sm90::kNumSkinnyBuilds][sm90::kNumSkinnyLanes], Error& err) {
+  if constexpr (I == sm90::kNumSkinnyBuilds * sm90::kNumSkinnyLanes) {
+    return FL_OK;
+  } else {
+    constexpr int b = I / sm90::kNumSkinnyLanes, l = I % sm90::kNumSkinnyLanes;
+    if (int rc = kernel_handle(
+            reinterpret_cast<const void*>(&sm90::skinny_gemm<sm90::kSkinnyBuilds[b], sm90::kSkinnyLanes[l]>),
+            (uint32_t)sm90::kSkinnySmemMax, &fn[b][l], err))
+      return rc;
+    return prepare_skinny<I + 1>(fn, err);
+  }
+}
+
+template <int MAXG>
+int prepare_convert(CUfunction* fn, Error& err) {
+  return kernel_handle(reinterpret_cast<const void*>(&sm90::convert_a<MAXG>), 0, fn, err);
+}
+
+// The plan of a launch (kernels/sm90/plan/planner.h), kept per thread for the last few launch shapes: a serving loop
+// repeats a few shapes, and planning cuts the shares (kernels/sm90/plan/planner.h: 10-80 us on a miss for the benchmark,
+// test and random shapes on one CPU core).
+const sm90::LaunchPlan& launch_plan(const int64_t* m, const int64_t* n, const int64_t* k, int groups, int sm_count,
+                                    const sm90::PlanForce& force) {
+  struct Entry {
+    int groups = 0, sm_count = 0;
+    sm90::PlanForce force;
+    int64_t key[3 * sm90::kGroupsPerLaunch];
+    sm90::LaunchPlan plan;
+  };
+  thread_local Recent<Entry> cache;
+  const size_t bytes = sizeof(int64_t) * groups;
+  const Entry* hit = cache.find([&](const Entry& e) {
+    return e.groups == groups && e.sm_count == sm_count && e.force == force && std::memcmp(e.key, m, bytes) == 0 &&
+           std::memcmp(e.key + groups, n, bytes) == 0 && std::memcmp(e.key + 2 * groups, k, bytes) == 0;
+  });
+  if (hit) return hit->plan;
+  Entry& e = cache.oldest();
+  sm90::plan_launch(m, n, k, groups, sm_count, force, e.plan);
+  std::memcpy(e.key, m, bytes);
+  std::memcpy(e.key + groups, n, bytes);
+  std::memcpy(e.key + 2 * groups, k, bytes);
+  e.groups = groups, e.sm_count = sm_count, e.force = force;
+  return e.plan;
+}
+
+// The tensor maps of one launch's fp16 A workspace (`rows` rows of `pitch_bytes`, 128-byte swizzle),
+// one per tile width (box: that many rows x 128 bytes), then the narrow build's (kernels/sm90/plan/planner.h kNarrowN rows).
+// Encoded on the host, kept per thread for the last few workspaces: the caching allocator hands the same
+// block back for the same sizes, so most calls encode nothing.
+int a16_maps(const Driver& drv, CUtensorMap* out, void* base, int64_t pitch_bytes, int64_t rows, Error& err) {
+  struct Entry {
+    void* base = nullptr;
+    int64_t pitch = 0, rows = 0;
+    alignas(64) CUtensorMap maps[sm90::kNumA16Maps];
+  };
+  thread_local Recent<Entry> cache;
+  const Entry* hit =
+      cache.find([&](const Entry& e) { return e.base == base && e.pitch == pitch_bytes && e.rows == rows; });
+  if (!hit) {
+    Entry& e = cache.oldest();
+    e.base = nullptr;  // invalid until encoded
+    for (int i = 0; i < sm90::kNumA16Maps; ++i)
+      if (int rc = encode_byte_map(drv, &e.maps[i], base, (uint64_t)pitch_bytes, (uint64_t)rows, sm90::kA16RowBytes,
+                                   i < sm90::kNumWidths ? sm90::kWidths[i] : sm90::kNarrowN,
+                                   CU_TENSOR_MAP_SWIZZLE_128B, err))
+        return rc;
+    e.base = base, e.pitch = pitch_bytes, e.rows = rows;
+    hit = &e;
+  }
+  std::memcpy(out, hit->maps, sizeof(hit->maps));
+  return FL_OK;
+}
+
+// B's maps (and their template) have L2 fetch 128 bytes around a miss, four K steps of a B row (a box
+// reads 32 bytes of each of its rows per step). At 256 bytes, the setting of every other map, benchmarks
+// 1 / 2 ran 1.8% / 1.1% slower, and at 64 bytes or none as slow; benchmarks 3 and 4, the task's test
+// shapes and random shapes alike (x126p in docs/history/sm90_kernel_notes.md).
+constexpr CUtensorMapL2promotion kBPromotion = CU_TENSOR_MAP_L2_PROMOTION_L2_128B;
+
+// Tensor maps of one launch's groups (in the plan's order), group i's over key[3 i] (its address), key[3 i + 1]
+// rows of key[3 i + 2] bytes, each with a box of `box_rows` rows x `box_bytes`, encoded on the host. Kept per
+// thread and per KIND (one memo per operand) for the last few launches, keyed by those three numbers of every
+// group and the box: a serving loop calls with the same weights and outputs again and again, and a hit costs
+// one comparison.
+template <int KIND>
+int group_maps(const Driver& drv, CUtensorMap* out, const int64_t* key, int groups, uint32_t box_bytes,
+               uint32_t box_rows, CUtensorMapSwizzle swizzle, CUtensorMapL2promotion promo, Error& err) {
+  struct Entry {
+    int groups = 0;
+    uint32_t box_rows = 0;
+    int64_t key[3 * sm90::kGroupsSmall];
+    alignas(64) CUtensorMap maps[sm90::kGroupsSmall];
+  };
+  thread_local Recent<Entry> cache;
+  const Entry* hit = cache.find([&](const Entry& e) {
+    return e.groups == groups && e.box_rows == box_rows && std::memcmp(e.key, key, sizeof(int64_t) * 3 * groups) == 0;
+  });
+  if (!hit) {
+    Entry& e = cache.oldest();
+    e.groups = 0;  // invalid until encoded
+    for (int i = 0; i < groups; ++i)
+      if (int rc = encode_byte_map(drv, &e.maps[i], reinterpret_cast<void*>(key[3 * i]), (uint64_t)key[3 * i + 2],
+                                   (uint64_t)key[3 * i + 1], box_bytes, box_rows, swizzle, err, promo))
+        return rc;
+    std::memcpy(e.key, key, sizeof(int64_t) * 3 * groups);
+    e.groups = groups, e.box_rows = box_rows;
+    hit = &e;
+  }
+  std::memcpy(out, hit->maps, sizeof(CUtensorMap) * groups);
+  return FL_OK;
+}
+
+// The B tensor maps (box `box_rows` rows x 32 bytes: 128, or 64 for half tiles) of groups g0 + order[i].
+int b_maps(const Driver& drv, CUtensorMap* out, const int64_t* buf, int G, int g0, const int* order, int groups,
+           int box_rows, Error& err) {
+  int64_t key[3 * sm90::kGroupsSmall];
+  for (int i = 0; i < groups; ++i) {
+    const int g = g0 + order[i];
+    key[3 * i] = buf[1 * G + g], key[3 * i + 1] = buf[6 * G + g], key[3 * i + 2] = buf[7 * G + g] / 2;
+  }
+  return group_maps<0>(drv, out, key, groups, sm90::kBlockK / 2, (uint32_t)box_rows, CU_TENSOR_MAP_SWIZZLE_NONE,
+                       kBPromotion, err);
+}
+
+// The C tensor maps of groups g0 + order[i] (fp16 C as bytes: m rows of 2 n; box one epilogue pass, 64 rows x 128
+// bytes, in the epilogue buffer's 128-byte swizzle), for launches whose C rows are all aligned.
+int c_maps(const Driver& drv, CUtensorMap* out, const int64_t* buf, int G, int g0, const int* order, int groups,
+           Error& err) {
+  int64_t key[3 * sm90::kGroupsSmall];
+  for (int i = 0; i < groups; ++i) {
+    const int g = g0 + order[i];
+    key[3 * i] = buf[2 * G + g], key[3 * i + 1] = buf[5 * G + g], key[3 * i + 2] = buf[6 * G + g] * 2;
+  }
+  return group_maps<1>(drv, out, key, groups, 128, sm90::kEpiRows, CU_TENSOR_MAP_SWIZZLE_128B,
+                       CU_TENSOR_MAP_L2_PROMOTION_NONE, err);
+}
+
+// Rows and largest K of the launch of groups g0 .. g0+gc-1.
+void launch_extent(const int64_t* buf, int G, int g0, int gc, int64_t* rows, int64_t* kmax) {
+  *rows = 0, *kmax = 0;
+  for (int g = g0; g < g0 + gc; ++g) {
+    *rows += buf[5 * G + g];
+    if (buf[7 * G + g] > *kmax) *kmax = buf[7 * G + g];
+  }
+}
+
+// Workspace bytes of one launch: its fp16 A, then one B tensor map per group, the flags, and, if the
+// plan splits tiles, each CTA's partial sums (reduced tiles: every CTA's, counted as splits).
+int max_ctas(int sm_count) { return sm_count < sm90::kMaxCtas ? sm_count : sm90::kMaxCtas; }
+int64_t maps_bytes(int groups) { return round_up((int64_t)groups * sm90::kMapBytes, sm90::kWorkspaceAlign); }
+int64_t flags_bytes(int sm_count) {
+  return round_up((int64_t)max_ctas(sm_count) * sm90::kConsumerWarps * 4, sm90::kWorkspaceAlign);
+}
+int64_t chunk_bytes(int64_t rows, int64_t kmax, int groups, int sm_count, const sm90::LaunchPlan& plan) {
+  return sm90::a16_launch_bytes(rows, kmax) + maps_bytes(groups) + flags_bytes(sm_count) +
+         (plan.splits ? (int64_t)plan.ctas * sm90::kPartialBytes : 0);
+}
+
+// One launch of up to MAXG groups g0 .. g0+gc-1: the A conversion (and the B maps, for MAXG >
+// kGroupsSmall), then the GEMM. `a16` points at this launch's part of the workspace and is advanced
+// past it. `known`: the launch's plan if the caller holds it (else it is looked up again).
+template <int MAXG>
+int launch_chunk(const DeviceState& dev, const int64_t* buf, int G, int g0, int gc, uint8_t*& a16,
+                 const sm90::LaunchPlan* known, cudaStream_t stream, Error& err) {
+  const Sm90State& st = dev.sm90;
+  constexpr int which = MAXG == sm90::kGroupsSmall ? 0
+                        : MAXG == sm90::kGroupsMid  ? 1
+                        : MAXG == sm90::kGroupsLarge ? 2
+                                                     : 3;  // Sm90State::fn
+  Params<MAXG> p;
+  const sm90::LaunchPlan& plan =
+      known ? *known
+            : launch_plan(buf + 5 * G + g0, buf + 6 * G + g0, buf + 7 * G + g0, gc, dev.sm_count, st.force);
+  int64_t rows = 0, kmax = 0;
+  launch_extent(buf, G, g0, gc, &rows, &kmax);
+  if (int rc = a16_maps(dev.drv, p.map_a16, a16, kmax * 2, sm90::a16_map_rows(rows), err)) return rc;
+  std::memcpy(&p.tmpl_b, &st.tmpl_b, sizeof(CUtensorMap));
+  int64_t tiles = 0, units = 0, row = 0, red_ctas = 0;
+  bool any = false;  // a group whose C rows are not all 16-byte aligned
+  for (int i = 0; i < gc; ++i) {  // in the plan's order
+    const int local = plan.order[i], g = g0 + local;
+    const sm90::GroupTiles& gt = plan.group[local];
+    const int64_t m = buf[5 * G + g], n = buf[6 * G + g], k = buf[7 * G + g];
+    tiles += gt.chunks * gt.tiles_n;
+    units += m * (k / sm90::kBlockK);
+    sm90::Group& gr = p.groups[i];
+    load_operands(gr, buf, G, g);
+    gr.a16 = reinterpret_cast<__half*>(a16) + row * kmax;
+    gr.a16_row = (int32_t)row;
+    row += m;
+    gr.m = (int32_t)m;
+    gr.n = (int32_t)n;
+    gr.k = (int32_t)k;
+    gr.width = (int16_t)gt.width;  // a compiled width (the plan picks from kWidths): fits 16 bits
+    gr.width_idx = (int8_t)sm90::width_index(gt.width);
+    gr.mma_n16 = (uint8_t)(gt.mma_n / 16);  // kNarrowN, kMidN, or the width
+    gr.chunks = (int32_t)gt.chunks;
+    p.tile_end[i] = (int32_t)tiles;
+    gr.unit_end = (int32_t)units;
+    gr.cta0 = (int32_t)red_ctas;  // (share_reduce's count: min(parts, K steps) CTAs per tile)
+    if (plan.reduce)
+      red_ctas += gt.chunks * gt.tiles_n * sm90::tile_parts(plan.reduce, k / sm90::kBlockK);
+    any = any || n % 8 != 0 || reinterpret_cast<uintptr_t>(gr.c) % 16 != 0;
+  }
+  if constexpr (MAXG <= sm90::kGroupsSmall) {
+    const int box_rows = plan.half ? sm90::kHalfBlockN : sm90::kBlockN;
+    if (int rc = b_maps(dev.drv, p.map_b, buf, G, g0, plan.order, gc, box_rows, err)) return rc;
+    if (!any && !plan.reduce)  // the kernels of aligned C (sm90::kTmaC) store it through these; reduced tiles do not
+      if (int rc = c_maps(dev.drv, p.map_c, buf, G, g0, plan.order, gc, err)) return rc;
+  }
+  uint8_t* const tail = a16 + sm90::a16_launch_bytes(rows, kmax);
+  p.b_maps = tail;
+  p.flags = reinterpret_cast<int32_t*>(tail + maps_bytes(gc));
+  p.partials = reinterpret_cast<float*>(reinterpret_cast<uint8_t*>(p.flags) + flags_bytes(dev.sm_count));
+  a16 += chunk_bytes(rows, kmax, gc, dev.sm_count, plan);
+  p.num_groups = gc;
+  p.num_ctas = plan.ctas;
+  p.num_units = (int32_t)units;
+  std::memcpy(p.start_tile, plan.start_tile, sizeof(int32_t) * (plan.ctas + 1));
+  std::memcpy(p.start_k, plan.start_k, sizeof(int32_t) * (plan.ctas + 1));
+  p.a16_pitch = (int32_t)kmax;
+  p.trace = st.trace;
+  void* args[1] = {&p};
+
+  // The conversion: one thread per unit (kernels/sm90/plan/planner.h convert_ctas), and enough CTAs for one warp per group's B map.
+  // GEMM alone (experiments): the same kernel with no units (only the conversion reads num_units), so
+  // the maps and flags are still written.
+  if (st.only == 2) p.num_units = 0;
+  CUlaunchConfig cfg = st.convert_config;  // attrs point into dev, which outlives the call
+  const int64_t blocks = sm90::convert_ctas(p.num_units, dev.sm_count);
+  const int64_t map_blocks = ceil_div(gc, sm90::kConvertThreads / 32);
+  cfg.gridDimX = (unsigned)(blocks > map_blocks ? blocks : map_blocks);
+  cfg.hStream = reinterpret_cast<CUstream>(stream);
+  if constexpr (MAXG == sm90::kGroupsSmall) {
+    // B maps in the GEMM's parameters: the conversion runs on its own small block (ConvertParams)
+    sm90::ConvertParams cp{};  // (groups past gc: zeros, never read)
+    cp.num_units = p.num_units;
+    cp.num_ctas = p.num_ctas;
+    cp.a16_pitch = p.a16_pitch;
+    cp.flags = p.flags;
+    for (int i = 0; i < gc; ++i) {
+      const sm90::Group& gr = p.groups[i];
+      cp.groups[i] = {gr.a, gr.sfa, gr.a16, gr.k, gr.unit_end};
+    }
+    void* cargs[1] = {&cp};
+    FL_DRV_TRY(err, dev.drv, dev.drv.launch_kernel_ex(&cfg, st.convert_fn[which], cargs, nullptr));
+  } else {
+    FL_DRV_TRY(err, dev.drv, dev.drv.launch_kernel_ex(&cfg, st.convert_fn[which], args, nullptr));
+  }
+
+  cfg = st.config;
+  cfg.gridDimX = (unsigned)plan.ctas;
+  cfg.sharedMemBytes = sm90::kSmemBytes;
+  cfg.hStream = reinterpret_cast<CUstream>(stream);
+  CUfunction fn = st.fn[plan.build][any][which];
+  if constexpr (MAXG == sm90::kGroupsSmall) {
+    // the planner takes half and reduced tiles for up to kGroupsSmall groups only
+    if (plan.half) fn = st.half_fn[any];
+    if (plan.reduce) fn = st.red_fn;
+  }
+  if (st.only != 1) FL_DRV_TRY(err, dev.drv, dev.drv.launch_kernel_ex(&cfg, fn, args, nullptr));
+  if constexpr (MAXG == sm90::kGroupsSmall) {
+    if (plan.reduce && st.only != 1) {  // the parts' sums into C: grid (tiles, consumer warps, float4 chunks)
+      cfg = st.reduce_config;
+      cfg.gridDimX = (unsigned)plan.tiles;
+      cfg.gridDimY = sm90::kConsumerWarps;
+      cfg.gridDimZ = (unsigned)sm90::reduce_chunks(plan.tiles, sm90::most_valid_float4s(p), dev.sm_count);
+      cfg.hStream = reinterpret_cast<CUstream>(stream);
+      FL_DRV_TRY(err, dev.drv, dev.drv.launch_kernel_ex(&cfg, st.reduce_fn, args, nullptr));
+    }
+  }
+  return FL_OK;
+}
+
+// Groups g0 .. g0+gc-1 (gc <= kGroupsSmall) of buf's G on the skinny kernel with their plan `sp`
+// (kernels/sm90/plan/skinny.h): one grid, no workspace; clusters of sp.split CTAs where it splits K.
+int launch_skinny(const DeviceState& dev, const int64_t* buf, int G, int g0, int gc, const sm90::SkinnyPlan& sp,
+                  cudaStream_t stream, Error& err) {
+  const Sm90State& st = dev.sm90;
+  sm90::SkinnyParams p{};
+  int64_t items = 0;
+  for (int i = 0; i < gc; ++i) {
+    const int g = g0 + i;
+    sm90::SkinnyGroup& gr = p.groups[i];
+    load_operands(gr, buf, G, g);
+    gr.m = (int32_t)buf[5 * G + g];
+    gr.n = (int32_t)buf[6 * G + g];
+    gr.k = (int32_t)buf[7 * G + g];
+    items += ceil_div(gr.n, sm90::skinny_rows(sp.lanes));
+    gr.item_end = (int32_t)items;  // < 2^31: skinny_plan
+  }
+  p.split = sp.split;
+  p.runs = sm90::skinny_item_runs(items, sp.ctas / sp.split);
+  p.scales = (int32_t)sp.scales, p.scale_buf = (int32_t)sp.scale_buf;  // < kSkinnySmemMax
+  p.sums = (int32_t)sp.sums;  // < kSkinnySmemMax
+  void* args[1] = {&p};
+  CUlaunchConfig cfg = st.skinny_config;
+  cfg.gridDimX = (unsigned)sp.ctas;  // a multiple of sp.split
+  cfg.sharedMemBytes = (unsigned)sp.smem;
+  cfg.hStream = reinterpret_cast<CUstream>(stream);
+  CUlaunchAttribute attrs[2] = {st.attr[0], {}};
+  if (sp.split > 1) {
+    attrs[1].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attrs[1].value.clusterDim.x = (unsigned)sp.split;
+    attrs[1].value.clusterDim.y = attrs[1].value.clusterDim.z = 1;
+    cfg.attrs = attrs;
+    cfg.numAttrs = 2;
+  }
+  FL_DRV_TRY(err, dev.drv,
+             dev.drv.launch_kernel_ex(&cfg, st.skinny_fn[sp.build][sm90::skinny_lanes_index(sp.lanes)], args, nullptr));
+  return FL_OK;
+}
+
+// Few A rows per group (up to kGroupsPerLaunch groups of valid sizes): the skinny kernel, one launch per run
+// of up to kGroupsSmall groups, where it is estimated faster than the wgmma plan (or forced). Sets *taken.
+int try_skinny(const DeviceState& dev, const int64_t* buf, int G, cudaStream_t stream, bool* taken, Error& err) {
+  *taken = false;
+  if (dev.sm90.skinny == 2 || dev.sm90.only != 0) return FL_OK;
+  sm90::SkinnyPlan runs[sm90::kMaxSkinnyRuns];
+  double est = 0;
+  const int count =
+      sm90::skinny_runs(buf + 5 * G, buf + 6 * G, buf + 7 * G, G, dev.sm_count, runs, &est, dev.sm90.skinny_split,
+                        dev.sm90.skinny_lanes);
+  if (count == 0) return FL_OK;
+  if (dev.sm90.skinny != 1) {
+    const sm90::LaunchPlan& wgmma = launch_plan(buf + 5 * G, buf + 6 * G, buf + 7 * G, G, dev.sm_count, dev.sm90.force);
+    if (!sm90::skinny_wins(est, wgmma.est_ns)) return FL_OK;
+  }
+  *taken = true;
+  for (int r = 0; r < count; ++r) {
+    const int g0 = r * sm90::kGroupsSmall, gc = sm90::skinny_run_groups(G, r);
+    if (int rc = launch_skinny(dev, buf, G, g0, gc, runs[r], stream, err)) return rc;
+  }
+  return FL_OK;
+}
+
+}  // namespace
+
+int sm90_init(DeviceState& dev, Error& err) {
+  Sm90State& st = dev.sm90;
+  init_launch_config(&st.config, st.attr, sm90::kThreads);
+  init_launch_config(&st.convert_config, st.attr, sm90::kConvertThreads);
+  init_launch_config(&st.reduce_config, st.attr, sm90::kReduceThreads);
+  init_launch_config(&st.skinny_config, st.attr, sm90::kSkinnyThreads);
+  if (int rc = prepare_skinny(st.skinny_fn, err)) return rc;
+  static_assert(sm90::kNumBuilds == 3, "a build prepared below for each");
+  if (int rc = prepare_build<sm90::kBuildMain>(st.fn[sm90::kBuildMain], err)) return rc;
+  if (int rc = prepare_build<sm90::kBuildNarrow>(st.fn[sm90::kBuildNarrow], err)) return rc;
+  if (int rc = prepare_build<sm90::kBuildMid>(st.fn[sm90::kBuildMid], err)) return rc;
+  if (int rc = prepare<sm90::kGroupsSmall, true>(&st.half_fn[0], err)) return rc;
+  if (int rc = prepare<sm90::kGroupsSmall, true, true>(&st.half_fn[1], err)) return rc;
+  if (int rc = prepare<sm90::kGroupsSmall, false, false, true>(&st.red_fn, err)) return rc;
+  if (int rc = kernel_handle(reinterpret_cast<const void*>(&sm90::reduce_partials<sm90::kGroupsSmall>), 0,
+                             &st.reduce_fn, err))
+    return rc;
+  if (int rc = kernel_handle(reinterpret_cast<const void*>(&sm90::convert_a_small), 0, &st.convert_fn[0], err))
+    return rc;
+  if (int rc = prepare_convert<sm90::kGroupsMid>(&st.convert_fn[1], err)) return rc;
+  if (int rc = prepare_convert<sm90::kGroupsLarge>(&st.convert_fn[2], err)) return rc;
+  if (int rc = prepare_convert<sm90::kGroupsPerLaunch>(&st.convert_fn[3], err)) return rc;
+  if (int rc = encode_byte_map_template(dev.drv, &st.tmpl_b, sm90::kBlockK / 2, sm90::kBlockN,
+                                        CU_TENSOR_MAP_SWIZZLE_NONE, err, kBPromotion))
+    return rc;
+  // Experiments (tools/tuning/sweep_sm90.py) and tests: the widest tile the planner may use; whole or split
+  // tiles only; half tiles always (where allowed) or never; the narrow build and the mid build each always
+  // (where allowed) or never;
+  // the skinny kernel always (where allowed) or never, its K split and its lanes per B row; one of the two
+  // kernels only.
+  if (const char* env = std::getenv("FASTLAUNCH_SM90_WCAP")) {
+    const int cap = std::atoi(env);
+    if (sm90::width_index(cap) >= 0) st.force.cap = cap;
+    if (!st.force.cap) return err.set(FL_ERR_VALUE, "FASTLAUNCH_SM90_WCAP=%s: not a compiled tile width", env);
+  }
+  if (const char* env = std::getenv("FASTLAUNCH_SM90_SHARE")) {
+    // whole, split (one CTA per SM), split:S (S CTAs per tile, 1..64), reduce (reduced tiles where a launch
+    // may take them) or reduce:S (S parts per tile)
+    int parts = 0;
+    char tail = 0;
+    if (std::strcmp(env, "whole") == 0) st.force.share = 1;
+    else if (std::strcmp(env, "split") == 0) st.force.share = 2;
+    else if (std::sscanf(env, "split:%d%c", &parts, &tail) == 1 && parts >= 1 && parts <= 64)
+      st.force.share = 2, st.force.parts = parts;
+    else if (std::strcmp(env, "reduce") == 0) st.force.share = 3;
+    else if (std::sscanf(env, "reduce:%d%c", &parts, &tail) == 1 && parts >= 1 && parts <= sm90::kMaxReduceParts)
+      st.force.share = 3, st.force.parts = parts;
+    else
+      return err.set(FL_ERR_VALUE,
+                     "FASTLAUNCH_SM90_SHARE=%s: expected whole, split, split:S (S in 1..64), reduce or reduce:S (S in "
+                     "1..%d)",
+                     env, sm90::kMaxReduceParts);
+  }
+  if (const char* env = std::getenv("FASTLAUNCH_SM90_HALF")) {
+    st.force.half = std::strcmp(env, "1") == 0 ? 1 : std::strcmp(env, "0") == 0 ? 2 : -1;
+    if (st.force.half < 0) return err.set(FL_ERR_VALUE, "FASTLAUNCH_SM90_HALF=%s: expected 0 or 1", env);
+  }
+  if (const char* env = std::getenv("FASTLAUNCH_SM90_NARROW")) {
+    st.force.narrow = std::strcmp(env, "1") == 0 ? 1 : std::strcmp(env, "0") == 0 ? 2 : -1;
+    if (st.force.narrow < 0) return err.set(FL_ERR_VALUE, "FASTLAUNCH_SM90_NARROW=%s: expected 0 or 1", env);
+  }
+  if (const char* env = std::getenv("FASTLAUNCH_SM90_MID")) {
+    st.force.mid = std::strcmp(env, "1") == 0 ? 1 : std::strcmp(env, "0") == 0 ? 2 : -1;
+    if (st.force.mid < 0) return err.set(FL_ERR_VALUE, "FASTLAUNCH_SM90_MID=%s: expected 0 or 1", env);
+  }
+  if (const char* env = std::getenv("FASTLAUNCH_SM90_SKINNY")) {
+    st.skinny = std::strcmp(env, "1") == 0 ? 1 : std::strcmp(env, "0") == 0 ? 2 : -1;
+    if (st.skinny < 0) return err.set(FL_ERR_VALUE, "FASTLAUNCH_SM90_SKINNY=%s: expected 0 or 1", env);
+  }
+  if (const char* env = std::getenv("FASTLAUNCH_SM90_SKINNY_SPLIT")) {
+    int split = 0;
+    char tail = 0;
+    if (std::sscanf(env, "%d%c", &split, &tail) != 1 || split < 1 || split > sm90::kSkinnyMaxSplit)
+      return err.set(FL_ERR_VALUE, "FASTLAUNCH_SM90_SKINNY_SPLIT=%s: expected a K split of 1..%d", env,
+                     sm90::kSkinnyMaxSplit);
+    st.skinny_split = split;
+  }
+  if (const char* env = std::getenv("FASTLAUNCH_SM90_SKINNY_LANES")) {
+    int lanes = 0;
+    char tail = 0;
+    if (std::sscanf(env, "%d%c", &lanes, &tail) != 1 || !sm90::skinny_lanes_valid(lanes))
+      return err.set(FL_ERR_VALUE, "FASTLAUNCH_SM90_SKINNY_LANES=%s: expected lanes per B row, %d or %d", env,
+                     sm90::kSkinnyLanes[0], sm90::kSkinnyLanes[1]);
+    st.skinny_lanes = lanes;
+  }
+  if (const char* env = std::getenv("FASTLAUNCH_SM90_ONLY")) {
+    st.only = std::strcmp(env, "convert") == 0 ? 1 : std::strcmp(env, "gemm") == 0 ? 2 : -1;
+    if (st.only < 0) return err.set(FL_ERR_VALUE, "FASTLAUNCH_SM90_ONLY=%s: expected convert or gemm", env);
+  }
+  // A device address (decimal) of at least sm_count x 16 x 2 uint64 for the GEMM's trace points
+  // (tools/tuning/trace_sm90.py); read once, when the device is first used.
+  if (const char* env = std::getenv("FASTLAUNCH_SM90_TRACE")) st.trace = reinterpret_cast<uint64_t*>(std::strtoull(env, nullptr, 10));
+  return FL_OK;
+}
+
+namespace {
+
+// The launches of buf's G groups; src (or null): the caller's group of each, for error messages.
+int launch_groups(const DeviceState& dev, const int64_t* buf, int G, const int* src, cudaStream_t stream,
+                  const fl_allocator* alloc, Error& err) {
+  // Check every limit before the first launch, so a bad group launches nothing.
+  int64_t tiles = 0, units = 0, rows = 0, kmax = 0, workspace = 0;
+  // The plan of a call of one launch, found once: with more launches a later lookup may replace an
+  // earlier plan in the per-thread cache, so each launch looks its own up again.
+  const sm90::LaunchPlan* single = nullptr;
+  for (int g = 0; g < G; ++g) {
+    const int64_t m = buf[5 * G + g], n = buf[6 * G + g], k = buf[7 * G + g];
+    const int caller_g = src ? src[g] : g;  // for messages: the caller's group
+    if (int rc = check_group_sizes(m, n, k, caller_g, err)) return rc;
+    if (g % sm90::kGroupsPerLaunch == 0) tiles = units = rows = kmax = 0;
+    tiles += sm90::max_tiles(m, n);  // the most tiles any plan makes
+    if (tiles > kMaxTilesPerLaunch)
+      return err.set(FL_ERR_VALUE, "group %d: more than %lld tiles of %dx%d in one launch of up to %d groups",
+                     caller_g, (long long)kMaxTilesPerLaunch, sm90::kWidths[0], sm90::kBlockN, sm90::kGroupsPerLaunch);
+    units += m * (k / sm90::kBlockK);
+    if (units > kMaxUnitsPerLaunch)
+      return err.set(FL_ERR_VALUE, "group %d: more than %lld rows x K/64 of A in one launch of up to %d groups",
+                     caller_g, (long long)kMaxUnitsPerLaunch, sm90::kGroupsPerLaunch);
+    rows += m;  // the workspace's row coordinate (int32 in the kernels)
+    if (rows > kMaxExtent)
+      return err.set(FL_ERR_VALUE, "group %d: more than %lld rows of A in one launch of up to %d groups",
+                     caller_g, (long long)kMaxExtent, sm90::kGroupsPerLaunch);
+    if (k > kmax) kmax = k;
+    const bool last_of_launch = g + 1 == G || (g + 1) % sm90::kGroupsPerLaunch == 0;
+    if (last_of_launch) {
+      // rows, kmax < 2^31, so the launch's bytes < 2^63; the running sum is checked far below overflow.
+      // The launch's plan (kept per thread: launch_chunk finds it again) says whether it splits tiles.
+      const int g0 = g / sm90::kGroupsPerLaunch * sm90::kGroupsPerLaunch;
+      const sm90::LaunchPlan& plan = launch_plan(buf + 5 * G + g0, buf + 6 * G + g0, buf + 7 * G + g0, g + 1 - g0,
+                                                 dev.sm_count, dev.sm90.force);
+      workspace += chunk_bytes(rows, kmax, g + 1 - g0, dev.sm_count, plan);
+      if (G <= sm90::kGroupsPerLaunch) single = &plan;
+      if (workspace > kMaxWorkspaceBytes)
+        return err.set(FL_ERR_VALUE, "group %d: the fp16 copy of A would exceed %lld bytes", caller_g,
+                       (long long)kMaxWorkspaceBytes);
+    }
+  }
+  Workspace ws;
+  if (int rc = ws.acquire(alloc, (size_t)workspace, stream, err)) return rc;
+  uint8_t* a16 = static_cast<uint8_t*>(ws.ptr);
+  int rc = FL_OK;
+  for (int g0 = 0; g0 < G && rc == FL_OK; g0 += sm90::kGroupsPerLaunch) {
+    const int gc = G - g0 < sm90::kGroupsPerLaunch ? G - g0 : sm90::kGroupsPerLaunch;
+    // The smallest parameter block that holds the launch's groups.
+    if (gc <= sm90::kGroupsSmall) rc = launch_chunk<sm90::kGroupsSmall>(dev, buf, G, g0, gc, a16, single, stream, err);
+    else if (gc <= sm90::kGroupsMid) rc = launch_chunk<sm90::kGroupsMid>(dev, buf, G, g0, gc, a16, single, stream, err);
+    else if (gc <= sm90::kGroupsLarge)
+      rc = launch_chunk<sm90::kGroupsLarge>(dev, buf, G, g0, gc, a16, single, stream, err);
+    else rc = launch_chunk<sm90::kGroupsPerLaunch>(dev, buf, G, g0, gc, a16, single, stream, err);
+  }
+  ws.release(stream);  // stream-ordered: after the kernels just queued
+  return rc;
+}
+
+// Where a launch of up to kGroupsSmall groups is cut (kernels/sm90/plan/group_cuts.h): each group's head rows (0: uncut)
+// if the cut launch's plan is estimated at least 1% faster, else null. Kept per thread by the groups'
+// sizes, as their plans are: deciding estimates every cut of every group and plans both launches (up to
+// a few us), a lookup costs one comparison. Sizes must be valid.
+const int64_t* launch_cuts(const DeviceState& dev, const int64_t* buf, int G) {
+  struct Entry {
+    int groups = 0, sm_count = 0;
+    sm90::PlanForce force;
+    int64_t key[3 * sm90::kGroupsSmall];
+    int64_t head[sm90::kGroupsSmall];
+    bool cut = false;
+  };
+  thread_local Recent<Entry> cache;
+  const sm90::PlanForce& force = dev.sm90.force;
+  const size_t bytes = sizeof(int64_t) * 3 * G;  // m, n and k: buf's last three fields, contiguous
+  const int64_t* sizes = buf + 5 * G;
+  const Entry* hit = cache.find([&](const Entry& e) {
+    return e.groups == G && e.sm_count == dev.sm_count && e.force == force && std::memcmp(e.key, sizes, bytes) == 0;
+  });
+  if (!hit) {
+    Entry& e = cache.oldest();
+    // (each estimate is read before the next lookup: a lookup may replace an entry of the per-thread memo)
+    e.cut = sm90::choose_cuts(sizes, sizes + G, sizes + 2 * G, G,
+                              [&](const int64_t* m, const int64_t* n, const int64_t* k, int groups) {
+                                return launch_plan(m, n, k, groups, dev.sm_count, force).est_ns;
+                              },
+                              e.head);
+    std::memcpy(e.key, sizes, bytes);
+    e.groups = G, e.sm_count = dev.sm_count, e.force = force;
+    hit = &e;
+  }
+  return hit->cut ? hit->head : nullptr;
+}
+
+}  // namespace
+
+int sm90_launch(const DeviceState& dev, const int64_t* buf, int G, cudaStream_t stream, const fl_allocator* alloc,
+                Error& err) {
+  // Launches of few A rows per group (every M at most kSkinnyMaxM: a scan that stops at the first larger
+  // group) may take the skinny kernel (try_skinny); launches of up to kGroupsSmall groups may be cut at a
+  // 128-row boundary into two (launch_cuts) where that is estimated faster. Both are tried on valid sizes
+  // only (launch_groups checks and reports every limit, with the caller's group numbers).
+  bool few_rows = G <= sm90::kGroupsPerLaunch;
+  for (int g = 0; g < G && few_rows; ++g) few_rows = buf[5 * G + g] <= sm90::kSkinnyMaxM;
+  if (few_rows || G <= sm90::kGroupsSmall) {
+    Error quiet{nullptr, 0};
+    bool valid = true;
+    for (int g = 0; g < G && valid; ++g)
+      valid = check_group_sizes(buf[5 * G + g], buf[6 * G + g], buf[7 * G + g], g, quiet) == FL_OK;
+    if (valid && few_rows) {
+      bool taken = false;
+      if (int rc = try_skinny(dev, buf, G, stream, &taken, err)) return rc;
+      if (taken) return FL_OK;
+    }
+    if (valid && G <= sm90::kGroupsSmall) {
+      if (const int64_t* head = launch_cuts(dev, buf, G)) {
+        int64_t cut[8 * sm90::kGroupsSmall];
+        int src[sm90::kGroupsSmall];
+        const int Gc = sm90::apply_cuts(buf, G, head, cut, src);
+        return launch_groups(dev, cut, Gc, src, stream, alloc, err);
+      }
+    }
+  }
+  return launch_groups(dev, buf, G, nullptr, stream, alloc, err);
+}
+
+}  // namespace fl

@@ -1,0 +1,85 @@
+// The kernel parameters of the sm_90a GEMM and its A conversion: one block for both kernels, but for
+// launches of up to kGroupsSmall groups, whose conversion takes its own small one (ConvertParams).
+#pragma once
+#include <cuda.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "common/group_operands.h"
+#include "sm90/plan/planner.h"
+
+namespace fl::sm90 {
+
+struct Group : GroupOperands {  // a, b, sfa, sfb, c
+  __half* a16;         // the group's first fp16 A row in the workspace (rows Params::a16_pitch apart)
+  int32_t a16_row;     // ... and its row index there (the A tensor map's row coordinate)
+  int32_t m, n, k;
+  int16_t width;       // A rows per tile: kernels/sm90/plan/planner.h's kWidths[width_idx] (16 and 8 bits: Group stays 80 bytes)
+  int8_t width_idx;
+  uint8_t mma_n16;     // wgmma N / 16 (kernels/sm90/plan/planner.h GroupTiles::mma_n: the width, or the narrow or mid build's N)
+  int32_t chunks;      // tiles along M: ceil(m / width)
+  int32_t unit_end;    // exclusive end of this group's conversion units (rows x K/64) in the launch
+  int32_t cta0;        // reduced tiles: the first CTA of the group's tiles' parts (tile by tile)
+};
+static_assert(kMaxWidth < 32768 && kNumWidths < 128 && kMaxWidth / 16 < 256 && sizeof(Group) == 80,
+              "widths, their index and wgmma N / 16 fit their fields; Group holds no padding");
+
+// Whether the narrow build runs a group's tiles at wgmma N = kNarrowN (their K loop and their A box).
+__device__ __forceinline__ bool narrow_tiles(const Group& g) { return g.mma_n16 * 16 <= kNarrowN; }
+
+// Params::groups is in the plan's order (LaunchPlan::order): tiles are numbered group by group.
+// A CTA's producers read their share's bounds, the groups' tile ends (to find the first tile's group)
+// and that group's fields before their first TMA, a chain of parameter loads (~0.2 us each on a call's
+// first reads). The tile ends are one aligned array (one line for up to 16 groups), not one field per
+// Group, so the walk stays on one line (v94). Reading every group's tile end at once instead of
+// walking (v95), or by the warp's lanes (v93), made that chain slower, not shorter
+// (docs/history/sm90_kernel_notes.md).
+template <int MAXG>
+struct Params {
+  // the workspace: [rows of all groups, a16_pitch fp16], box kWidths[i] rows x 128 bytes, 128B swizzle; the
+  // last (kNumWidths) with a box of kNarrowN rows, for the narrow build's narrow tiles
+  CUtensorMap map_a16[kNumA16Maps];
+  CUtensorMap tmpl_b;   // any valid map with B's box (128 rows x 32 bytes), rewritten per group by the conversion
+  // Launches of up to kGroupsSmall groups: each group's B map, encoded on the host (cached by B's
+  // address and sizes), so the GEMM's B producer needs nothing from the conversion kernel.
+  CUtensorMap map_b[MAXG <= kGroupsSmall ? MAXG : 1];
+  // ... and each group's C map (fp16 C as bytes, box 64 rows x 128 bytes, 128-byte swizzle), encoded and cached
+  // alike, where every C row of the launch is aligned: the epilogue stores C by TMA (kernels/sm90/epilogue.cuh).
+  CUtensorMap map_c[MAXG <= kGroupsSmall ? MAXG : 1];
+  int32_t num_groups;
+  int32_t num_ctas;     // the grid
+  int32_t num_units;
+  int32_t a16_pitch;    // fp16 elements between workspace rows: the launch's largest K
+  uint8_t* b_maps;      // workspace: one B map (kMapBytes) per group, in `groups` order, written by the conversion
+  int32_t* flags;       // workspace: per CTA and consumer warp, its partial sums are written (the conversion zeroes them)
+  float* partials;      // workspace: kPartialBytes per CTA, the sums of the tile it ends inside
+  uint64_t* trace;     // experiments only (FASTLAUNCH_SM90_TRACE): per-CTA trace points, else null
+  int32_t start_tile[kMaxCtas + 1];  // CTA b: the K steps from (start_tile[b], start_k[b]) up to b + 1's (kernels/sm90/plan/planner.h)
+  int32_t start_k[kMaxCtas + 1];
+  Group groups[MAXG];
+  alignas(64) int32_t tile_end[MAXG];  // group g's tiles end here (exclusive) in the launch's tile order
+};
+
+// The A conversion's own parameters for launches of up to kGroupsSmall groups (whose B maps are GEMM
+// parameters, so the conversion writes none): only what it reads, 536 bytes against Params<kGroupsSmall>'s
+// ~7 KB. The conversion is a call's first launch, and its parameter bytes lie on the call's path (v90 in
+// docs/history/sm90_kernel_notes.md: benchmark 4 0.4-0.7 us faster than on Params). The fields mean what Params'
+// and Group's of the same names mean.
+struct ConvertGroup {
+  const uint8_t* a;
+  const uint8_t* sfa;
+  __half* a16;
+  int32_t k;
+  int32_t unit_end;
+};
+struct ConvertParams {
+  int32_t num_units;
+  int32_t num_ctas;
+  int32_t a16_pitch;
+  int32_t* flags;
+  ConvertGroup groups[kGroupsSmall];
+};
+static_assert(sizeof(ConvertParams) < 1024, "the conversion's block stays small (its bytes cost every call)");
+
+}  // namespace fl::sm90

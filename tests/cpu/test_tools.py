@@ -1,0 +1,390 @@
+"""CPU tests of the benchmark tools' shape selection (the timing itself needs a GPU)."""
+import json
+import os
+import random
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+
+import pytest
+
+import fastlaunch
+from conftest import load_tool, tool_path
+from fastlaunch import reference as R
+from fastlaunch.shapes import BENCH_SHAPES, TEST_SHAPES, random_shapes
+
+
+def test_random_shapes_are_valid_and_repeatable():
+    seed = random.randrange(1 << 30)
+    shapes = random_shapes(50, seed)
+    assert len(shapes) == 50 and shapes == random_shapes(50, seed), f"seed {seed}"
+    for g, ms, ns, ks in shapes:
+        assert 1 <= g <= 8 and len(ms) == len(ns) == len(ks) == g, f"seed {seed}"
+        assert all(1 <= m <= 512 for m in ms) and all(1 <= n <= 2048 for n in ns), f"seed {seed}"
+        assert all(k % 64 == 0 and 64 <= k <= 4096 for k in ks), f"seed {seed}"
+    assert random_shapes(20, 1) != random_shapes(20, 2)
+
+
+def test_random_shapes_pass_the_unpacker():
+    seed = random.randrange(1 << 30)
+    for g, ms, ns, ks in random_shapes(4, seed):
+        data = R.generate_input(ms, ns, ks, g, seed, device="cpu")
+        assert fastlaunch.unpack(data) == g, f"seed {seed}"
+
+
+def test_bench_kernels_shape_selection():
+    bk = load_tool("bench_kernels")
+    args = bk.parse_args(["--tests", "--random", "3", "--seed", "5", "--shape", "2:64,128:256:512"])
+    shapes = bk.select_shapes(args)
+    extra = [(2, [64, 128], [256, 256], [512, 512])]
+    assert shapes == list(BENCH_SHAPES) + extra + list(TEST_SHAPES) + random_shapes(3, 5)
+    only = bk.select_shapes(bk.parse_args(["--only", "--random", "2", "--seed", "9"]))
+    assert only == random_shapes(2, 9)
+    per_group = bk.select_shapes(bk.parse_args(["--only", "--shape", "3:5,6,7:64:128,256,64"]))
+    assert per_group == [(3, [5, 6, 7], [64, 64, 64], [128, 256, 64])]
+    # the --shape text the tool prints for a shape reads back as that shape
+    for shape in random_shapes(5, 11) + list(BENCH_SHAPES) + list(TEST_SHAPES):
+        assert bk.parse_shape(bk.shape_arg(shape)) == tuple(shape)
+    assert bk.shape_arg(BENCH_SHAPES[3]) == "2:128,384:4096:1536"
+
+
+@pytest.mark.parametrize("text", ["2:64:128", "2:64,65,66:128:256", "3:1:2,3:64"])
+def test_bench_kernels_rejects_bad_shapes(text):
+    bk = load_tool("bench_kernels")
+    with pytest.raises(SystemExit, match="--shape"):
+        bk.parse_shape(text)
+    fresh = bk.parse_args(["--random", "1"])
+    assert isinstance(fresh.seed, int)  # drawn fresh, printed by the run
+
+
+@pytest.mark.parametrize("argv", [["--only"], ["--random", "-1"], ["--random", "x"]])
+def test_bench_kernels_rejects_bad_options(argv, capsys):
+    bk = load_tool("bench_kernels")
+    with pytest.raises(SystemExit) as e:
+        bk.parse_args(argv)
+    assert e.value.code == 2
+    assert "error" in capsys.readouterr().err
+
+
+
+
+def test_fp16_gemms_computes_every_group():
+    # the small-call tools' cuBLAS anchor: C = A B^T per group, each group on its own call
+    import torch
+    from fastlaunch.timing import fp16_gemms
+    every, one, (a, b, c) = fp16_gemms([3, 5], [4, 2], [8, 16], device="cpu")
+    for x in c:
+        x.fill_(float("nan"))
+    one(1)
+    assert torch.isnan(c[0]).all() and not torch.isnan(c[1]).any()
+    every()
+    for x, y, z in zip(a, b, c):
+        assert z.shape == (x.shape[0], y.shape[0])
+        assert torch.allclose(z.float(), x.float() @ y.float().T, rtol=1e-2, atol=1e-2)
+
+
+def test_sweep_modes_set_their_variables():
+    sweep = load_tool("sweep_sm90")
+    env = sweep.mode_env("share:split:3")
+    assert env["FASTLAUNCH_SM90_SHARE"] == "split:3" and "FASTLAUNCH_SM90_HALF" not in env
+    assert sweep.mode_env("half:1")["FASTLAUNCH_SM90_HALF"] == "1"
+    env = sweep.mode_env("skinny:1:4")
+    assert env["FASTLAUNCH_SM90_SKINNY"] == "1" and env["FASTLAUNCH_SM90_SKINNY_SPLIT"] == "4"
+    assert "FASTLAUNCH_SM90_SKINNY_SPLIT" not in sweep.mode_env("skinny:1")
+    env = sweep.mode_env("skinny:1:0:32")
+    assert env["FASTLAUNCH_SM90_SKINNY_LANES"] == "32" and "FASTLAUNCH_SM90_SKINNY_SPLIT" not in env
+    assert sweep.mode_env("skinny:1:2:8")["FASTLAUNCH_SM90_SKINNY_SPLIT"] == "2"
+    assert sweep.describe("skinny:1:0:32") == "skinny kernel where allowed, the planner's K split, 32 lanes per row"
+    assert sweep.mode_env("cap:128")["FASTLAUNCH_SM90_WCAP"] == "128"
+    assert not any(k.startswith("FASTLAUNCH_SM90_") for k in sweep.mode_env("cublas"))
+    assert sweep.describe("share:split:3") == "split tiles, 3 CTAs per tile"
+    assert sweep.describe("half:0") == "no half tiles" and sweep.describe("cublas") == "cuBLAS fp16 per group"
+
+
+def test_sweep_shape_sets_are_valid():
+    sweep = load_tool("sweep_sm90")
+    sets = sweep.shape_sets()
+    assert {"bench", "tests", "hand", "slow", "longk"} <= set(sets)
+    for name, (shapes, names) in sets.items():
+        assert len(shapes) == len(names) == len(set(names)), name
+        for g, ms, ns, ks in shapes:
+            assert len(ms) == len(ns) == len(ks) == g, name
+            assert all(k % 64 == 0 for k in ks), name
+            data = R.generate_input(ms, ns, ks, g, 1, device="cpu")
+            assert fastlaunch.unpack(data) == g, name
+
+
+def test_sweep_takes_random_sets():
+    sweep = load_tool("sweep_sm90")
+    from fastlaunch import shapes as S
+    shapes, names = sweep.resolve_set("random:431703237")
+    assert shapes == S.random_shapes(8, 431703237) and len(names) == len(set(names)) == 8
+    assert sweep.resolve_set("longk") == sweep.shape_sets()["longk"]
+    for bad in ("random:", "random:x1", "random:-3", "longks"):
+        with pytest.raises(SystemExit, match="--set"):
+            sweep.resolve_set(bad)
+
+
+def test_trace_modes_map_to_the_sweep_settings():
+    trace = load_tool("trace_sm90")
+    assert trace.trace_env("gemm")["FASTLAUNCH_SM90_ONLY"] == "gemm"
+    assert trace.trace_env("half:0")["FASTLAUNCH_SM90_HALF"] == "0"
+    assert not any(k in trace.trace_env("whole") for k in ("FASTLAUNCH_SM90_ONLY", "FASTLAUNCH_SM90_HALF"))
+    a = trace.shapes_modes_parser("doc", "1,2", "whole").parse_args(["--modes", "gemm,half:1"])
+    assert a.shapes == "1,2" and a.modes == "gemm,half:1"
+    from fastlaunch import shapes as S
+    assert trace.shape_list("random:255658716") == S.random_shapes(8, 255658716)
+    assert trace.shape_list("tests") == S.TEST_SHAPES and trace.shape_list("bench") == S.BENCH_SHAPES
+    assert trace.shape_list("longk") == load_tool("sweep_sm90").LONGK_SHAPES
+    with pytest.raises(SystemExit, match="--set"):
+        trace.shape_list("benches")
+
+
+def test_trace_summary_skips_events_a_cta_did_not_record():
+    # per CTA [globaltimer ns, clock64] per event; the half-tile kernel records no first_full
+    trace = load_tool("trace_sm90")
+    ev = trace.EVENTS
+
+    def cta(t0, full):
+        c = [[0, 0] for _ in range(16)]
+        for i, name in enumerate(ev):
+            c[i] = [t0 + 1000 * (i + 1), 2000 * (i + 1)]
+        if not full:
+            c[ev.index("first_full")] = [0, 0]
+        return c
+
+    res = trace.summarise({"us": 9.0, "trace": [cta(0, True), cta(500, False), [[0, 0]] * 16]})
+    assert res["ctas"] == 2 and res["event_us"] == 9.0
+    assert res["first stage lands"] == 1.0 and res["barrier init"] == 1.0  # from the CTA that has it / both
+    assert res["busiest CTA"] == res["median CTA"] == 8.0  # entry to consumer_done
+    slow = cta(0, True)
+    slow[ev.index("consumer_done")][0] += 4000
+    res = trace.summarise({"us": 9.0, "trace": [slow, cta(0, True), cta(0, True)]})
+    assert res["busiest CTA"] == 12.0 and res["median CTA"] == 8.0
+    res = trace.summarise({"us": 9.0, "trace": [cta(0, False)]})
+    assert res["first stage lands"] != res["first stage lands"]  # NaN: no CTA recorded it
+
+
+def test_cta_balance_groups_ctas_by_what_their_shares_hold(tmp_path, capsys):
+    bal = load_tool("cta_balance")
+    assert bal.plan_args("whole") == (0, 0, 0, 0, 0) and bal.plan_args("share:split") == (2, 0, 0, 0, 0)
+    assert bal.plan_args("cap:128") == (0, 128, 0, 0, 0) and bal.plan_args("half:0") == (0, 0, 2, 0, 0)
+    assert bal.plan_args("mid:0") == (0, 0, 0, 0, 2) and bal.plan_args("narrow:1") == (0, 0, 0, 1, 0)
+    with pytest.raises(ValueError, match="share:whole and share:split"):
+        bal.plan_args("share:split:4")  # S CTAs per tile: not a plan the model can find again
+    # tools/tuning/fit_sm90.py reads its traced modes with the same parser (a split:S mode is skipped, not fitted as auto)
+    assert load_tool("fit_sm90").plan_args("share:whole") == bal.plan_args("share:whole") == (1, 0, 0, 0, 0)
+    # the planner's plan of benchmark 1 runs the mid build (a wgmma narrower than its 192-wide tiles): not the
+    # model's; with the mid build off (mode mid:0) it is
+    bench1 = list(zip(*BENCH_SHAPES[0][1:]))
+    with pytest.raises(ValueError, match="only the main build"):
+        bal.cta_units(bench1, 132, *bal.plan_args("auto"))
+    assert len(bal.cta_units(bench1, 132, *bal.plan_args("mid:0"))) == 132
+    for mode in ("share:reduce", "share:split:3"):
+        with pytest.raises(ValueError, match="only share:whole and share:split"):
+            bal.plan_args(mode)
+    # benchmark 3 under the planner: split tiles; CTA b takes 10 + b us in every traced call
+    ctas = bal.cta_units(list(zip(*BENCH_SHAPES[2][1:])), 132, 0, 0, 0)  # as the traced mode "whole" plans
+    steps = {(w, k) for units in ctas for w, lo, hi, k, _ in units}
+    assert steps <= {(w, 64) for w in fastlaunch._C.tile_widths} and len(ctas) > 1
+    ev = load_tool("trace_sm90").EVENTS
+    entry, done = ev.index("entry"), ev.index("consumer_done")
+
+    def cta(b):
+        c = [[0, 0] for _ in range(16)]
+        c[entry], c[done] = [1000, 1], [1000 + 1000 * (10 + b), 2]
+        return c
+
+    trace = [cta(b) for b in range(len(ctas))] + [[[0, 0]] * 16] * 3  # unused slots stay zero
+    raw = {"mode": "whole", "set": "bench", "shape": 2, "runs": [{"us": 1.0, "trace": trace}] * 2}
+    table, fit, busiest = bal.kinds(raw, 132)
+    assert sum(r[3] for r in table) == len(ctas) and len({r[:3] for r in table}) == len(table) > 1
+    assert busiest[0] == 10 + len(ctas) - 1 and len(fit) == 2
+    for reads, writes, stored, n, med, lo, hi, *_ in table:
+        mine = [10 + b for b, units in enumerate(ctas)
+                if (sum(len(u[4]) for u in units), sum(u[2] < u[3] for u in units), sum(u[2] == u[3] for u in units))
+                == (reads, writes, stored)]
+        assert len(mine) == n and (lo, hi) == (min(mine), max(mine)) and med == statistics.median(mine)
+    # a plan of another SM count is not the traced one
+    assert bal.kinds(dict(raw, runs=[{"us": 1.0, "trace": trace}]), 100) is None
+    # the command line, with each fit's costs: the same kinds, predictions from that fit
+    path = tmp_path / "raw.json"
+    path.write_text(json.dumps([raw]))
+    lines = {}
+    for fit_name in sorted(bal.FITS):
+        bal.main([str(path), "--costs", fit_name])
+        lines[fit_name] = capsys.readouterr().out
+        assert f"busiest CTA {busiest[0]:.2f} us" in lines[fit_name]
+    assert len(set(lines.values())) == len(bal.FITS)  # the predictions differ between fits
+
+
+def test_cta_balance_critical_path_waits_for_the_partners_flags():
+    bal = load_tool("cta_balance")
+    costs = {"const": 0, "step": {128: 1000}, "store": {128: 500}, "write": 300, "read": 2000}
+    # CTA 0 ends inside tile 0 (steps 0-10 of 20), CTA 1 finishes it from step 10, reading CTA 0's sums:
+    # CTA 0's flag goes up at its end (it has no other unit)
+    lin, cp = bal.predict([[(128, 0, 10, 20, ())], [(128, 10, 20, 20, (0,))]], costs, 700)
+    assert lin == [10.3, 12.5] and cp == [10.3, 11.5]  # 11.5: max(10.0, 10.3) + 0.7 read + 0.5 store
+    # CTA 0 also holds a whole tile after it: its flag goes up after that tile's K loop (30.3 us)
+    lin, cp = bal.predict([[(128, 0, 10, 20, ()), (128, 0, 20, 20, ())], [(128, 10, 20, 20, (0,))]], costs, 700)
+    assert lin == [30.8, 12.5] and cp == [30.8, 31.5]
+
+
+def test_plan_time_covers_every_launch_set():
+    pt = load_tool("plan_time")
+    seed = random.randrange(1 << 30)
+    rows = pt.rows(1, 2, seed, 132)
+    assert [r[1] for r in rows] == [1, 1, 1, 1, len(TEST_SHAPES), 2, 2], f"seed {seed}"
+    for label, n, pm, px, cm, cx in rows:
+        assert 0 < pm <= px < 1e6 and 0 < cm <= cx < 1e6, (label, seed)
+    with pytest.raises(SystemExit):
+        pt.main(["--reps", "0"])
+
+
+def test_cta_balance_first_unit_steps():
+    """first_steps: each CTA's first K loop over its first unit's steps, the median over the CTAs."""
+    bal = load_tool("cta_balance")
+    ctas = bal.cta_units(list(zip(*BENCH_SHAPES[2][1:])), 132, 0, 0, 0)
+    ev = load_tool("trace_sm90").EVENTS
+    entry, full, loop = ev.index("entry"), ev.index("first_full"), ev.index("first_mainloop")
+
+    def cta(b, units):
+        steps = units[0][2] - units[0][1]
+        c = [[0, 0] for _ in range(16)]
+        c[entry], c[full] = [1000, 1], [5000, 100]
+        c[loop] = [5000 + steps * (300 + b), 100 + steps * (500 + b)]  # 300 + b ns, 500 + b cycles per step
+        return c
+
+    trace = [cta(b, u) for b, u in enumerate(ctas)] + [[[0, 0]] * 16] * 3
+    raw = {"mode": "whole", "set": "bench", "shape": 2, "runs": [{"us": 1.0, "trace": trace}] * 3}
+    ns, cyc, steps = bal.first_steps(raw, 132)
+    mid = statistics.median(range(len(ctas)))
+    assert (ns, cyc) == (300 + mid, 500 + mid)
+    assert steps == statistics.median(u[0][2] - u[0][1] for u in ctas) and steps > 0
+    assert bal.first_steps(raw, 100) is None  # a plan of another SM count is not the traced one
+
+
+STUB_SWEEP = """import os, sys
+s = sys.argv[sys.argv.index("--set") + 1]
+n = 4 if s == "bench" else 2
+print("a line that is not a row")
+print("| mode | variant | correct | " + " | ".join(f"{s} {i}" for i in range(n)) + " | geomean us |")
+print("|---|---|---|" + "---|" * (n + 1))
+for m in sys.argv[sys.argv.index("--set") + 2:]:
+    tag = os.path.basename(os.getcwd())
+    print(f"| {m} | {tag} | True | " + " | ".join(str(i) for i in range(n)) + " | 1.0 |")
+"""
+
+
+def test_ab_run_rounds_and_sets(tmp_path):
+    # tools/tuning/ab_run.sh's control flow on stub trees (no GPU, no build): every tree timed on every set in
+    # every round, the order reversed every other round, one table per set with the sweep's columns
+    bash = shutil.which("bash")
+    if bash is None:
+        pytest.skip("no bash")
+    trees = [tmp_path / "work", tmp_path / "work" / ".ab" / "main", tmp_path / "work" / ".ab" / "v9"]
+    for t in trees:
+        (t / "tools" / "tuning").mkdir(parents=True)
+        (t / "setup.py").write_text("")
+        (t / "tools" / "tuning" / "sweep_sm90.py").write_text(STUB_SWEEP)
+    shutil.copy(tool_path("ab_run.sh"), trees[0] / "tools" / "tuning" / "ab_run.sh")
+    env = dict(os.environ, AB_TESTS="0", AB_ROUNDS="2", AB_SETS="bench tests", OUT=str(tmp_path))
+    out = subprocess.run([bash, str(trees[0] / "tools" / "tuning" / "ab_run.sh"), "auto", "cap:128"], env=env,
+                         capture_output=True, text=True, check=True).stdout
+    tables = out.split("\nset ")[1:]
+    assert [t.split(":")[0] for t in tables] == ["bench", "tests"], out
+    for table, n in zip(tables, (4, 2)):
+        lines = table.strip().split("\n")[1:]
+        assert lines[0] == "| tree round | mode | variant | correct | " + " | ".join(
+            f"{table.split(':')[0]} {i}" for i in range(n)) + " | geomean us |", lines[0]
+        assert lines[1] == "|" + "---|" * (n + 5), lines[1]
+        rows = [r.split(" | ")[0][2:] for r in lines[2:] if r.split(" | ")[1] == "auto"]
+        assert rows == ["worktree r1", "main r1", "v9 r1", "v9 r2", "main r2", "worktree r2"], lines
+        assert len(lines) - 2 == 12  # two modes per tree and round
+
+
+def test_stress_settings_parse_and_name():
+    stress = load_tool("stress_sm90")
+    for text, want in [("128:whole:1", ("128", "whole", "1")), ("_:split:2:_", ("", "split:2", "")),
+                       ("_:_:1", ("", "", "1")), ("128:reduce:3:_", ("128", "reduce:3", ""))]:
+        assert stress.parse(text) == want
+        assert stress.name(*want) == text
+    with pytest.raises(SystemExit, match="expected cap:share:half"):
+        stress.parse("128")
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="checks the report of a child that cannot run")
+def test_stress_skinny_splits_parse():
+    stress = load_tool("stress_sm90")
+    assert stress.skinny_splits("0,1,2,4,8") == [0, 1, 2, 4, 8]
+    for bad in ("", "9", "-1", "2,x"):
+        with pytest.raises(SystemExit):
+            stress.skinny_splits(bad)
+    assert stress.skinny_lanes("8,32") == [8, 32] and stress.skinny_lanes("0") == [0]
+    for bad in ("", "16", "8,x"):
+        with pytest.raises(SystemExit):
+            stress.skinny_lanes(bad)
+
+
+def test_stress_reports_a_failed_child_as_a_failure():
+    # With no GPU visible (none here; hidden on a GPU machine) the child process fails: the tool must say so
+    # and exit 1, not report a clean run.
+    tool = tool_path("stress_sm90.py")
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES="")
+    out = subprocess.run([sys.executable, tool, "--reps", "1", "--only", "128:whole:1"], capture_output=True,
+                         text=True, timeout=300, env=env)
+    assert out.returncode == 1, out.stdout[-2000:] + out.stderr[-2000:]
+    assert "| 128:whole:1 | 0 | 0 | 0 |" in out.stdout
+    assert "0 calls checked" in out.stdout and "1 settings with a nonzero exit" in out.stdout
+
+
+def test_stress_hang_report_groups_ctas_by_the_points_they_reached():
+    stress = load_tool("stress_sm90")
+    assert stress.plan_args("128", "split:3", "") == (2, 128, 3, 0)
+    assert stress.plan_args("", "reduce", "0") == (3, 0, 0, 2) and stress.plan_args("", "", "1") == (0, 0, 0, 1)
+    case = (2, [300, 40], [8192, 4096], [256, 128])  # test_gpu's case with more tiles than SMs
+    _groups, starts, _est, rows, _red = fastlaunch._C.plan(list(zip(*case[1:])), 132, 0, 0, 0, 1)
+    ctas = len(starts) - 1
+    assert rows == 64 and ctas > 8
+    everything = list(range(10)) + [10, 11]
+    stuck = random.randrange(ctas)
+    reached = {str(b): everything for b in range(ctas) if b != stuck}
+    reached[str(stuck)] = [0, 1, 3, 10, 11]  # the B producer's points only: its consumers never saw a stage
+    lines = stress.hang_report({"case": 2, "sm_count": 132, "reached": reached}, case, ("", "", "1"))
+    text = "\n".join(lines)
+    assert f"1 CTAs reached entry, init, maps, b_share, b_first_tma; not gridwait, first_tma, first_full" in text
+    assert f"    CTA {stuck}: steps from {tuple(starts[stuck])} to {tuple(starts[stuck + 1])}" in text
+    assert f"{ctas - 1} CTAs reached entry, init, gridwait, maps" in text and "not -:" in text
+
+
+def test_half_fit_data_and_replay():
+    # tools/tuning/data/half_whole_draws.json: 64 random draws timed on the GPU on half tiles and without them;
+    # tools/tuning/half_fit.py replays the planner's choice between the two kinds on them (CPU only).
+    fit = load_tool("half_fit")
+    with open(fit.DATA) as f:
+        data = json.load(f)
+    draws = data["draws"]
+    assert len(draws) == 64 and data["sm_count"] == 132
+    for d in draws:  # the draws are fastlaunch.shapes.random_shapes(8, seed)[index]
+        g, ms, ns, ks = random_shapes(8, d["seed"])[d["index"]]
+        assert (d["g"], d["m"], d["n"], d["k"]) == (g, ms, ns, ks)
+        assert set(d["us"]) == {"auto", "half:0", "half:1"} and all(t > 0 for t in d["us"].values())
+    rows = fit.replay(data)
+    assert len(rows) == 64
+    for d, half, t, other in rows:
+        assert {t, other} == {d["us"]["half:0"], d["us"]["half:1"]}
+        assert t == (d["us"]["half:1"] if half else d["us"]["half:0"])
+    # replaying the compiled factor through --load gives the same choices
+    again = fit.replay(data, fastlaunch._C.cost_model["half_load"])
+    assert [r[1] for r in again] == [r[1] for r in rows]
+    # with no factor the replay takes half tiles wherever their estimate is lower: more of them
+    assert sum(r[1] for r in fit.replay(data, 0.0)) > sum(r[1] for r in rows)
+    # --plans: each draw's two plans, the first of the kind half tiles forced
+    est, ctas, b_rows, kind = fit.kind_plan(list(zip(draws[0]["m"], draws[0]["n"], draws[0]["k"])), 132, 1)
+    assert kind == "half" and b_rows == 64 and 0 < ctas <= 132 and est > 0
+    # this build's planner, scored by the measured times, is no slower than the planner the data was taken on
+    geo, _n, _worst = fit.summary(rows)
+    assert geo <= statistics.geometric_mean([d["us"]["auto"] for d in draws])
+

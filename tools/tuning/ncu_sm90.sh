@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Nsight Compute on the sm90 kernel for one benchmark shape (needs a machine where ncu reads counters).
+# tools/tuning/ncu_sm90.sh [shape index] ; reports under $OUT
+set -u
+OUT=${OUT:-out}; mkdir -p "$OUT"
+PY=${PYTHON:-python3}
+idx=${1:-0}
+ncu --clock-control none -k regex:nvfp4 -s 2 -c 1 --set full --import-source no -o "$OUT/ncu_b$idx" -f \
+  $PY tools/tuning/profile_one.py "$idx" > "$OUT/ncu_run.log" 2>&1 || { tail -20 "$OUT/ncu_run.log"; exit 1; }
+ncu --import "$OUT/ncu_b$idx.ncu-rep" --page details > "$OUT/ncu_details_b$idx.txt" 2>&1
+ncu --import "$OUT/ncu_b$idx.ncu-rep" --page source --print-source sass --csv > "$OUT/ncu_source_b$idx.csv" 2>&1
+grep -E "Duration|Compute \(SM\) Throughput|Memory Throughput|Issue Slots|Tensor|Warp Cycles Per Issued|No Eligible|Active Warps|L2 Hit|DRAM Throughput|Stall" "$OUT/ncu_details_b$idx.txt" | head -60
