@@ -77,6 +77,8 @@ def parse_args(argv=None):
     p.add_argument("--only", action="store_true", help="not the benchmark shapes, only the extra ones")
     p.add_argument("--json")
     p.add_argument("--png")
+    p.add_argument("--dry-run", action="store_true",
+                   help="no GPU needed: generate each selected shape's input on the CPU and check it unpacks")
     args = p.parse_args(argv)
     if args.random < 0:
         p.error(f"--random: expected a count >= 0, got {args.random}")
@@ -161,10 +163,23 @@ def bench_shape(shape, flush, peak, bw, sets=3):
     }
 
 
+def dry_run(args) -> int:
+    """The harness without a GPU: every selected shape's input generated on the CPU and unpacked."""
+    shapes = select_shapes(args)
+    for i, (g, ms, ns, ks) in enumerate(shapes):
+        data = R.generate_input(ms, ns, ks, g, seed=7000 + i, device="cpu")
+        assert fastlaunch.unpack(data) == g
+        print(f"| {describe((g, ms, ns, ks))} | unpacks: G={g} |")
+    print(f"dry run: {len(shapes)} shapes generated and unpacked on the CPU")
+    return 0
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
+    if args.dry_run:
+        return dry_run(args)
     if not torch.cuda.is_available():
-        print("bench_kernels needs a CUDA GPU")
+        print("bench_kernels needs a CUDA GPU (--dry-run checks the shapes on the CPU)")
         return 2
     flush = l2_flush_buffer()
     peak, bw = ceilings(flush)

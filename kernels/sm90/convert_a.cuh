@@ -46,10 +46,9 @@ __device__ __forceinline__ void begin_conversion(const P& p) {
 // eight chunks; consecutive lanes take consecutive units (consecutive K steps of a row), so a warp's loads
 // read up to 1 KB of a row at once. The chunks go through shared memory (chunk q of lane l at slot
 // q ^ (l % 8): no bank conflicts either way), and each store instruction writes four units' 512
-// contiguous bytes. On benchmark 1's A (v119 in docs/history/sm90_kernel_notes.md) each thread storing its own
-// unit's 128 bytes took 3.7x as long (each store instruction touching 32 lines), and eight threads per
-// unit, one chunk each (v67's form, kept in tools/convert_rate.cu), 1.3x: a warp had 128 bytes of A in
-// flight.
+// contiguous bytes. On benchmark 1's A each thread storing its own unit's 128 bytes took 3.7x as long
+// (each store instruction touching 32 lines), and eight threads per unit, one chunk each, 1.3x: a warp had
+// 128 bytes of A in flight.
 template <class P>
 __device__ __forceinline__ void convert_units(const P& p) {
   __shared__ alignas(16) uint4 chunks[kConvertThreads / 32][32][kChunksPerUnit];

@@ -10,8 +10,7 @@
 // kernels compiled for it (ANY), each row in the aligned 16-byte chunks of global memory it covers, the
 // partial chunks at its ends one element per thread (store_row_unaligned, kernels/common/row_pieces.h); in the
 // others (launches whose every C row is aligned: a separate instantiation, so this code does not move
-// the K loops' register allocation, v58 in docs/history/sm90_kernel_notes.md) element by element, as is the last
-// chunk of a row past N.
+// the K loops' register allocation) element by element, as is the last chunk of a row past N.
 #pragma once
 #include <cuda_fp16.h>
 

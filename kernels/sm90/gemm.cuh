@@ -65,8 +65,7 @@ namespace fl::sm90 {
 // B tile and its scale block (after them). A stage has one "full" barrier that both producers arrive
 // on (each with the bytes it loads) and one "empty" barrier the consumer warps arrive on, so a
 // consumer waits and arrives once per K step (two rings of their own cost one more wait, arrival and
-// ring position per step: v27 against v29 in docs/history/sm90_kernel_notes.md). The header holds the stage
-// barriers (from byte kOffBars; the bytes before it held a tensor-map staging copy before v34).
+// ring position per step). The header holds the stage barriers (from byte kOffBars).
 constexpr uint32_t kSfBlockBytes = 512;  // 128 rows x 4 scale blocks
 constexpr uint32_t kA16RowBytes = kBlockK * 2;
 constexpr uint32_t kHeaderBytes = 1024;
@@ -93,16 +92,16 @@ static_assert(kBlockK == 64, "one stage is one 512-byte scale block per 128 rows
 static_assert(kBlockN == 128, "two consumer warpgroups of 64 rows share one 128-row scale block");
 static_assert(kMaxWidth <= ptx::kWgmmaNMax && kMaxWidth <= 256, "tile width is wgmma N and one TMA box");
 static_assert(kWidths[kNumWidths - 1] == kMaxWidth, "the stage holds the widest tile");
-static_assert(kWgmmaNStep == ptx::kWgmmaNStep, "kernels/sm90/plan/planner.h and the generated wgmma table disagree");
+static_assert(kWgmmaNStep == ptx::kWgmmaNStep, "sm90/plan/geometry.h and the generated wgmma table disagree");
 static_assert(kThreads == 384, "warps 0, 1 producers, warpgroups 1-2 consumers");
 
 // B tensor maps, one per group in Params::groups order: launches of up to kGroupsSmall groups carry
 // them in the kernel parameters (Params::map_b, encoded on the host), so the B producer starts
-// without waiting for the conversion kernel (v43 in docs/history/sm90_kernel_notes.md: calls 1.4% faster).
+// without waiting for the conversion kernel (calls 1.4% faster than with the maps in the workspace).
 // Larger launches find them in the call's workspace (Params::b_maps), written by the conversion kernel
 // (released through the tensormap proxy) before this grid passes griddepcontrol.wait; the B producer
 // acquires each before its first TMA with it. (Patching a map per CTA here instead put ~1.2 us before
-// every CTA's first B load: v34.) No grid rewrites them while this one runs: a workspace belongs to
+// every CTA's first B load.) No grid rewrites them while this one runs: a workspace belongs to
 // one call on one stream, and the next call's conversion writes its maps only after its
 // griddepcontrol.wait, i.e. after this grid completed.
 constexpr int kMapBytes = 128;
@@ -241,7 +240,7 @@ __device__ __forceinline__ void consumer_step(const Smem& sm, float (&acc)[W / 2
 }
 
 // A unit's K loop of `steps` steps at wgmma N on the first N / 2 sums of `all`, to the last wgmma's end.
-// EL: the stage's release by an elected lane (the narrow build: v121 in docs/history/sm90_kernel_notes.md).
+// EL: the stage's release by an elected lane (the narrow build).
 template <int N, bool EL = false>
 __device__ __forceinline__ void k_loop(const Smem& sm, float (&all)[kMaxWidth / 2], ConsumerPos& pos, int steps,
                                        int r0, int c, int lane) {
@@ -268,7 +267,7 @@ __device__ __forceinline__ void consumer_unit(const Params<MAXG>& p, const Smem&
   const Group& gr = p.groups[w.tile.g];
   // trace: when the first stage lands. The condition is the warp's (the traced thread's warp waits too):
   // a branch on `tr` alone is divergent to ptxas, which then kept the K loops' ring position and wgmma
-  // descriptors out of uniform registers (v87 in docs/history/sm90_kernel_notes.md: 9% more instructions per step).
+  // descriptors out of uniform registers (9% more instructions per step).
   if (__any_sync(0xffffffffu, tr != nullptr)) {
     ptx::mbar_wait(sm.full(pos.r.s), pos.r.ph);
     trace(tr, kTrFirstFull);
@@ -475,7 +474,7 @@ __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_con
         const int kt = gr.k / kBlockK;  // 512-byte scale blocks per 128 rows
         const uint8_t* sfb = gr.sfb + (int64_t)(w.tile.n0 / kBlockN) * kt * kSfBlockBytes;
         // B of a group of one tile along M is read once: evict it first, keeping A. A group of 2+ tiles along M
-        // reads each B tile again from its other tiles' CTAs: normal (v128: launches of such groups ~1% faster)
+        // reads each B tile again from its other tiles' CTAs: normal (launches of such groups ~1% faster)
         const uint64_t b_hint = gr.chunks > 1 ? ptx::kEvictNormal : ptx::kEvictFirst;
         for (int kc = w.k0; kc < w.k1; ++kc, rb.next()) {
           ptx::mbar_wait(sm.empty(rb.s), rb.ph ^ 1);

@@ -123,7 +123,7 @@ int a16_maps(const Driver& drv, CUtensorMap* out, void* base, int64_t pitch_byte
 // B's maps (and their template) have L2 fetch 128 bytes around a miss, four K steps of a B row (a box
 // reads 32 bytes of each of its rows per step). At 256 bytes, the setting of every other map, benchmarks
 // 1 / 2 ran 1.8% / 1.1% slower, and at 64 bytes or none as slow; benchmarks 3 and 4, the task's test
-// shapes and random shapes alike (x126p in docs/history/sm90_kernel_notes.md).
+// shapes and random shapes alike.
 constexpr CUtensorMapL2promotion kBPromotion = CU_TENSOR_MAP_L2_PROMOTION_L2_128B;
 
 // Tensor maps of one launch's groups (in the plan's order), group i's over key[3 i] (its address), key[3 i + 1]

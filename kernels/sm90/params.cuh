@@ -32,9 +32,8 @@ __device__ __forceinline__ bool narrow_tiles(const Group& g) { return g.mma_n16 
 // A CTA's producers read their share's bounds, the groups' tile ends (to find the first tile's group)
 // and that group's fields before their first TMA, a chain of parameter loads (~0.2 us each on a call's
 // first reads). The tile ends are one aligned array (one line for up to 16 groups), not one field per
-// Group, so the walk stays on one line (v94). Reading every group's tile end at once instead of
-// walking (v95), or by the warp's lanes (v93), made that chain slower, not shorter
-// (docs/history/sm90_kernel_notes.md).
+// Group, so the walk stays on one line. Reading every group's tile end at once instead of walking, or by
+// the warp's lanes, made that chain slower, not shorter.
 template <int MAXG>
 struct Params {
   // the workspace: [rows of all groups, a16_pitch fp16], box kWidths[i] rows x 128 bytes, 128B swizzle; the
@@ -63,8 +62,8 @@ struct Params {
 
 // The A conversion's own parameters for launches of up to kGroupsSmall groups (whose B maps are GEMM
 // parameters, so the conversion writes none): only what it reads, 536 bytes against Params<kGroupsSmall>'s
-// ~7 KB. The conversion is a call's first launch, and its parameter bytes lie on the call's path (v90 in
-// docs/history/sm90_kernel_notes.md: benchmark 4 0.4-0.7 us faster than on Params). The fields mean what Params'
+// ~7 KB. The conversion is a call's first launch, and its parameter bytes lie on the call's path (benchmark 4
+// 0.4-0.7 us faster than on Params). The fields mean what Params'
 // and Group's of the same names mean.
 struct ConvertGroup {
   const uint8_t* a;

@@ -4,7 +4,7 @@
 // An item is 512 / L B rows of one group over the whole K, L lanes per row (a build per L, kernels/sm90/plan/skinny.h
 // kSkinnyLanes): lane s of a row takes every L-th unit of 32 K values from the s-th (so a row's lanes read
 // 16 x L contiguous bytes: a warp's load touches 4 lines; one row per lane made every load touch 32 and
-// bound the kernel by the L1's lines per cycle, v113), and the row's lanes' sums are added by shuffles at the
+// bound the kernel by the L1's lines per cycle), and the row's lanes' sums are added by shuffles at the
 // end. L = 8: a warp holds 4 rows, which read the same A entries; L = 32: a warp per row, 4x the items, for
 // launches of few, whose B scales the CTA copies into shared memory one item ahead (kernels/sm90/plan/skinny.h
 // skinny_shared_scales: read from global memory, a row's scales touched 16 lines per warp load). A CTA takes

@@ -1,6 +1,6 @@
 """The skinny kernel's plan (kernels/sm90/plan/skinny.h, through fastlaunch._C.skinny and a C++ probe,
 tests/cpp/skinny_probe.cpp; no GPU needed): which launches may take it, its grid, K split and shared memory,
-and the launcher's choice against the wgmma plan on launches timed both ways (docs/history/sm90_kernel_notes.md)."""
+and the launcher's choice against the wgmma plan on launches timed both ways."""
 import importlib.util
 import json
 import math
@@ -201,9 +201,9 @@ def test_estimate_grows_with_rows_and_bytes():
 
 
 # tools/tuning/data/skinny_forced.json: 34 launches timed on the H200 with the skinny kernel forced at each lanes per row
-# and split (tools/tuning/sweep_sm90.py skinny:1:S:L) and on the wgmma GEMM (skinny:0), in one call on v117's kernel (B's
-# scales through shared memory at 32 lanes). SkinnyCosts was fitted (tools/tuning/skinny_fit.py) to 28 of them as v116's
-# kernel ran them; on these times it chooses within 0.2% of the fastest by geomean.
+# and split (tools/tuning/sweep_sm90.py skinny:1:S:L) and on the wgmma GEMM (skinny:0), in one call on the kernel as it
+# is. SkinnyCosts was fitted (tools/tuning/skinny_fit.py) to 28 of them as an earlier form of the kernel (B's scales
+# not yet through shared memory at 32 lanes) ran them; on these times it chooses within 0.2% of the fastest by geomean.
 def _forced():
     with open(os.path.join(ROOT, "tools", "tuning", "data", "skinny_forced.json")) as f:
         data = json.load(f)

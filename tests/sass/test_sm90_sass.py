@@ -2,8 +2,8 @@
 there (16, 64, 128 and 256 groups; half tiles for up to 16; each also for C rows at any alignment; reduced tiles
 for up to 16 groups; the narrow and mid builds for 16-256 groups, each also for C rows at any alignment), each
 with a wgmma main loop per compiled tile width (the narrow build: one more at its narrow N; the mid build: its
-widest at the mid N), TMA loads and no local memory (a register spill in a main loop costs several percent:
-notes v50c; the narrow build keeps one 4-byte value in local memory outside its K loops: none inside them), no
+widest at the mid N), TMA loads and no local memory (a register spill in a main loop costs several percent;
+the narrow build keeps one 4-byte value in local memory outside its K loops: none inside them), no
 special-register read in a K loop, and in the main and mid builds the split tiles' hand-over reads with a half's
 loads in flight; and the skinny kernel's builds
 (kernels/sm90/plan/skinny.h), each with its unit loop of fp16 multiply-adds, no local memory, and B's first loads
@@ -66,7 +66,7 @@ def test_sm90_gemms_have_a_wgmma_loop_per_width_and_no_local_memory(sass):
 def test_sm90_k_loops_keep_descriptors_in_uniform_registers(sass):
     # tools/tuning/sass_loops.py: each variant's innermost wgmma loop per width holds its two unrolled K steps
     # (8 HGMMA) and no R2UR, i.e. its ring position and wgmma descriptors stay in uniform registers (a
-    # divergent branch before the loop once cost 9% more instructions per step: v87 in the notes)
+    # divergent branch before the loop costs 9% more instructions per step)
     for tag, body in _gemms(sass).items():
         widths = _widths(tag)
         inner = sass_loops.inner_loops(body)
@@ -74,8 +74,8 @@ def test_sm90_k_loops_keep_descriptors_in_uniform_registers(sass):
         for width, (hgmma, n, r2ur, text) in inner.items():
             assert hgmma == 8 and n > hgmma, (VARIANTS[tag], width, hgmma, n)
             assert r2ur == 0, f"{VARIANTS[tag]} W={width}: {r2ur} R2UR in the K loop"
-            # nor a special-register read: the narrow build's loops once read %tid every step for the
-            # stage's release by lane 0 (its registers ran short), and ran ~4% slower (v121 in the notes)
+            # nor a special-register read (reading %tid every step for the stage's release by lane 0, where
+            # the registers run short, costs ~4%)
             assert not re.search(r"\bS2R\b", text), f"{VARIANTS[tag]} W={width}: S2R in the K loop"
 
 
@@ -83,7 +83,7 @@ def test_sm90_hand_overs_keep_a_halfs_loads_in_flight(sass):
     # kernels/sm90/stream_k.cuh add_partials: the CTA that finishes a split tile reads each partner's sums a half at a time,
     # every load of the half (8 float4 at W = 128, 12 at 192) before its adds. In the main and mid builds ptxas
     # keeps 8 or more in flight; the narrow build, short of registers there, keeps 1-5, and its split plans'
-    # finishing CTAs take 1.3-1.7 us longer over that phase (d121 in the notes). Runs of hand-over loads before
+    # finishing CTAs take 1.3-1.7 us longer over that phase. Runs of hand-over loads before
     # the next add:
     checked = 0
     for tag, body in _gemms(sass).items():
@@ -98,8 +98,8 @@ def test_sm90_hand_overs_keep_a_halfs_loads_in_flight(sass):
 
 def test_sm90_conversions_are_built_without_local_memory(sass):
     # the A conversion: on Params for launches of 17-256 groups (it writes their B maps), on its own small
-    # parameter block (ConvertParams) for up to 16 (v90 in the notes: the call's first launch carries its
-    # parameter bytes on the call's path)
+    # parameter block (ConvertParams) for up to 16 (the call's first launch carries its parameter bytes on
+    # the call's path)
     funcs = sass_loops.functions(sass["sm_90a"])
     conv = {name: body for name, body in funcs.items() if "convert_a" in name}
     tags = {"convert_a_smallENS0_13ConvertParams": "up to 16 groups", "convert_aILi64": "64",
@@ -129,7 +129,7 @@ def test_skinny_kernels_are_built_with_their_unit_loop_in_registers(sass):
         assert len(re.findall(r"\bHFMA2\b", text)) == 4 * 2 * 8 * rows, (rows, lanes)
         assert len(re.findall(r"\bLDG\.E\.128\.CONSTANT\b", text)) == 4, (rows, lanes)
         assert not re.search(r"\b(LDL|STL)\b", text), f"skinny build of {rows} rows, {lanes} lanes: local memory in its unit loop"
-        # v115's chain for small launches: B's first units are loaded before the barrier that publishes A's rows,
+        # the chain of small launches: B's first units are loaded before the barrier that publishes A's rows,
         # the prologue calls no division routine (64-bit divisions), and the trace points are empty here
         first_b, first_bar = body.find("LDG.E.128.CONSTANT"), body.find("BAR.SYNC")
         assert 0 <= first_b < first_bar, f"skinny build of {rows} rows, {lanes} lanes: B's first load after A's barrier"

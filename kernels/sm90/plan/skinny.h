@@ -1,7 +1,7 @@
 // The skinny kernel's plan (kernels/sm90/skinny.cuh): launches whose every group holds a few A rows, as a decode
 // step sends a mixture-of-experts layer (a few tokens per expert), run on the CUDA cores instead of the
 // wgmma GEMM. Such a launch is bound by B: its bytes, and the dequantisation of every B element, which the
-// wgmma GEMM pays per 128 x 64 B elements whatever the rows (docs/history/sm90_kernel_notes.md, v108-v112), and
+// wgmma GEMM pays per 128 x 64 B elements whatever the rows, and
 // which this kernel pays once per element, then M fp16 multiply-adds per element. Plain C++: the CPU tests
 // reach it.
 #pragma once
@@ -71,7 +71,7 @@ constexpr int64_t skinny_part_units(int64_t units, int split, int lanes) {
 constexpr int64_t skinny_sums_bytes(int mb, int lanes) { return (int64_t)mb * skinny_rows(lanes) * 4; }
 
 // B's scales at 32 lanes: a warp holds one row, so its lanes' scales (every K step's 4 bytes of the row, 512
-// bytes apart) touch 16 lines per load, which bound the B stream (v116). There the CTA copies each item's
+// bytes apart) touch 16 lines per load, which bound the B stream. There the CTA copies each item's
 // scales into shared memory instead (its 16 rows' scales of a K step lie in 256 bytes: 2 lines), one item
 // ahead, into two buffers taking turns: per K step of the part a row of skinny_rows(lanes) + 1 words (the
 // extra word keeps a warp's 16 K steps in different banks).
@@ -91,7 +91,7 @@ constexpr int skinny_ctas_per_sm(int mb, int64_t smem) {
 
 // Cost model (ns on the H200; SkinnyCosts, fitted by tools/tuning/skinny_fit.py to the kernel's times forced on 28
 // launches at each lanes per row and split; tools/tuning/data/skinny_forced.json holds 34 launches, each at every
-// lanes and split, timed on v117's kernel): a lane issues unit_base[lanes] +
+// lanes and split, timed on the kernel as it is): a lane issues unit_base[lanes] +
 // unit_per_row x mb instructions per unit of 32 K values of its B row (the dequantisation, loads and loop,
 // then per A row 32 fp16 multiply-adds and their scaling); an SM issues issue_one lane-instructions per ns
 // with one CTA (16 warps), issue_two with two; its shared memory serves smem_waves_per_ns wavefronts per ns,
@@ -112,11 +112,11 @@ struct SkinnyCosts {
   double fixed_ns, split_ns;
 };
 constexpr int kSkinnyCostFields = 2 * kNumSkinnyLanes + 7;  // the doubles above, in order
-// unit_base[8 lanes] and unit_per_row are the SASS's counts (the builds of 1 and 2 rows), the rest fitted
-// (v116 in docs/history/sm90_kernel_notes.md); unit_base[32 lanes] takes in what 32 lanes per row cost besides. Fitted
-// before B's scales went through shared memory at 32 lanes (v117); on v117's times (every launch of the data
-// file at every lanes and split) these costs choose within 0.2% of the fastest by geomean, and a refit on
-// those times chose worse (1.2%), so they stay.
+// unit_base[8 lanes] and unit_per_row are the SASS's counts (the builds of 1 and 2 rows), the rest fitted;
+// unit_base[32 lanes] takes in what 32 lanes per row cost besides. Fitted before B's scales went through shared
+// memory at 32 lanes; on the times of the kernel as it is (every launch of the data file at every lanes and
+// split) these costs choose within 0.2% of the fastest by geomean, and a refit on those times chose worse
+// (1.2%), so they stay.
 constexpr SkinnyCosts kSkinnyCosts = {{67, 116}, 32, 132, 145, 1.4, {2900, 3000}, 25, 5100, 1640};
 constexpr double kSkinnySmemWavesPerUnitRow = 2 * 3;  // per warp, unit and A row, at 8 lanes per row
 
@@ -274,7 +274,7 @@ inline int skinny_runs(const int64_t* m, const int64_t* n, const int64_t* k, int
 
 // The launcher's choice (auto): the skinny kernel where its estimate (`skinny_est_ns`, all its runs) beats
 // the wgmma plan's (`wgmma_est_ns`, kernels/sm90/plan/planner.h: its busiest CTA) with the two launches and the A conversion that
-// path adds (kWgmmaFixedNs: event time of the decode launches beyond their plan's estimate, v113).
+// path adds (kWgmmaFixedNs: event time of the decode launches beyond their plan's estimate).
 constexpr double kWgmmaFixedNs = 6000;
 inline bool skinny_wins(double skinny_est_ns, double wgmma_est_ns) {
   return skinny_est_ns < wgmma_est_ns + kWgmmaFixedNs;
