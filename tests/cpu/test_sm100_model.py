@@ -5,10 +5,11 @@ lists what one launch of the kernel issues, warp role by warp role: barrier wait
 loads and bulk copies into shared memory, tcgen05.cp of scale blocks into tensor memory, tcgen05.mma with
 the descriptor words the kernel's header (kernels/sm100_desc.h) encodes, tcgen05.ld and the epilogue's fp16
 stores. This file executes those operations on simulated shared memory (bytes), tensor memory (128 lanes x
-512 columns of 32 bits) and mbarriers, interpreting every word the way the PTX ISA describes the hardware
-doing it, with decoders written here from the ISA tables (never the encoders read backwards):
+512 columns of 32 bits) and mbarriers, interpreting every word the way the PTX ISA (9.0: its section and
+table numbers below) describes the hardware doing it, with decoders written here from the ISA tables (never
+the encoders read backwards):
 
-  - TMA tiled 2D load, 128-byte swizzle (PTX ISA 9.0, 5.5.7 "Swizzling Modes": in each 1024-byte aligned
+  - TMA tiled 2D load, 128-byte swizzle (5.5.7 "Swizzling Modes": in each 1024-byte aligned
     8 x 128-byte pattern, 16-byte chunk q of row r lands at position q ^ r; 5.5.3.3: zero fill outside
     the tensor), complete_tx of the whole box;
   - shared-memory descriptor (9.7.16.4.1, Table 40: start, LBO, SBO >> 4, fixed 0b001 at 46-48, base
