@@ -3,9 +3,9 @@
 // mbarriers and the tcgen05 / TMA instructions. Built there with the host C++ compiler.
 //
 // Every descriptor word, tensor-memory address and tile coordinate comes from the kernel's own
-// plain-C++ header (sm100_desc.h). What the kernel computes only in device code (its shared-memory
+// plain-C++ header (kernels/sm100/desc.h). What the kernel computes only in device code (its shared-memory
 // layout, barrier addresses and the three warp loops) is mirrored below, each piece naming what of
-// kernels/sm100_group_gemm.cuh it mirrors; the test lists the kernel lines mirrored and checks that
+// kernels/sm100/gemm.cuh it mirrors; the test lists the kernel lines mirrored and checks that
 // they still read so.
 //
 // Query (one line): SMEM_BASE SM_COUNT M1 N1 K1 [M2 N2 K2 ...]  (1..16 groups: one launch)
@@ -32,13 +32,13 @@
 #include <vector>
 
 // The kernel's plain-C++ header: the one include to update if the kernel's files move.
-#include "sm100_desc.h"
+#include "sm100/desc.h"
 
 using namespace fl::sm100;
 
 namespace {
 
-// ---------------------------------------------------------------- mirrored from sm100_group_gemm.cuh
+// ---------------------------------------------------------------- mirrored from kernels/sm100/gemm.cuh
 // Shared memory: `constexpr uint32_t kTileBytes = kTileB * kBlockK / 2;` and the offsets after it.
 constexpr uint32_t kTileBytes = kTileB * kBlockK / 2;
 constexpr uint32_t kOffA = 0;
@@ -67,7 +67,7 @@ struct Smem {
 // `acc_buf<kPersistent>(i)`.
 uint32_t acc_buf(bool persistent, uint32_t i) { return persistent ? i % kAccBuffers : 0; }
 
-// The members decode_tile and the warps read (sm100_group_gemm.cuh `struct Group`).
+// The members decode_tile and the warps read (kernels/sm100/gemm.cuh `struct Group`).
 struct Group {
   int32_t m, n, k, tile_end;
 };
@@ -188,7 +188,7 @@ int main() {
     in >> smem_base >> sm_count;
     std::vector<Group> groups;
     int64_t m, n, k, tiles = 0;
-    while (in >> m >> n >> k) {  // the host side's table (sm100_group_gemm.cu, launch_chunk)
+    while (in >> m >> n >> k) {  // the host side's table (kernels/sm100/launch.cu, launch_chunk)
       tiles += group_tiles(m, n);
       groups.push_back(Group{(int32_t)m, (int32_t)n, (int32_t)k, (int32_t)tiles});
     }

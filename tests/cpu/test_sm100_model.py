@@ -3,7 +3,7 @@
 No Blackwell GPU runs here. A C++ probe (tests/cpp/sm100_model_probe.cpp, built with the host compiler)
 lists what one launch of the kernel issues, warp role by warp role: barrier waits and arrivals, TMA tile
 loads and bulk copies into shared memory, tcgen05.cp of scale blocks into tensor memory, tcgen05.mma with
-the descriptor words the kernel's header (kernels/sm100_desc.h) encodes, tcgen05.ld and the epilogue's fp16
+the descriptor words the kernel's header (kernels/sm100/desc.h) encodes, tcgen05.ld and the epilogue's fp16
 stores. This file executes those operations on simulated shared memory (bytes), tensor memory (128 lanes x
 512 columns of 32 bits) and mbarriers, interpreting every word the way the PTX ISA (9.0: its section and
 table numbers below) describes the hardware doing it, with decoders written here from the ISA tables (never
@@ -35,35 +35,33 @@ ahead as the barriers let them; random: a seeded random order), so the pipeline'
 as well. Mutated words (a field of a descriptor changed) must make the model disagree: the model checks
 each field it interprets.
 
-The random seed is printed; set FL_SM100_MODEL_SEED to repeat a run.
+The random seed is the run's (tests/conftest.py): printed, and FASTLAUNCH_TEST_SEED repeats a run.
 """
 import functools
-import os
 import pathlib
 import random
 import re
-import time
 import zlib
 
 import pytest
 import torch
 
-from conftest import cpp_probe
+from conftest import BASE_SEED, cpp_probe
 from fastlaunch import reference as R
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 # The kernel sources the probe mirrors and the PTX wrappers whose instructions the model executes: the one
 # place to update if they move.
 SOURCES = {
-    "kernel": ROOT / "kernels" / "sm100_group_gemm.cuh",
-    "host": ROOT / "kernels" / "sm100_group_gemm.cu",
+    "kernel": ROOT / "kernels" / "sm100" / "gemm.cuh",
+    "host": ROOT / "kernels" / "sm100" / "launch.cu",
     "tcgen05": ROOT / "kernels" / "ptx" / "tcgen05.cuh",
     "tma": ROOT / "kernels" / "ptx" / "tma.cuh",
     "mbarrier": ROOT / "kernels" / "ptx" / "mbarrier.cuh",
 }
 PROBE = "sm100_model_probe"
 
-SEED = int(os.environ.get("FL_SM100_MODEL_SEED", time.time_ns() % 2**31))
+SEED = BASE_SEED
 SMEM_WINDOW = 1 << 18  # descriptor start addresses carry bits 4..17 (Table 40: (x & 0x3FFFF) >> 4)
 TMEM_LANES, TMEM_COLS = 128, 512
 EPILOGUE_ROLES, TMA_ROLE, MMA_ROLE, SETUP_ROLE = (0, 1, 2, 3), 4, 5, 9
@@ -462,7 +460,7 @@ def reference(data):
 
 @pytest.fixture(scope="module")
 def probe(tmp_path_factory):
-    print(f"sm100 model seed: {SEED} (FL_SM100_MODEL_SEED={SEED} repeats it)")
+    print(f"sm100 model seed: {SEED} (FASTLAUNCH_TEST_SEED={SEED} repeats it)")
     ask = cpp_probe(tmp_path_factory, PROBE)
 
     def launch(ms, ns, ks, sm_count, smem_base=1024):
