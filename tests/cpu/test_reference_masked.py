@@ -142,7 +142,8 @@ def test_check_masked_catches_each_kind_of_error():
     bad = out.clone()
     bad[1, 7, 2] = 0.0  # expert 1 computes no row: any write is wrong
     ok, msg = R.check_masked(bad, ref, masked_m, before)
-    assert not ok and msg == "expert 1: 1 elements in rows >= masked_m=0 were written; first at (row 7, col 2): got 0.0, was nan"
+    assert not ok and msg == ("expert 1: 1 elements in rows >= masked_m=0 were written; first at (row 7, col 2): "
+                              "got 0.0, was nan")
     bad = out.clone()
     bad[0, 5] = 1.0  # the first row past the mask
     ok, msg = R.check_masked(bad, ref, masked_m, before)
