@@ -32,3 +32,8 @@ def mma_n(
 def skinny(
     sizes: Sequence[tuple[int, int, int]], sm_count: int,
 ) -> tuple[int, int, int, int, float, bool, int, int] | None: ...
+# The serving layout's masked grouped GEMM, called by torch.ops.fastlaunch.grouped_mm_masked on CUDA (fastlaunch/ops.py
+# documents the layout and the checks); builds without the masked kernel lack it, and the op then raises RuntimeError.
+def grouped_mm_masked(
+    a: torch.Tensor, sfa: torch.Tensor, b: torch.Tensor, sfb: torch.Tensor, masked_m: torch.Tensor, out: torch.Tensor,
+) -> torch.Tensor: ...

@@ -6,12 +6,18 @@
 fast_launch(data) takes data = (abc, sf, sf_reordered, sizes) as the GPU MODE task defines it,
 checks it, launches one kernel on the current stream of the tensors' device and returns the list
 of the groups' c tensors, written in place.
+
+For torch.compile, CUDA graphs and serving engines, the same work as torch ops (fastlaunch/ops.py):
+grouped_gemm(a, b, sfa, sfb, c) (torch.ops.fastlaunch.grouped_gemm, the task layout as lists) and
+grouped_mm_masked(a, sfa, b, sfb, masked_m, out) (torch.ops.fastlaunch.grouped_mm_masked, the serving
+layout with per-expert row counts on the device); both also run on the CPU (the fp32 reference).
 """
 import torch  # noqa: F401  (loads libtorch, which the extension links against)
 
 from ._C import fast_launch, pack, unpack, supported_archs  # noqa: E402
+from .ops import grouped_gemm, grouped_mm_masked  # noqa: E402  (registers the torch.ops.fastlaunch ops)
 
-__all__ = ["fast_launch", "pack", "unpack", "supported_archs", "custom_kernel"]
+__all__ = ["fast_launch", "pack", "unpack", "supported_archs", "custom_kernel", "grouped_gemm", "grouped_mm_masked"]
 __version__ = "0.1.0"
 
 custom_kernel = fast_launch

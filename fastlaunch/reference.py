@@ -3,6 +3,17 @@
 generate_input(m, n, k, g, seed, device=...) -> data = (abc, sf, sf_reordered, sizes)
 ref_kernel(data) -> list of c tensors, by fp32 dequantise-and-matmul (written in place)
 check(out, ref) -> (ok, message) with |out - ref| <= 1e-3 + 1e-3 |ref| and NaN/Inf agreeing
+
+The serving (masked) layout: a [G, max_m, K//2], sfa [G, ceil(max_m/128), K//64, 32, 4, 4], b [G, N, K//2],
+sfb [G, ceil(N/128), K//64, 32, 4, 4], masked_m int32 [G], out fp16 [G, max_m, N]; expert g computes rows
+0 .. masked_m[g]-1 of out[g] and leaves the others as they were.
+generate_masked_input(g, max_m, n, k, masked_m, seed, device=...) -> (a, sfa, b, sfb, masked_m, out)
+ref_masked(a, sfa, b, sfb, masked_m) -> fp32 [G, max_m, N]
+check_masked(out, ref, masked_m, before) -> (ok, message)
+
+Scale layouts: block_scales / unblock_scales convert plain [rows, K//16] scales to and from the blocked
+[ceil(rows/128), K//64, 32, 4, 4] array; reorder_scales / unreorder_scales to and from the task's permuted view
+of it.
 """
 from __future__ import annotations
 
@@ -25,11 +36,17 @@ def _per_group(v, g: int, name: str) -> list[int]:
     return [int(x) for x in v]
 
 
-def reorder_scales(sf: torch.Tensor, pad: int | None = None) -> torch.Tensor:
-    """Plain scales [rows, K//16(, 1)] -> the 32x4x4 layout: a contiguous (1, ceil(rows/128), K//64, 32, 4, 4)
-    array exposed as the permuted view (3, 4, 1, 5, 2, 0). Row i, K block j sits at storage index
-    (i//128, j//4, i%32, (i%128)//32, j%4). Rows past `rows` in the last 128-row block get the byte `pad`
-    (default: zero), standing for the arbitrary values the contract allows there."""
+# Plain scales padded to whole 128-row tiles, viewed as (tile, (i%128)//32, i%32, j//4, j%4) for row i and K
+# block j, and the blocked array (tile, j//4, i%32, (i%128)//32, j%4) are each other's permutation (0, 3, 2, 1, 4),
+# which is its own inverse: the one rule serves both directions.
+_BLOCK_PERM = (0, 3, 2, 1, 4)
+
+
+def block_scales(sf: torch.Tensor, pad: int | None = None) -> torch.Tensor:
+    """Plain scales [rows, K//16(, 1)] -> the contiguous blocked array [ceil(rows/128), K//64, 32, 4, 4] (same dtype):
+    row i, K block j (16 elements) at index (i//128, j//4, i%32, (i%128)//32, j%4); each 128-row x 64-K block is 512
+    contiguous bytes. Rows past `rows` in the last 128-row block get the byte `pad` (default: zero), standing for the
+    arbitrary values the contract allows there."""
     if sf.dim() == 3:
         sf = sf[:, :, 0]
     rows, kb = sf.shape
@@ -39,8 +56,38 @@ def reorder_scales(sf: torch.Tensor, pad: int | None = None) -> torch.Tensor:
     raw = sf.view(torch.uint8)
     padded = torch.full((mt * 128, kb), pad or 0, dtype=torch.uint8, device=sf.device)
     padded[:rows] = raw
-    blocks = padded.view(mt, 4, 32, kt, 4).permute(0, 3, 2, 1, 4).contiguous()
-    return blocks.view(torch.float8_e4m3fn).unsqueeze(0).permute(3, 4, 1, 5, 2, 0)
+    blocks = padded.view(mt, 4, 32, kt, 4).permute(_BLOCK_PERM).contiguous()
+    return blocks.view(sf.dtype)
+
+
+def unblock_scales(blocked: torch.Tensor, rows: int) -> torch.Tensor:
+    """The blocked array [tiles, K//64, 32, 4, 4] -> plain scales [rows, K//16] (the inverse of block_scales, padding
+    rows dropped); with a leading expert dimension, [G, tiles, K//64, 32, 4, 4] -> [G, rows, K//16]."""
+    if blocked.dim() == 6:
+        return torch.stack([unblock_scales(x, rows) for x in blocked])
+    if blocked.dim() != 5 or tuple(blocked.shape[2:]) != (32, 4, 4):
+        raise ValueError(f"blocked scales have shape {tuple(blocked.shape)}, expected (tiles, K//64, 32, 4, 4)")
+    mt, kt = blocked.shape[0], blocked.shape[1]
+    if rows > mt * 128:
+        raise ValueError(f"{rows} rows do not fit {mt} tiles of 128")
+    raw = blocked.view(torch.uint8).permute(_BLOCK_PERM).reshape(mt * 128, kt * 4)
+    return raw[:rows].view(blocked.dtype)
+
+
+def reorder_scales(sf: torch.Tensor, pad: int | None = None) -> torch.Tensor:
+    """Plain scales [rows, K//16(, 1)] -> the 32x4x4 layout: a contiguous (1, ceil(rows/128), K//64, 32, 4, 4)
+    array exposed as the permuted view (3, 4, 1, 5, 2, 0). Row i, K block j sits at storage index
+    (i//128, j//4, i%32, (i%128)//32, j%4). Rows past `rows` in the last 128-row block get the byte `pad`
+    (default: zero), standing for the arbitrary values the contract allows there."""
+    return block_scales(sf, pad).view(torch.float8_e4m3fn).unsqueeze(0).permute(3, 4, 1, 5, 2, 0)
+
+
+def unreorder_scales(sf_r: torch.Tensor, rows: int) -> torch.Tensor:
+    """The task's permuted view [32, 4, ceil(rows/128), 4, K//64, 1] -> plain scales [rows, K//16] (the inverse of
+    reorder_scales, padding rows dropped)."""
+    if sf_r.dim() != 6:
+        raise ValueError(f"reordered scales have shape {tuple(sf_r.shape)}, expected (32, 4, tiles, 4, K//64, 1)")
+    return unblock_scales(sf_r.permute(5, 2, 4, 0, 1, 3)[0], rows)
 
 
 def _fp4_bytes(rows: int, k: int, gen: torch.Generator, device) -> torch.Tensor:
@@ -105,6 +152,20 @@ def ref_kernel(data) -> list[torch.Tensor]:
     return out
 
 
+def _mismatch(o: torch.Tensor, r: torch.Tensor, atol: float, rtol: float):
+    """(count, index of the first) of the elements of o outside atol + rtol*|r| of r, NaN where r is not NaN (or the
+    other way round), or unequal to an infinite r."""
+    o, r = o.float(), r.float().to(o.device)
+    nan_bad = torch.isnan(o) != torch.isnan(r)
+    inf_bad = torch.isinf(r) & (o != r)
+    finite = torch.isfinite(r)
+    diff = (o - r).abs()
+    tol_bad = finite & ~(diff <= atol + rtol * r.abs())
+    bad = nan_bad | inf_bad | tol_bad
+    nbad = int(bad.sum())
+    return nbad, (tuple(int(i) for i in bad.nonzero()[0]) if nbad else None)
+
+
 def check(out: Sequence[torch.Tensor], ref: Sequence[torch.Tensor], atol: float = ATOL, rtol: float = RTOL):
     """(ok, message): every element within atol + rtol*|ref|, NaN where ref is NaN, equal infinities."""
     if len(out) != len(ref):
@@ -112,16 +173,8 @@ def check(out: Sequence[torch.Tensor], ref: Sequence[torch.Tensor], atol: float 
     for g, (o, r) in enumerate(zip(out, ref)):
         if o.shape != r.shape:
             return False, f"group {g}: output shape {tuple(o.shape)}, expected {tuple(r.shape)}"
-        o, r = o.float(), r.float().to(o.device)
-        nan_bad = torch.isnan(o) != torch.isnan(r)
-        inf_bad = torch.isinf(r) & (o != r)
-        finite = torch.isfinite(r)
-        diff = (o - r).abs()
-        tol_bad = finite & ~(diff <= atol + rtol * r.abs())
-        bad = nan_bad | inf_bad | tol_bad
-        nbad = int(bad.sum())
+        nbad, idx = _mismatch(o, r, atol, rtol)
         if nbad:
-            idx = tuple(int(i) for i in bad.nonzero()[0])
             return False, (f"group {g}: {nbad} of {o.numel()} elements differ; first at {idx}: "
                            f"got {o[idx].item()}, expected {r[idx].item()}")
     return True, "ok"
@@ -151,3 +204,124 @@ def zero_operands(data):
         sa.view(torch.uint8).fill_(E4M3_ONE)
         sb.view(torch.uint8).fill_(E4M3_ONE)
     return data
+
+
+# ============================================================================ the serving (masked) layout
+
+FP16_MAX = 65504.0
+E2M1_MAX = 6.0
+
+
+def full_range_scale_codes(k: int) -> torch.Tensor:
+    """The E4M3 codes (uint8) full-range masked data draws its scales from: every E4M3 value in [hi/64, hi], hi the
+    largest E4M3 value with K * (6 hi)^2 <= 65504. A dot product of K terms, each an E2M1 value (|v| <= 6) times a
+    scale on each side, then stays within fp16's range: every output is finite."""
+    values = torch.arange(0x7F, dtype=torch.uint8).view(torch.float8_e4m3fn).float()  # codes 0..0x7e: 0 and positives
+    limit = (FP16_MAX / (k * E2M1_MAX * E2M1_MAX)) ** 0.5
+    hi = values[values <= limit].max().item()
+    if hi <= 0:
+        raise ValueError(f"K={k}: no E4M3 scale keeps K products finite in fp16")
+    codes = torch.nonzero((values >= hi / 64) & (values <= hi)).flatten()
+    return codes.to(torch.uint8)
+
+
+def generate_masked_input(g: int, max_m: int, n: int, k: int, masked_m, seed: int,
+                          device: str | torch.device = "cuda", full_range: bool = False, *, out_init: str = "nan",
+                          fp4_dtype: bool = True, scale_pad: int | None = None):
+    """The serving layout's inputs: (a, sfa, b, sfb, masked_m, out), every tensor on `device`.
+
+    a [g, max_m, k//2] and b [g, n, k//2]: NVFP4 bytes (float4_e2m1fn_x2, or uint8 with fp4_dtype=False), each nibble
+    masked to sign + 2 low bits (values in {0, +-0.5, +-1, +-1.5}) as the task generates them; every row of a is
+    filled, also rows at and past masked_m[g]. sfa [g, ceil(max_m/128), k//64, 32, 4, 4] and
+    sfb [g, ceil(n/128), k//64, 32, 4, 4]: float8_e4m3fn scales, random integers 1..2, blocked by block_scales
+    (rows past max_m / n in the last 128-row block: the byte scale_pad, default zero). masked_m: one int for every
+    expert or g ints, each in 0..max_m; returned as int32 [g]. out [g, max_m, n] float16: NaN (out_init="nan", so an
+    element that should be written and is not fails the check) or random normals (out_init="randn").
+    full_range: A/B bytes from all 16 E2M1 codes in both nibbles and scales from full_range_scale_codes(k) (a 64x
+    range of E4M3 values, every output finite)."""
+    ms = _per_group(masked_m, g, "masked_m")
+    for e, m in enumerate(ms):
+        if not 0 <= m <= max_m:
+            raise ValueError(f"masked_m[{e}] is {m}, expected 0..{max_m} (max_m)")
+    if g < 1 or max_m < 1 or n < 1 or k < 64 or k % 64:
+        raise ValueError(f"need g >= 1, max_m >= 1, n >= 1 and k a positive multiple of 64, got g={g}, max_m={max_m}, "
+                         f"n={n}, k={k}")
+    if out_init not in ("nan", "randn"):
+        raise ValueError(f"out_init must be 'nan' or 'randn', got {out_init!r}")
+    gen = torch.Generator().manual_seed(seed)
+    a = torch.randint(0, 256, (g, max_m, k // 2), dtype=torch.uint8, generator=gen)
+    b = torch.randint(0, 256, (g, n, k // 2), dtype=torch.uint8, generator=gen)
+    if full_range:
+        codes = full_range_scale_codes(k)
+        sfa = codes[torch.randint(0, len(codes), (g, max_m, k // 16), generator=gen)].view(torch.float8_e4m3fn)
+        sfb = codes[torch.randint(0, len(codes), (g, n, k // 16), generator=gen)].view(torch.float8_e4m3fn)
+    else:
+        a &= 0b1011_1011
+        b &= 0b1011_1011
+        sfa = torch.randint(1, 3, (g, max_m, k // 16), generator=gen).to(torch.float8_e4m3fn)
+        sfb = torch.randint(1, 3, (g, n, k // 16), generator=gen).to(torch.float8_e4m3fn)
+    sfa = torch.stack([block_scales(x, scale_pad) for x in sfa])
+    sfb = torch.stack([block_scales(x, scale_pad) for x in sfb])
+    if out_init == "nan":
+        out = torch.full((g, max_m, n), float("nan"), dtype=torch.float16)
+    else:
+        out = torch.randn((g, max_m, n), dtype=torch.float16, generator=gen)
+    if fp4_dtype:
+        a, b = a.view(torch.float4_e2m1fn_x2), b.view(torch.float4_e2m1fn_x2)
+    masked = torch.tensor(ms, dtype=torch.int32)
+    return tuple(t.to(device) for t in (a, sfa, b, sfb, masked, out))
+
+
+def ref_masked(a: torch.Tensor, sfa: torch.Tensor, b: torch.Tensor, sfb: torch.Tensor,
+               masked_m: torch.Tensor) -> torch.Tensor:
+    """fp32 [G, max_m, N]: row r of expert g is dequantize(a[g, r]) @ dequantize(b[g])^T for r < masked_m[g], rows at
+    and past masked_m[g] are NaN (no part of the result; check_masked compares them with the output's old contents
+    instead). Reads masked_m on the host; computed on a's device."""
+    G, max_m, _kb = a.shape
+    n = b.shape[1]
+    ms = [int(x) for x in masked_m.tolist()]
+    if len(ms) != G:
+        raise ValueError(f"masked_m has {len(ms)} entries, expected G={G}")
+    ref = torch.full((G, max_m, n), float("nan"), dtype=torch.float32, device=a.device)
+    plain_a, plain_b = unblock_scales(sfa, max_m), unblock_scales(sfb, n)
+    for e, m in enumerate(ms):
+        if not 0 <= m <= max_m:
+            raise ValueError(f"masked_m[{e}] is {m}, expected 0..{max_m} (max_m)")
+        if m:
+            ref[e, :m] = dequantize(a[e, :m], plain_a[e, :m]) @ dequantize(b[e], plain_b[e]).T
+    return ref
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    """t's bytes as integers of its element size (NaN payloads compare equal to themselves)."""
+    return t.view({1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()])
+
+
+def check_masked(out: torch.Tensor, ref: torch.Tensor, masked_m: torch.Tensor, before: torch.Tensor,
+                 atol: float = ATOL, rtol: float = RTOL):
+    """(ok, message) for a masked call: in rows < masked_m[g] of out[g], every element within atol + rtol*|ref| of
+    ref (NaN where ref is NaN, equal infinities, as check); rows at and past masked_m[g] bit-identical to `before`,
+    a copy of out taken before the call (untouched)."""
+    if out.shape != ref.shape or out.shape != before.shape:
+        return False, (f"out has shape {tuple(out.shape)}, expected {tuple(ref.shape)} like ref "
+                       f"(before: {tuple(before.shape)})")
+    ms = [int(x) for x in masked_m.tolist()]
+    if len(ms) != out.shape[0]:
+        return False, f"masked_m has {len(ms)} entries, expected G={out.shape[0]}"
+    before = before.to(out.device)
+    for e, m in enumerate(ms):
+        if not 0 <= m <= out.shape[1]:
+            return False, f"masked_m[{e}] is {m}, expected 0..{out.shape[1]} (max_m)"
+        o, r = out[e, :m], ref[e, :m]
+        nbad, idx = _mismatch(o, r, atol, rtol)
+        if nbad:
+            return False, (f"expert {e}: {nbad} of {o.numel()} elements in rows < masked_m={m} differ; first at "
+                           f"(row {idx[0]}, col {idx[1]}): got {o[idx].item()}, expected {r[idx].item()}")
+        tail, old = out[e, m:], before[e, m:]
+        changed = _bits(tail) != _bits(old)
+        nchanged = int(changed.sum())
+        if nchanged:
+            i, j = (int(x) for x in changed.nonzero()[0])
+            return False, (f"expert {e}: {nchanged} elements in rows >= masked_m={m} were written; first at "
+                           f"(row {m + i}, col {j}): got {tail[i, j].item()}, was {old[i, j].item()}")
+    return True, "ok"

@@ -1,0 +1,268 @@
+"""torch ops over fastlaunch's kernels, for torch.compile, CUDA graphs and serving engines.
+
+    torch.ops.fastlaunch.grouped_gemm(Tensor[] a, Tensor[] b, Tensor[] sfa, Tensor[] sfb, Tensor(a!)[] c) -> ()
+        The task layout, one group per list entry: a[g] [M, K//2, 1] and b[g] [N, K//2, 1] NVFP4 bytes, sfa[g] and
+        sfb[g] the task's sf_reordered views, c[g] [M, N, 1] float16, written in place: c[g] = A[g] B[g]^T.
+    torch.ops.fastlaunch.grouped_mm_masked(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor masked_m,
+                                           Tensor(a!) out) -> ()
+        The serving layout: a [G, max_m, K//2], sfa [G, ceil(max_m/128), K//64, 32, 4, 4], b [G, N, K//2],
+        sfb [G, ceil(N/128), K//64, 32, 4, 4], masked_m int32 [G] on the device, out [G, max_m, N] float16; expert g
+        writes rows 0 .. masked_m[g]-1 of out[g] and leaves the others as they were.
+
+Each op has three kernels. CUDA: fastlaunch._C (fast_launch for grouped_gemm, _C.grouped_mm_masked for the masked
+op), whose C checks raise the errors. CPU: the fp32 reference of fastlaunch.reference (dequantise, fp32 matmul,
+round to the output dtype; slow, meant for tests and CPU users), after the same checks. Fake (meta): nothing to
+compute (the ops only mutate), only the checks that metadata allows (dtypes, shapes, strides, devices), with the C
+extension's messages ("group 2: a has shape (96, 128, 1), expected (96, 256, 1) for M=96, K=512"); it never reads
+a tensor's values, masked_m's included.
+
+The public wrappers grouped_gemm() and grouped_mm_masked() call the ops, so that Dynamo traces them into the graph
+(fastlaunch.fast_launch, a C builtin reading a nested tuple, is opaque to it).
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+
+from . import _C
+from . import reference as _R
+
+__all__ = ["grouped_gemm", "grouped_mm_masked"]
+
+_FP4_DTYPES = (torch.float4_e2m1fn_x2, torch.uint8)
+_MASKED_OUT_DTYPES = (torch.float16,)
+_MAX_EXTENT = 2**31 - 1  # M, N: 1..2147483647 (kernels/launcher.h kMaxExtent)
+_MAX_K = _MAX_EXTENT - 63  # the largest multiple of 64 that fits
+_ROW_MAJOR = "row-major, K contiguous"
+_SCALE_LAYOUT = "the permuted view of a contiguous (1, ceil(rows/128), K/64, 32, 4, 4) array"
+
+
+def _name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def _dims(t: torch.Tensor) -> tuple:
+    return tuple(t.shape)
+
+
+def _ceil128(x):
+    return (x + 127) // 128
+
+
+# ============================================================================ the task layout (grouped_gemm)
+
+def _task_data(a, b, sfa, sfb, c):
+    """The four-level input of fast_launch for the op's lists: abc, sf (the reordered scales again: the fast path
+    checks only that level's structure), sf_reordered and sizes, M from a[g]'s rows, N from b[g]'s rows, K from
+    b[g]'s row bytes."""
+    G = len(a)
+    if G < 1:
+        raise ValueError("a must hold at least one group, got 0")
+    for field, lst in (("b", b), ("sfa", sfa), ("sfb", sfb), ("c", c)):
+        if len(lst) != G:
+            raise ValueError(f"{field} has {len(lst)} groups, expected {G} like a")
+    sizes = []
+    for g in range(G):
+        if a[g].dim() < 1:
+            raise ValueError(f"group {g}: a has shape {_dims(a[g])}, expected (M, K//2, 1)")
+        if b[g].dim() < 2:
+            raise ValueError(f"group {g}: b has shape {_dims(b[g])}, expected (N, K//2, 1)")
+        sizes.append((a[g].shape[0], b[g].shape[0], 2 * b[g].shape[1], 1))
+    pairs = [(x, y) for x, y in zip(sfa, sfb)]
+    return [(x, y, z) for x, y, z in zip(a, b, c)], pairs, pairs, sizes
+
+
+def _check_tensor(g, field, t, dtypes, expected_dtype, shape, strides, names, layout, device):
+    """fastlaunch/_C.cpp read_tensor's checks that metadata allows, in its order and with its messages: dtype,
+    CUDA device (when the op runs on CUDA), shape, strides along dimensions longer than 1, one device.
+    `device`: [device of the first tensor seen, its group, its field], filled on first use; None off CUDA."""
+    if t.dtype not in dtypes:
+        raise TypeError(f"group {g}: {field} must be {expected_dtype}, got {_name(t.dtype)}")
+    if device is not None and t.device.type != "cuda":
+        raise ValueError(f"group {g}: {field} must be on a CUDA device, got {t.device}")
+    if _dims(t) != shape:
+        (n0, v0), (n1, v1) = names
+        raise ValueError(f"group {g}: {field} has shape {_dims(t)}, expected {shape} for {n0}={v0}, {n1}={v1}")
+    if any(s > 1 and st != e for s, st, e in zip(shape, t.stride(), strides)):
+        raise ValueError(f"group {g}: {field} has strides {tuple(t.stride())}, expected {strides} ({layout})")
+    if device is not None:
+        if not device:
+            device.extend((t.device, g, field))
+        elif t.device != device[0]:
+            raise ValueError(f"group {g}: {field} is on {t.device}, expected {device[0]} like group {device[1]}'s "
+                             f"{device[2]}")
+
+
+def _check_size(g, name, v, lo, hi, multiple, rule):
+    if not (lo <= v <= hi and v % multiple == 0):
+        raise ValueError(f"group {g}: {name} must be {rule}, got {v}")
+
+
+def _check_task_meta(data) -> None:
+    """fast_launch's checks (fastlaunch/_C.cpp unpack_into) on metadata alone: sizes, then each group's a, b, c,
+    sfa, sfb. Alignment is not checked (no data pointer)."""
+    abc, _sf, sf_r, sizes = data
+    on_cuda = any(t.device.type == "cuda" for group in abc for t in group) or \
+        any(t.device.type == "cuda" for group in sf_r for t in group)
+    device = [] if on_cuda else None
+    fp4, e4m3, half = _FP4_DTYPES, (torch.float8_e4m3fn,), (torch.float16,)
+    for g, ((a, b, c), (sa, sb), (m, n, k, _l)) in enumerate(zip(abc, sf_r, sizes)):
+        _check_size(g, "m", m, 1, _MAX_EXTENT, 1, "an int in 1..2147483647")
+        _check_size(g, "n", n, 1, _MAX_EXTENT, 1, "an int in 1..2147483647")
+        _check_size(g, "k", k, 64, _MAX_K, 64, "a positive multiple of 64 up to 2147483584")
+        kb, kt, mt, nt = k // 2, k // 64, _ceil128(m), _ceil128(n)
+        _check_tensor(g, "a", a, fp4, "float4_e2m1fn_x2 or uint8", (m, kb, 1), (kb, 1, m * kb),
+                      (("M", m), ("K", k)), _ROW_MAJOR, device)
+        _check_tensor(g, "b", b, fp4, "float4_e2m1fn_x2 or uint8", (n, kb, 1), (kb, 1, n * kb),
+                      (("N", n), ("K", k)), _ROW_MAJOR, device)
+        _check_tensor(g, "c", c, half, "float16", (m, n, 1), (n, 1, m * n), (("M", m), ("N", n)),
+                      "row-major, N contiguous", device)
+        _check_tensor(g, "sfa", sa, e4m3, "float8_e4m3fn", (32, 4, mt, 4, kt, 1),
+                      (16, 4, kt * 512, 1, 512, mt * kt * 512), (("M", m), ("K", k)), _SCALE_LAYOUT, device)
+        _check_tensor(g, "sfb", sb, e4m3, "float8_e4m3fn", (32, 4, nt, 4, kt, 1),
+                      (16, 4, kt * 512, 1, 512, nt * kt * 512), (("N", n), ("K", k)), _SCALE_LAYOUT, device)
+
+
+_GROUPED_GEMM_SCHEMA = "(Tensor[] a, Tensor[] b, Tensor[] sfa, Tensor[] sfb, Tensor(a!)[] c) -> ()"
+
+
+@torch.library.custom_op("fastlaunch::grouped_gemm", mutates_args=("c",), device_types="cpu",
+                         schema=_GROUPED_GEMM_SCHEMA)
+def _grouped_gemm_op(a: list[torch.Tensor], b: list[torch.Tensor], sfa: list[torch.Tensor], sfb: list[torch.Tensor],
+                     c: list[torch.Tensor]) -> None:
+    # CPU: fast_launch's own checks (without the device ones: _C.unpack), then the fp32 reference into each c.
+    data = _task_data(a, b, sfa, sfb, c)
+    _C.unpack(data)
+    for (ag, bg, cg), (sag, sbg), (m, n, _k, _l) in zip(data[0], data[2], data[3]):
+        prod = _R.dequantize(ag, _R.unreorder_scales(sag, m)) @ _R.dequantize(bg, _R.unreorder_scales(sbg, n)).T
+        cg[:, :, 0] = prod.to(cg.dtype)
+
+
+@_grouped_gemm_op.register_kernel("cuda")
+def _grouped_gemm_cuda(a, b, sfa, sfb, c) -> None:
+    _C.fast_launch(_task_data(a, b, sfa, sfb, c))
+
+
+@_grouped_gemm_op.register_fake
+def _grouped_gemm_fake(a, b, sfa, sfb, c) -> None:
+    _check_task_meta(_task_data(a, b, sfa, sfb, c))
+
+
+def grouped_gemm(a: Sequence[torch.Tensor], b: Sequence[torch.Tensor], sfa: Sequence[torch.Tensor],
+                 sfb: Sequence[torch.Tensor], c: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+    """NVFP4 grouped GEMM in the task layout, through torch.ops.fastlaunch.grouped_gemm; returns the c tensors,
+    written in place.
+
+    For each group g, with M = a[g].shape[0], N = b[g].shape[0], K = 2 * b[g].shape[1]:
+      a[g]: [M, K//2, 1] float4_e2m1fn_x2 (or uint8), strides (K//2, 1, M*K//2); b[g]: [N, K//2, 1] likewise;
+      sfa[g], sfb[g]: float8_e4m3fn scales as the task's sf_reordered views ([32, 4, ceil(M/128), 4, K//64, 1], the
+        permuted view (3, 4, 1, 5, 2, 0) of a contiguous (1, ceil(M/128), K//64, 32, 4, 4) array);
+      c[g]: [M, N, 1] float16, strides (N, 1, M*N): every element written with A[g] B[g]^T (fp32 accumulation).
+    K must be a multiple of 64. On CUDA this is fastlaunch.fast_launch (all tensors on one device, data 16-byte
+    aligned, c 2-byte aligned); on the CPU the fp32 reference. Errors name the group, the field, what was expected
+    and what was given. Works under torch.compile (fullgraph) and in CUDA graph capture."""
+    c = list(c)
+    torch.ops.fastlaunch.grouped_gemm(list(a), list(b), list(sfa), list(sfb), c)
+    return c
+
+
+# ============================================================================ the serving layout (grouped_mm_masked)
+
+def _masked_check(field, t, dtypes, expected_dtype, shape, names, device):
+    """One tensor of the masked op: dtype, shape, contiguous strides (along dimensions longer than 1), a's device."""
+    if t.dtype not in dtypes:
+        raise TypeError(f"{field} must be {expected_dtype}, got {_name(t.dtype)}")
+    if _dims(t) != shape:
+        sizes = ", ".join(f"{n}={v}" for n, v in names)
+        raise ValueError(f"{field} has shape {_dims(t)}, expected {shape} for {sizes}")
+    strides, step = [], 1
+    for s in reversed(shape):
+        strides.append(step)
+        step *= s
+    strides = tuple(reversed(strides))
+    if any(s > 1 and st != e for s, st, e in zip(shape, t.stride(), strides)):
+        raise ValueError(f"{field} has strides {tuple(t.stride())}, expected {strides} (contiguous)")
+    if t.device != device:
+        raise ValueError(f"{field} is on {t.device}, expected {device} like a")
+
+
+def _check_masked_meta(a, sfa, b, sfb, masked_m, out) -> None:
+    """The masked op's checks on metadata alone (masked_m's values are never read), in argument order: a, sfa, b,
+    sfb, masked_m, out; each: dtype, shape, contiguous strides, device. G, max_m and K come from a, N from b."""
+    if a.dim() != 3:
+        raise ValueError(f"a has shape {_dims(a)}, expected (G, max_m, K//2)")
+    if b.dim() != 3:
+        raise ValueError(f"b has shape {_dims(b)}, expected (G, N, K//2)")
+    G, max_m, kb = a.shape
+    n = b.shape[1]
+    k = 2 * kb
+    if not (G >= 1 and max_m >= 1 and 32 <= kb <= _MAX_K // 2 and kb % 32 == 0):
+        raise ValueError(f"a has shape {_dims(a)}, expected (G, max_m, K//2) with G >= 1, max_m >= 1 and K a "
+                         f"positive multiple of 64 up to 2147483584")
+    if not 1 <= n <= _MAX_EXTENT:
+        raise ValueError(f"b has shape {_dims(b)}, expected (G, N, K//2) with N in 1..2147483647")
+    fp4 = "float4_e2m1fn_x2 or uint8"
+    e4m3 = (torch.float8_e4m3fn,)
+    dev = a.device
+    out_names = " or ".join(_name(d) for d in _MASKED_OUT_DTYPES)
+    _masked_check("a", a, _FP4_DTYPES, fp4, (G, max_m, kb), (("G", G), ("max_m", max_m), ("K", k)), dev)
+    _masked_check("sfa", sfa, e4m3, "float8_e4m3fn", (G, _ceil128(max_m), k // 64, 32, 4, 4),
+                  (("G", G), ("max_m", max_m), ("K", k)), dev)
+    _masked_check("b", b, _FP4_DTYPES, fp4, (G, n, kb), (("G", G), ("N", n), ("K", k)), dev)
+    _masked_check("sfb", sfb, e4m3, "float8_e4m3fn", (G, _ceil128(n), k // 64, 32, 4, 4),
+                  (("G", G), ("N", n), ("K", k)), dev)
+    _masked_check("masked_m", masked_m, (torch.int32,), "int32", (G,), (("G", G),), dev)
+    _masked_check("out", out, _MASKED_OUT_DTYPES, out_names, (G, max_m, n), (("G", G), ("max_m", max_m), ("N", n)),
+                  dev)
+
+
+_MASKED_SCHEMA = "(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor masked_m, Tensor(a!) out) -> ()"
+
+
+@torch.library.custom_op("fastlaunch::grouped_mm_masked", mutates_args=("out",), device_types="cpu",
+                         schema=_MASKED_SCHEMA)
+def _grouped_mm_masked_op(a: torch.Tensor, sfa: torch.Tensor, b: torch.Tensor, sfb: torch.Tensor,
+                          masked_m: torch.Tensor, out: torch.Tensor) -> None:
+    # CPU: the checks, then the fp32 reference into rows < masked_m[g] only (reading masked_m here is a host read of
+    # host memory; ref_masked raises on values outside 0..max_m).
+    _check_masked_meta(a, sfa, b, sfb, masked_m, out)
+    ref = _R.ref_masked(a, sfa, b, sfb, masked_m)
+    for e, m in enumerate(masked_m.tolist()):
+        if m:
+            out[e, :m] = ref[e, :m].to(out.dtype)
+
+
+@_grouped_mm_masked_op.register_kernel("cuda")
+def _grouped_mm_masked_cuda(a, sfa, b, sfb, masked_m, out) -> None:
+    kernel = getattr(_C, "grouped_mm_masked", None)
+    if kernel is None:
+        raise RuntimeError("fastlaunch._C has no grouped_mm_masked: this build of the extension has no masked "
+                           "grouped GEMM kernel (rebuild fastlaunch from a source tree that has it); the CPU "
+                           "implementation of torch.ops.fastlaunch.grouped_mm_masked still works")
+    kernel(a, sfa, b, sfb, masked_m, out)
+
+
+@_grouped_mm_masked_op.register_fake
+def _grouped_mm_masked_fake(a, sfa, b, sfb, masked_m, out) -> None:
+    _check_masked_meta(a, sfa, b, sfb, masked_m, out)
+
+
+def grouped_mm_masked(a: torch.Tensor, sfa: torch.Tensor, b: torch.Tensor, sfb: torch.Tensor,
+                      masked_m: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    """Masked NVFP4 grouped GEMM in the serving layout, through torch.ops.fastlaunch.grouped_mm_masked; returns out.
+
+    With G experts, max_m rows of capacity per expert, N outputs and K (a multiple of 64) inputs:
+      a: [G, max_m, K//2] float4_e2m1fn_x2 (or uint8), contiguous: NVFP4 activations, two values a byte (the lower
+        K index in the low nibble);
+      sfa: [G, ceil(max_m/128), K//64, 32, 4, 4] float8_e4m3fn, contiguous: a's scales, one per 16 K elements of a
+        row, row i and K block j of expert g at [g, i//128, j//4, i%32, (i%128)//32, j%4]
+        (fastlaunch.reference.block_scales builds it from plain [rows, K//16] scales);
+      b: [G, N, K//2] and sfb: [G, ceil(N/128), K//64, 32, 4, 4] likewise (the stacked expert weights);
+      masked_m: int32 [G] on the same device: expert g computes rows 0 .. masked_m[g]-1, 0 <= masked_m[g] <= max_m;
+      out: [G, max_m, N] float16, contiguous: out[g, :masked_m[g]] = A[g, :masked_m[g]] B[g]^T (fp32
+        accumulation); rows at and past masked_m[g] are not written.
+    The host never reads masked_m on CUDA (no synchronisation: the call can be captured in a CUDA graph once and
+    replayed with new masked_m contents); the CPU implementation reads it. Works under torch.compile (fullgraph)."""
+    torch.ops.fastlaunch.grouped_mm_masked(a, sfa, b, sfb, masked_m, out)
+    return out
