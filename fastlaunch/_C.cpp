@@ -700,10 +700,174 @@ PyObject* skinny(PyObject*, PyObject* args) {
                        lanes);
 }
 
+// ============================================================================ the masked form
+
+// grouped_mm_masked(a, sfa, b, sfb, masked_m, out) -> out: the serving layout (kernels/launcher.h fl_launch_masked).
+// Messages as fastlaunch/ops.py's fake implementation words them: "<field> has shape (..), expected (..) for G=..".
+enum class Kind { kFp4, kScale, kHalf, kInt32 };  // the dtypes below, in this order
+
+struct MaskedExpect {
+  const char* field;
+  Kind kind;
+  int64_t shape[6];
+  size_t ndim;
+  const char* names;  // "G=3, max_m=200, K=256"
+  int align;
+};
+
+FL_COLD PyObject* err_masked_dtype(const char* field, const char* expected, c10::ScalarType got) {
+  return raise(PyExc_TypeError, "%s must be %s, got %s", field, expected, dtype_name(got));
+}
+
+// One tensor's layout: a dense tensor of the dtype and shape, contiguous (strides along dimensions longer than 1).
+bool check_masked_layout(PyObject* obj, const MaskedExpect& ex) {
+  if (FL_UNLIKELY(!PyObject_TypeCheck(obj, reinterpret_cast<PyTypeObject*>(THPVariableClass)))) {
+    raise(PyExc_TypeError, "%s must be a torch.Tensor, got %s", ex.field, Py_TYPE(obj)->tp_name);
+    return false;
+  }
+  c10::TensorImpl* impl = THPVariable_Unpack(obj).unsafeGetTensorImpl();
+  if (FL_UNLIKELY(impl->is_python_dispatch() || impl->is_nested() || impl->layout() != c10::kStrided)) {
+    raise(PyExc_ValueError, "%s must be a dense strided tensor without __torch_dispatch__", ex.field);
+    return false;
+  }
+  const c10::ScalarType st = impl->dtype().toScalarType();
+  const bool dtype_ok = ex.kind == Kind::kFp4 ? st == c10::ScalarType::Float4_e2m1fn_x2 || st == c10::ScalarType::Byte
+                        : ex.kind == Kind::kScale ? st == c10::ScalarType::Float8_e4m3fn
+                        : ex.kind == Kind::kHalf  ? st == c10::ScalarType::Half
+                                                  : st == c10::ScalarType::Int;
+  if (FL_UNLIKELY(!dtype_ok)) {
+    static const char* const kNames[] = {"float4_e2m1fn_x2 or uint8", "float8_e4m3fn", "float16", "int32"};
+    err_masked_dtype(ex.field, kNames[(int)ex.kind], st);
+    return false;
+  }
+  const c10::IntArrayRef sizes = impl->sizes();
+  if (FL_UNLIKELY(sizes.size() != ex.ndim || std::memcmp(sizes.data(), ex.shape, ex.ndim * sizeof(int64_t)))) {
+    char e[160], a[160];
+    format_dims(e, sizeof(e), ex.shape, ex.ndim);
+    format_dims(a, sizeof(a), sizes);
+    raise(PyExc_ValueError, "%s has shape %s, expected %s for %s", ex.field, a, e, ex.names);
+    return false;
+  }
+  int64_t strides[6], step = 1;
+  for (size_t d = ex.ndim; d-- > 0;) strides[d] = step, step *= ex.shape[d];
+  const c10::IntArrayRef got = impl->strides();
+  for (size_t d = 0; d < ex.ndim; ++d) {
+    if (FL_UNLIKELY(ex.shape[d] > 1 && got[d] != strides[d])) {
+      char e[160], a[160];
+      format_dims(e, sizeof(e), strides, ex.ndim);
+      format_dims(a, sizeof(a), got);
+      raise(PyExc_ValueError, "%s has strides %s, expected %s (contiguous)", ex.field, a, e);
+      return false;
+    }
+  }
+  return true;
+}
+
+// Its place, once every layout passed: on the CUDA device of `a` (the first), with data, aligned; its data pointer
+// into *ptr.
+bool read_masked_data(PyObject* obj, const MaskedExpect& ex, c10::Device* device, int64_t* ptr) {
+  c10::TensorImpl* impl = THPVariable_Unpack(obj).unsafeGetTensorImpl();
+  const c10::Device dev = impl->device();
+  if (FL_UNLIKELY(dev.type() != c10::kCUDA)) {
+    raise(PyExc_ValueError, "%s must be on a CUDA device, got %s", ex.field, dev.str().c_str());
+    return false;
+  }
+  if (ex.field[0] == 'a' && ex.field[1] == 0) {  // a, the first: its device is the call's
+    *device = dev;
+  } else if (FL_UNLIKELY(dev != *device)) {
+    raise(PyExc_ValueError, "%s is on %s, expected %s like a", ex.field, dev.str().c_str(), device->str().c_str());
+    return false;
+  }
+  if (FL_UNLIKELY(!impl->has_storage())) {
+    raise(PyExc_ValueError, "%s has no data (a storage-less tensor)", ex.field);
+    return false;
+  }
+  const void* data = ex.kind == Kind::kHalf ? impl->mutable_data() : impl->data();
+  if (FL_UNLIKELY(reinterpret_cast<uintptr_t>(data) % ex.align)) {
+    raise(PyExc_ValueError, "%s data pointer 0x%llx must be %d-byte aligned", ex.field,
+          (unsigned long long)reinterpret_cast<uintptr_t>(data), ex.align);
+    return false;
+  }
+  *ptr = (int64_t)reinterpret_cast<uintptr_t>(data);
+  return true;
+}
+
+// The dims of a tensor argument for messages before its full check, or null with an error set.
+FL_COLD PyObject* err_masked_dims(const char* field, PyObject* obj, const char* expected) {
+  if (!PyObject_TypeCheck(obj, reinterpret_cast<PyTypeObject*>(THPVariableClass)))
+    return raise(PyExc_TypeError, "%s must be a torch.Tensor, got %s", field, Py_TYPE(obj)->tp_name);
+  char a[160];
+  format_dims(a, sizeof(a), THPVariable_Unpack(obj).sizes());
+  return raise(PyExc_ValueError, "%s has shape %s, expected %s", field, a, expected);
+}
+
+PyObject* grouped_mm_masked(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (FL_UNLIKELY(nargs != 6))
+    return raise(PyExc_TypeError, "grouped_mm_masked(a, sfa, b, sfb, masked_m, out) takes 6 arguments, got %zd", nargs);
+  try {
+    // G, max_m, K from a; N from b: both must be 3-D tensors first.
+    const auto dims3 = [](PyObject* obj, int64_t* d) {
+      if (!PyObject_TypeCheck(obj, reinterpret_cast<PyTypeObject*>(THPVariableClass))) return false;
+      const c10::IntArrayRef s = THPVariable_Unpack(obj).sizes();
+      if (s.size() != 3) return false;
+      d[0] = s[0], d[1] = s[1], d[2] = s[2];
+      return true;
+    };
+    int64_t ad[3], bd[3];
+    if (FL_UNLIKELY(!dims3(args[0], ad))) return err_masked_dims("a", args[0], "(G, max_m, K//2)");
+    if (FL_UNLIKELY(!dims3(args[2], bd))) return err_masked_dims("b", args[2], "(G, N, K//2)");
+    const int64_t G = ad[0], max_m = ad[1], kb = ad[2], k = 2 * kb, n = bd[1];
+    if (FL_UNLIKELY(G < 1 || max_m < 1 || kb < 32 || kb % 32 || k > fl::kMaxExtent || max_m > fl::kMaxExtent))
+      return err_masked_dims("a", args[0], "(G, max_m, K//2) with G >= 1, max_m >= 1 and K a positive multiple of 64 up "
+                             "to 2147483584");
+    if (FL_UNLIKELY(n < 1 || n > fl::kMaxExtent || n % 8))
+      return err_masked_dims("b", args[2], "(G, N, K//2) with N in 1..2147483647 a multiple of 8 (out's rows are "
+                             "stored in 16-byte chunks)");
+    char gmk[96], gnk[96], gm[64], gmn[96];
+    snprintf(gmk, sizeof(gmk), "G=%lld, max_m=%lld, K=%lld", (long long)G, (long long)max_m, (long long)k);
+    snprintf(gnk, sizeof(gnk), "G=%lld, N=%lld, K=%lld", (long long)G, (long long)n, (long long)k);
+    snprintf(gm, sizeof(gm), "G=%lld", (long long)G);
+    snprintf(gmn, sizeof(gmn), "G=%lld, max_m=%lld, N=%lld", (long long)G, (long long)max_m, (long long)n);
+    const int64_t kt = k / 64;
+    const MaskedExpect ex[6] = {
+        {"a", Kind::kFp4, {G, max_m, kb}, 3, gmk, 16},
+        {"sfa", Kind::kScale, {G, fl::ceil_div(max_m, 128), kt, 32, 4, 4}, 6, gmk, 16},
+        {"b", Kind::kFp4, {G, n, kb}, 3, gnk, 16},
+        {"sfb", Kind::kScale, {G, fl::ceil_div(n, 128), kt, 32, 4, 4}, 6, gnk, 16},
+        {"masked_m", Kind::kInt32, {G}, 1, gm, 4},
+        {"out", Kind::kHalf, {G, max_m, n}, 3, gmn, 16},
+    };
+    int64_t ptr[6];
+    c10::Device device{c10::kCPU};
+    for (int i = 0; i < 6; ++i)
+      if (!check_masked_layout(args[i], ex[i])) return nullptr;
+    for (int i = 0; i < 6; ++i)
+      if (!read_masked_data(args[i], ex[i], &device, &ptr[i])) return nullptr;
+    const c10::DeviceIndex dev = device.index();
+    cudaStream_t stream = c10::cuda::getCurrentCUDAStream(dev).stream();
+    const fl_masked_args margs{reinterpret_cast<const void*>(ptr[0]), reinterpret_cast<const void*>(ptr[1]),
+                               reinterpret_cast<const void*>(ptr[2]), reinterpret_cast<const void*>(ptr[3]),
+                               reinterpret_cast<const int32_t*>(ptr[4]), reinterpret_cast<void*>(ptr[5]),
+                               G, max_m, n, k};
+    char err[512];
+    const int rc = fl_launch_masked(&margs, stream, dev, &fl_torch_allocator, err, sizeof(err));
+    if (FL_UNLIKELY(rc != FL_OK)) return err_launch(rc, err);
+    Py_INCREF(args[5]);
+    return args[5];
+  } catch (const std::exception& e) {
+    return err_cpp(e.what());
+  }
+}
+
 PyMethodDef kMethods[] = {
     {"fast_launch", fast_launch, METH_O,
      "fast_launch(data) -> list[Tensor]\n\nRuns the NVFP4 grouped GEMM on the GPU MODE nvfp4_group_gemm input "
      "and returns the c tensors, written in place."},
+    {"grouped_mm_masked", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(grouped_mm_masked)),
+     METH_FASTCALL,
+     "grouped_mm_masked(a, sfa, b, sfb, masked_m, out) -> out\n\nThe masked NVFP4 grouped GEMM in the serving layout "
+     "(fastlaunch.grouped_mm_masked has the contract): expert g writes rows 0 .. masked_m[g]-1 of out[g], read on "
+     "the device; launches on the current stream of the tensors' device and returns out."},
     {"unpack", unpack, METH_O, "unpack(data) -> int\n\nChecks and unpacks like fast_launch (no device checks, no "
                                "launch); returns the number of groups."},
     {"pack", pack, METH_O, "pack(data) -> tuple[int, ...]\n\nThe int64 buffer [a b c sfa sfb m n k] x G."},

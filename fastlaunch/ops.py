@@ -200,8 +200,9 @@ def _check_masked_meta(a, sfa, b, sfb, masked_m, out) -> None:
     if not (G >= 1 and max_m >= 1 and 32 <= kb <= _MAX_K // 2 and kb % 32 == 0):
         raise ValueError(f"a has shape {_dims(a)}, expected (G, max_m, K//2) with G >= 1, max_m >= 1 and K a "
                          f"positive multiple of 64 up to 2147483584")
-    if not 1 <= n <= _MAX_EXTENT:
-        raise ValueError(f"b has shape {_dims(b)}, expected (G, N, K//2) with N in 1..2147483647")
+    if not 1 <= n <= _MAX_EXTENT or n % 8:
+        raise ValueError(f"b has shape {_dims(b)}, expected (G, N, K//2) with N in 1..2147483647 a multiple of 8 "
+                         f"(out's rows are stored in 16-byte chunks)")
     fp4 = "float4_e2m1fn_x2 or uint8"
     e4m3 = (torch.float8_e4m3fn,)
     dev = a.device

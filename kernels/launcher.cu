@@ -36,6 +36,7 @@ int init_device(int device, DeviceState& dev, Error& err) {
   FL_CUDA_TRY(err, cudaDeviceGetAttribute(&dev.sm_count, cudaDevAttrMultiProcessorCount, device));
   if (dev.cc_major == 9 && dev.cc_minor == 0) {
     dev.launch = sm90_launch;
+    dev.launch_masked = sm90_launch_masked;
     return sm90_init(dev, err);
   }
   if (dev.cc_major == 10 && dev.cc_minor == 0) {
@@ -72,15 +73,21 @@ int device_state(int device, DeviceState** out, Error& err) {
   return FL_OK;
 }
 
-int launch_on(DeviceState& dev, const int64_t* buf, int G, void* stream, int device, const fl_allocator* alloc,
-              Error& err) {
+// f() with `device` current, the caller's device restored after.
+template <class F>
+int on_device(int device, Error& err, F&& f) {
   int cur = -1;
   FL_CUDA_TRY(err, cudaGetDevice(&cur));
-  if (cur == device) return dev.launch(dev, buf, G, static_cast<cudaStream_t>(stream), alloc, err);
+  if (cur == device) return f();
   FL_CUDA_TRY(err, cudaSetDevice(device));
-  const int rc = dev.launch(dev, buf, G, static_cast<cudaStream_t>(stream), alloc, err);
+  const int rc = f();
   cudaSetDevice(cur);
   return rc;
+}
+
+int launch_on(DeviceState& dev, const int64_t* buf, int G, void* stream, int device, const fl_allocator* alloc,
+              Error& err) {
+  return on_device(device, err, [&] { return dev.launch(dev, buf, G, static_cast<cudaStream_t>(stream), alloc, err); });
 }
 
 }  // namespace
@@ -93,6 +100,24 @@ extern "C" int fl_launch(const int64_t* buf, int num_groups, void* stream, int d
   fl::DeviceState* dev = nullptr;
   if (int rc = fl::device_state(device, &dev, e)) return rc;
   return fl::launch_on(*dev, buf, num_groups, stream, device, alloc, e);
+}
+
+extern "C" int fl_launch_masked(const fl_masked_args* args, void* stream, int device, const fl_allocator* alloc,
+                                char* err, size_t errlen) {
+  fl::Error e{err, errlen};
+  const fl_masked_args& a = *args;
+  if (a.groups < 1 || a.groups > fl::kMaxExtent || a.max_m < 0 || a.max_m > fl::kMaxExtent || a.n < 1 ||
+      a.n > fl::kMaxExtent || a.k < fl::kKMultiple || a.k % fl::kKMultiple || a.k > fl::kMaxExtent)
+    return e.set(FL_ERR_VALUE, "masked form: unsupported sizes G=%lld max_m=%lld N=%lld K=%lld", (long long)a.groups,
+                 (long long)a.max_m, (long long)a.n, (long long)a.k);
+  if (a.max_m == 0) return FL_OK;  // no row to compute
+  fl::DeviceState* dev = nullptr;
+  if (int rc = fl::device_state(device, &dev, e)) return rc;
+  if (!dev->launch_masked)
+    return e.set(FL_ERR_UNSUPPORTED, "the masked form has a kernel for sm_90a (H100, H200) only; cuda:%d is sm_%d%d",
+                 device, dev->cc_major, dev->cc_minor);
+  return fl::on_device(device, e,
+                       [&] { return dev->launch_masked(*dev, a, static_cast<cudaStream_t>(stream), alloc, e); });
 }
 
 extern "C" int fl_launch_repeat(const int64_t* buf, int num_groups, void* stream, int device,

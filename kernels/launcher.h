@@ -38,6 +38,28 @@ typedef struct fl_allocator {
 int fl_launch(const int64_t* buf, int num_groups, void* stream, int device, const fl_allocator* alloc, char* err,
               size_t errlen);
 
+/* The masked form (a mixture-of-experts layer, experts stacked): G groups of the same N and K, each with room
+ * for max_m rows of A, every operand contiguous:
+ *   a   [G, max_m, K/2] packed E2M1          sfa [G, ceil(max_m/128), K/64, 32, 4, 4] reordered E4M3 scales
+ *   b   [G, N, K/2] packed E2M1              sfb [G, ceil(N/128), K/64, 32, 4, 4]
+ *   out [G, max_m, N] fp16                   masked_m: int32 [G] in device memory
+ * Group g computes rows 0 .. masked_m[g] - 1 of out[g] (masked_m[g] clamped to 0 .. max_m, read on the device
+ * after the work queued before on `stream`) and writes no other row. The host never reads masked_m, so one
+ * call can be captured in a CUDA graph and replayed with new contents. a, b, sfa, sfb, out 16-byte aligned;
+ * N a multiple of 8. */
+typedef struct fl_masked_args {
+  const void* a;
+  const void* sfa;
+  const void* b;
+  const void* sfb;
+  const int32_t* masked_m;
+  void* out;
+  int64_t groups, max_m, n, k;
+} fl_masked_args;
+
+int fl_launch_masked(const fl_masked_args* args, void* stream, int device, const fl_allocator* alloc, char* err,
+                     size_t errlen);
+
 /* Benchmark floor: `iters` calls of fl_launch with the same prepacked buffer from a C loop. Writes
  * the host nanoseconds per call (mean over the loop, no synchronisation inside) to *ns_per_launch. */
 int fl_launch_repeat(const int64_t* buf, int num_groups, void* stream, int device, const fl_allocator* alloc,

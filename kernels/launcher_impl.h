@@ -154,6 +154,8 @@ struct Sm90State {
   // tools/launch_latency.cu).
   CUfunction fn[sm90::kNumBuilds][2][4] = {};
   CUfunction convert_fn[4] = {};  // the A conversion, by groups as fn's last index ([0]: convert_a_small)
+  // the masked form's GEMM (nvfp4_group_gemm_masked): [0 main build, 1 narrow build][parameter-block size, as fn's]
+  CUfunction masked_fn[2][4] = {};
   CUfunction half_fn[2] = {};     // the GEMM on half tiles (kernels/sm90/plan/planner.h kHalfBlockN), up to kGroupsSmall groups
   CUfunction red_fn = {};         // reduced tiles (kernels/sm90/plan/planner.h share_reduce), up to kGroupsSmall groups: the GEMM
   CUfunction reduce_fn = {};      // ... and the kernel that sums their parts into C
@@ -186,6 +188,7 @@ struct Sm100State {
 
 struct DeviceState;
 using LaunchFn = int (*)(const DeviceState&, const int64_t*, int, cudaStream_t, const fl_allocator*, Error&);
+using LaunchMaskedFn = int (*)(const DeviceState&, const fl_masked_args&, cudaStream_t, const fl_allocator*, Error&);
 
 struct DeviceState {
   std::atomic<int> status{-1};  // -1 not initialised, else the fl_status of initialisation
@@ -193,6 +196,7 @@ struct DeviceState {
   int cc_major = 0, cc_minor = 0, sm_count = 0;
   Driver drv;
   LaunchFn launch = nullptr;  // the architecture's launch function, set by init_device
+  LaunchMaskedFn launch_masked = nullptr;  // ... of the masked form (null: the architecture has none)
   Sm90State sm90;
   Sm100State sm100;
 };
@@ -200,6 +204,8 @@ struct DeviceState {
 int sm90_init(DeviceState& dev, Error& err);
 int sm90_launch(const DeviceState& dev, const int64_t* buf, int num_groups, cudaStream_t stream,
                 const fl_allocator* alloc, Error& err);
+int sm90_launch_masked(const DeviceState& dev, const fl_masked_args& args, cudaStream_t stream,
+                       const fl_allocator* alloc, Error& err);
 int sm100_init(DeviceState& dev, Error& err);  // kernels/sm100/launch.cu (built for sm_100a)
 int sm100_launch(const DeviceState& dev, const int64_t* buf, int num_groups, cudaStream_t stream,
                  const fl_allocator* alloc, Error& err);

@@ -206,9 +206,38 @@ struct ConsumerPos {
 };
 
 // C stored by TMA (kernels/sm90/epilogue.cuh store_pass): launches of up to kGroupsSmall groups (whose C maps are
-// kernel parameters, Params::map_c) with every C row aligned (not ANY); reduced tiles store no C here.
-template <int MAXG, bool ANY, bool RED>
-constexpr bool kTmaC = MAXG <= kGroupsSmall && !ANY && !RED;
+// kernel parameters, Params::map_c) with every C row aligned (not ANY); reduced tiles store no C here, and
+// the masked form stores no row past its group's masked_m (a TMA store writes a box's every row up to the map's).
+template <int MAXG, bool ANY, bool RED, bool MASKED = false>
+constexpr bool kTmaC = MAXG <= kGroupsSmall && !ANY && !RED && !MASKED;
+
+// The rows group g computes this call: its planned m, or in the masked form masked_m[g] clamped to
+// 0 .. m (written by an earlier grid: read after griddepcontrol.wait).
+template <bool MASKED, int MAXG>
+__device__ __forceinline__ int call_rows(const Params<MAXG>& p, int g) {
+  const int m = p.groups[g].m;
+  if constexpr (MASKED) {
+    const int mm = __ldg(p.masked_m + g);
+    return mm < 0 ? 0 : mm < m ? mm : m;
+  } else {
+    return m;
+  }
+}
+
+// The masked form skips a unit whose tile holds no row to compute: its producers load nothing for it and
+// its consumers run nothing, every warp deciding alike from the same masked_m. A split tile's parts skip
+// together, so no CTA waits for a partner's sums that were never written.
+template <int MAXG>
+__device__ __forceinline__ bool skip_unit(const Params<MAXG>& p, const Unit& w) {
+  return w.tile.m0 >= call_rows<true>(p, w.tile.g);
+}
+
+// C's pointer, rows and row length for the epilogue (store_tile reads these three): the masked form's rows
+// are its group's masked_m.
+struct CallC {
+  __half* c;
+  int32_t m, n;
+};
 
 // Group g's C map where the launch has them (kTmaC), else null.
 template <bool TMA, int MAXG>
@@ -258,8 +287,9 @@ __device__ __forceinline__ void k_loop(const Smem& sm, float (&all)[kMaxWidth / 
 // W / 2 registers). N: the wgmma's N (W, or in the narrow and mid builds kernels/sm90/plan/planner.h kNarrowN, kMidN), the K loop
 // on the first N / 2 sums; the sums past N are left as they are: they belong to A rows past the tile's
 // (N covers them), which no epilogue stores and no partial sum carries into a stored row.
-// `pending`: this warp's flag, raised after the next unit's K loop (or at the end).
-template <int W, bool ANY, bool RED, int N, bool EL = false, int MAXG>
+// `pending`: this warp's flag, raised after the next unit's K loop (or at the end). MASKED: the masked form
+// (its rows from masked_m, C stored by the threads).
+template <int W, bool ANY, bool RED, int N, bool EL = false, bool MASKED = false, int MAXG>
 __device__ __forceinline__ void consumer_unit(const Params<MAXG>& p, const Smem& sm, float (&all)[kMaxWidth / 2],
                                               const Unit& w, ConsumerPos& pos, int r0, int c, int cw, int wq,
                                               int lane, int32_t*& pending, uint64_t* tr) {
@@ -279,7 +309,8 @@ __device__ __forceinline__ void consumer_unit(const Params<MAXG>& p, const Smem&
   if (lane == 0) ptx::mbar_arrive(sm.empty(pos.prev));
   raise_flag(pending, lane);
   const int cwarp = 4 * cw + wq;
-  const int rows = min(W, gr.m - w.tile.m0);  // the tile's valid A rows
+  const int m = call_rows<MASKED>(p, w.tile.g);
+  const int rows = min(W, m - w.tile.m0);  // the tile's valid A rows
   // A unit that does not finish its tile hands its sums on; RED (reduced tiles): every unit, to the
   // reduce kernel, with no flag (that kernel runs after this grid).
   if (RED || !w.ends_tile()) {
@@ -289,9 +320,13 @@ __device__ __forceinline__ void consumer_unit(const Params<MAXG>& p, const Smem&
     return;
   }
   if (w.k0 > 0) add_partials<W>(p, acc, blockIdx.x, w.t, rows, cwarp, lane);
-  constexpr bool kTma = kTmaC<MAXG, ANY, RED>;
-  store_tile<W, false, ANY, kTma>(sm.base + kOffEpi + cw * kEpiWgBytes, acc, gr, w.tile.m0, w.tile.n0, cw, wq, lane,
-                                  c_map<kTma>(p, w.tile.g));
+  constexpr bool kTma = kTmaC<MAXG, ANY, RED, MASKED>;
+  if constexpr (MASKED)
+    store_tile<W, false, ANY, kTma>(sm.base + kOffEpi + cw * kEpiWgBytes, acc, CallC{gr.c, m, gr.n}, w.tile.m0,
+                                    w.tile.n0, cw, wq, lane, c_map<kTma>(p, w.tile.g));
+  else
+    store_tile<W, false, ANY, kTma>(sm.base + kOffEpi + cw * kEpiWgBytes, acc, gr, w.tile.m0, w.tile.n0, cw, wq,
+                                    lane, c_map<kTma>(p, w.tile.g));
   trace(tr, kTrFirstEpilogue);
 }
 
@@ -374,51 +409,54 @@ __device__ __forceinline__ void consumer_unit_half(const Params<MAXG>& p, const 
 // The narrow build (kernels/sm90/plan/planner.h kNarrowN): a unit of the narrowest width at wgmma N = kNarrowN where its group's
 // tiles take it (narrow_tiles), else at W; each N a unit of its own (K loop and epilogue: K loops of
 // different N before one epilogue made ptxas serialise the wgmma, C7515).
-template <int W, bool ANY, int MAXG>
+template <int W, bool ANY, bool MASKED, int MAXG>
 __device__ __forceinline__ void narrow_unit(const Params<MAXG>& p, const Smem& sm, float (&all)[kMaxWidth / 2],
                                             const Unit& w, ConsumerPos& pos, int r0, int c, int cw, int wq, int lane,
                                             int32_t*& pending, uint64_t* tr) {
   if constexpr (W == kWidths[0]) {
     if (narrow_tiles(p.groups[w.tile.g])) {
-      consumer_unit<W, ANY, false, kNarrowN, true>(p, sm, all, w, pos, r0, c, cw, wq, lane, pending, tr);
+      consumer_unit<W, ANY, false, kNarrowN, true, MASKED>(p, sm, all, w, pos, r0, c, cw, wq, lane, pending, tr);
       return;
     }
   }
-  consumer_unit<W, ANY, false, W, true>(p, sm, all, w, pos, r0, c, cw, wq, lane, pending, tr);
+  consumer_unit<W, ANY, false, W, true, MASKED>(p, sm, all, w, pos, r0, c, cw, wq, lane, pending, tr);
 }
 
 // The main loop of the tile's width (kernels/sm90/plan/planner.h kWidths: more main loops in one kernel made ptxas
 // serialise the wgmma, C7512). HALF: half tiles (r0 is then the row inside the warpgroup's 64).
-template <bool HALF, bool ANY, bool RED, int BUILD, int I = 0, int MAXG>
+template <bool HALF, bool ANY, bool RED, int BUILD, bool MASKED = false, int I = 0, int MAXG>
 __device__ __forceinline__ void consumer_dispatch(const Params<MAXG>& p, const Smem& sm, float (&all)[kMaxWidth / 2],
                                                   const Unit& w, ConsumerPos& pos, int r0, int c, int cw,
                                                   int wq, int lane, int32_t*& pending, uint64_t* tr) {
   constexpr int W = kWidths[I];
   if constexpr (I + 1 < kNumWidths) {
     if (p.groups[w.tile.g].width > W) {
-      consumer_dispatch<HALF, ANY, RED, BUILD, I + 1>(p, sm, all, w, pos, r0, c, cw, wq, lane, pending, tr);
+      consumer_dispatch<HALF, ANY, RED, BUILD, MASKED, I + 1>(p, sm, all, w, pos, r0, c, cw, wq, lane, pending, tr);
       return;
     }
   }
   if constexpr (HALF) consumer_unit_half<W, ANY>(p, sm, all, w, pos, r0, c, cw, wq, lane, tr);
   else if constexpr (BUILD == kBuildNarrow)
-    narrow_unit<W, ANY>(p, sm, all, w, pos, r0, c, cw, wq, lane, pending, tr);
+    narrow_unit<W, ANY, MASKED>(p, sm, all, w, pos, r0, c, cw, wq, lane, pending, tr);
   // the mid build: each width's loop at its one wgmma N, kernels/sm90/plan/planner.h mid_loop_n (the planner runs no tile it does not
   // cover on it: mid_fits)
-  else consumer_unit<W, ANY, RED, BUILD == kBuildMid ? mid_loop_n(W) : W>(p, sm, all, w, pos, r0, c, cw, wq, lane,
-                                                                           pending, tr);
+  else consumer_unit<W, ANY, RED, BUILD == kBuildMid ? mid_loop_n(W) : W, false, MASKED>(p, sm, all, w, pos, r0, c,
+                                                                                          cw, wq, lane, pending, tr);
 }
 
 // HALF: half tiles (kernels/sm90/plan/planner.h kHalfBlockN, whole tiles only; consumer_unit_half). ANY: C rows at any
 // alignment stored in aligned 16-byte chunks (kernels/sm90/epilogue.cuh), for launches with such rows. RED:
 // reduced tiles (kernels/sm90/plan/planner.h): every CTA stores its one unit's partial sums for the reduce kernel
 // (kernels/sm90/reduce.cuh), which stores C. BUILD: kernels/sm90/plan/planner.h kBuildMain, kBuildNarrow (the narrow build, kNarrowN)
-// or kBuildMid (the mid build, kMidN); the last two whole and split tiles only.
-template <int MAXG, bool HALF = false, bool ANY = false, bool RED = false, int BUILD = kBuildMain>
-__global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_constant__ Params<MAXG> p) {
+// or kBuildMid (the mid build, kMidN); the last two whole and split tiles only. MASKED: the masked form
+// (Params::masked_m; whole and split tiles, C rows aligned and stored by the threads). The body of both kernels
+// below.
+template <int MAXG, bool HALF, bool ANY, bool RED, int BUILD, bool MASKED>
+__device__ __forceinline__ void group_gemm(const Params<MAXG>& p) {
   static_assert(!HALF || kStages % 2 == 0, "half tiles: each stage serves one consumer warpgroup");
   static_assert(!RED || (!HALF && !ANY), "reduced tiles: whole-tile units, C stored by the reduce kernel");
   static_assert(BUILD == kBuildMain || (!HALF && !RED), "the narrow and mid builds: whole and split tiles");
+  static_assert(!MASKED || (!HALF && !RED && !ANY), "the masked form: whole and split tiles, aligned C rows");
   constexpr int kBN = HALF ? kHalfBlockN : kBlockN;  // B rows per tile
   extern __shared__ __align__(1024) uint8_t smem[];
   // Read from lane 0, so ptxas knows them warp-uniform and may keep what derives from them (ring
@@ -452,7 +490,8 @@ __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_con
       // B itself is an input, complete once the conversion kernel has passed its own
       // griddepcontrol.wait (it lets this grid launch only after that).
       constexpr bool kParamMaps = MAXG <= kGroupsSmall;  // map_b holds the B maps (else b_maps does)
-      if (!kParamMaps) ptx::griddep_wait();
+      // (the masked form reads masked_m, which an earlier grid may write, before its first load)
+      if (!kParamMaps || MASKED) ptx::griddep_wait();
       if (p.trace) {  // trace: the share's bounds are in registers
         asm volatile("" ::"r"(share.first_t), "r"(share.last_t), "r"(share.end_k));
         if (lane == 0) trace(p.trace, kTrBShare);
@@ -462,6 +501,9 @@ __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_con
       bool first = true, first_load = true;
       for (int u = 0; u < share.units(); ++u) {
         const Unit w = share.unit<kBN>(p, u);
+        if constexpr (MASKED) {
+          if (skip_unit(p, w)) continue;
+        }
         const Group& gr = p.groups[w.tile.g];
         const void* map_b =
             kParamMaps ? (const void*)&p.map_b[w.tile.g] : (const void*)(p.b_maps + (size_t)w.tile.g * kMapBytes);
@@ -518,6 +560,9 @@ __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_con
           a_row = gr.a16_row + w.tile.m0;
           box(gr, map, bytes);
         }
+        if constexpr (MASKED) {
+          if (skip_unit(p, w)) continue;
+        }
         for (int kc = w.k0; kc < w.k1; ++kc, ra.next()) {
           ptx::mbar_wait(sm.empty(ra.s), ra.ph ^ 1);
           if (lane == 0) {
@@ -546,18 +591,34 @@ __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_con
     int32_t* pending = nullptr;  // the flag of partial sums written, not yet raised
     for (int u = 0; u < share.units(); ++u) {
       const Unit w = share.unit<kBN>(p, u);
+      if constexpr (MASKED) {
+        if (skip_unit(p, w)) continue;
+      }
       float acc[kMaxWidth / 2];  // per unit: nothing carries over, so no register lives across widths
-      consumer_dispatch<HALF, ANY, RED, BUILD>(p, sm, acc, w, pos, r0, c, cw, wq, lane, pending, tr);
+      consumer_dispatch<HALF, ANY, RED, BUILD, MASKED>(p, sm, acc, w, pos, r0, c, cw, wq, lane, pending, tr);
       tr = nullptr;  // trace the first unit only
     }
     raise_flag(pending, lane);
-    epilogue_buffer_read<kTmaC<MAXG, ANY, RED>>();  // shared memory outlives the last TMA store's reads
+    epilogue_buffer_read<kTmaC<MAXG, ANY, RED, MASKED>>();  // shared memory outlives the last TMA store's reads
     trace(threadIdx.x == 128 ? p.trace : nullptr, kTrConsumerDone);
   }
   if (p.trace) {
     __syncthreads();
     if (threadIdx.x == 0) trace(p.trace, kTrExit);
   }
+}
+
+// The grouped GEMM of the task's layout: every size and pointer from the host.
+template <int MAXG, bool HALF = false, bool ANY = false, bool RED = false, int BUILD = kBuildMain>
+__global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_constant__ Params<MAXG> p) {
+  group_gemm<MAXG, HALF, ANY, RED, BUILD, false>(p);
+}
+
+// The masked form (stacked experts, rows per group from masked_m on the device): planned for every group's
+// largest m; a tile past its group's masked_m is skipped, and no C row at or past it is written.
+template <int MAXG, int BUILD = kBuildMain>
+__global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm_masked(const __grid_constant__ Params<MAXG> p) {
+  group_gemm<MAXG, false, false, false, BUILD, true>(p);
 }
 
 }  // namespace fl::sm90

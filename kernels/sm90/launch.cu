@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 #include "sm90/plan/group_cuts.h"
 #include "launcher_impl.h"
@@ -58,6 +59,18 @@ int prepare_skinny(CUfunction (&fn)[sm90::kNumSkinnyBuilds][sm90::kNumSkinnyLane
       return rc;
     return prepare_skinny<I + 1>(fn, err);
   }
+}
+
+// The masked form's GEMM for each parameter-block size (Sm90State::masked_fn[build]).
+template <int BUILD>
+int prepare_masked(CUfunction (&fn)[4], Error& err) {
+  const void* syms[4] = {reinterpret_cast<const void*>(&sm90::nvfp4_group_gemm_masked<sm90::kGroupsSmall, BUILD>),
+                         reinterpret_cast<const void*>(&sm90::nvfp4_group_gemm_masked<sm90::kGroupsMid, BUILD>),
+                         reinterpret_cast<const void*>(&sm90::nvfp4_group_gemm_masked<sm90::kGroupsLarge, BUILD>),
+                         reinterpret_cast<const void*>(&sm90::nvfp4_group_gemm_masked<sm90::kGroupsPerLaunch, BUILD>)};
+  for (int i = 0; i < 4; ++i)
+    if (int rc = kernel_handle(syms[i], sm90::kSmemBytes, &fn[i], err)) return rc;
+  return FL_OK;
 }
 
 template <int MAXG>
@@ -207,10 +220,12 @@ int64_t chunk_bytes(int64_t rows, int64_t kmax, int groups, int sm_count, const 
 
 // One launch of up to MAXG groups g0 .. g0+gc-1: the A conversion (and the B maps, for MAXG >
 // kGroupsSmall), then the GEMM. `a16` points at this launch's part of the workspace and is advanced
-// past it. `known`: the launch's plan if the caller holds it (else it is looked up again).
+// past it. `known`: the launch's plan if the caller holds it (else it is looked up again under `force`).
+// `masked` (the masked form, or null): the G groups' rows on the device; the GEMM is its masked kernel.
 template <int MAXG>
 int launch_chunk(const DeviceState& dev, const int64_t* buf, int G, int g0, int gc, uint8_t*& a16,
-                 const sm90::LaunchPlan* known, cudaStream_t stream, Error& err) {
+                 const sm90::LaunchPlan* known, const sm90::PlanForce& force, const int32_t* masked,
+                 cudaStream_t stream, Error& err) {
   const Sm90State& st = dev.sm90;
   constexpr int which = MAXG == sm90::kGroupsSmall ? 0
                         : MAXG == sm90::kGroupsMid  ? 1
@@ -219,7 +234,7 @@ int launch_chunk(const DeviceState& dev, const int64_t* buf, int G, int g0, int 
   Params<MAXG> p;
   const sm90::LaunchPlan& plan =
       known ? *known
-            : launch_plan(buf + 5 * G + g0, buf + 6 * G + g0, buf + 7 * G + g0, gc, dev.sm_count, st.force);
+            : launch_plan(buf + 5 * G + g0, buf + 6 * G + g0, buf + 7 * G + g0, gc, dev.sm_count, force);
   int64_t rows = 0, kmax = 0;
   launch_extent(buf, G, g0, gc, &rows, &kmax);
   if (int rc = a16_maps(dev.drv, p.map_a16, a16, kmax * 2, sm90::a16_map_rows(rows), err)) return rc;
@@ -254,7 +269,7 @@ int launch_chunk(const DeviceState& dev, const int64_t* buf, int G, int g0, int 
   if constexpr (MAXG <= sm90::kGroupsSmall) {
     const int box_rows = plan.half ? sm90::kHalfBlockN : sm90::kBlockN;
     if (int rc = b_maps(dev.drv, p.map_b, buf, G, g0, plan.order, gc, box_rows, err)) return rc;
-    if (!any && !plan.reduce)  // the kernels of aligned C (sm90::kTmaC) store it through these; reduced tiles do not
+    if (!any && !plan.reduce && !masked)  // the kernels of aligned C (sm90::kTmaC) store it through these
       if (int rc = c_maps(dev.drv, p.map_c, buf, G, g0, plan.order, gc, err)) return rc;
   }
   uint8_t* const tail = a16 + sm90::a16_launch_bytes(rows, kmax);
@@ -269,6 +284,7 @@ int launch_chunk(const DeviceState& dev, const int64_t* buf, int G, int g0, int 
   std::memcpy(p.start_k, plan.start_k, sizeof(int32_t) * (plan.ctas + 1));
   p.a16_pitch = (int32_t)kmax;
   p.trace = st.trace;
+  p.masked_m = masked ? masked + g0 : nullptr;
   void* args[1] = {&p};
 
   // The conversion: one thread per unit (kernels/sm90/plan/planner.h convert_ctas), and enough CTAs for one warp per group's B map.
@@ -302,6 +318,16 @@ int launch_chunk(const DeviceState& dev, const int64_t* buf, int G, int g0, int 
   cfg.sharedMemBytes = sm90::kSmemBytes;
   cfg.hStream = reinterpret_cast<CUstream>(stream);
   CUfunction fn = st.fn[plan.build][any][which];
+  if (masked) {
+    // its kernels: whole and split tiles of the main and narrow builds, aligned C rows, the groups in launch
+    // order (masked_m is indexed by the launch's group)
+    bool ordered = true;
+    for (int i = 0; i < gc; ++i) ordered = ordered && plan.order[i] == i;
+    if (any || plan.half || plan.reduce || plan.build == sm90::kBuildMid || !ordered)
+      return err.set(FL_ERR_VALUE, "masked form: no kernel for this plan (half %d, reduced %d, build %d, aligned C %d, "
+                     "groups in order %d)", (int)plan.half, plan.reduce, plan.build, (int)!any, (int)ordered);
+    fn = st.masked_fn[plan.build == sm90::kBuildNarrow][which];
+  }
   if constexpr (MAXG == sm90::kGroupsSmall) {
     // the planner takes half and reduced tiles for up to kGroupsSmall groups only
     if (plan.half) fn = st.half_fn[any];
@@ -396,6 +422,8 @@ int sm90_init(DeviceState& dev, Error& err) {
   if (int rc = prepare_build<sm90::kBuildMain>(st.fn[sm90::kBuildMain], err)) return rc;
   if (int rc = prepare_build<sm90::kBuildNarrow>(st.fn[sm90::kBuildNarrow], err)) return rc;
   if (int rc = prepare_build<sm90::kBuildMid>(st.fn[sm90::kBuildMid], err)) return rc;
+  if (int rc = prepare_masked<sm90::kBuildMain>(st.masked_fn[0], err)) return rc;
+  if (int rc = prepare_masked<sm90::kBuildNarrow>(st.masked_fn[1], err)) return rc;
   if (int rc = prepare<sm90::kGroupsSmall, true>(&st.half_fn[0], err)) return rc;
   if (int rc = prepare<sm90::kGroupsSmall, true, true>(&st.half_fn[1], err)) return rc;
   if (int rc = prepare<sm90::kGroupsSmall, false, false, true>(&st.red_fn, err)) return rc;
@@ -482,9 +510,10 @@ int sm90_init(DeviceState& dev, Error& err) {
 
 namespace {
 
-// The launches of buf's G groups; src (or null): the caller's group of each, for error messages.
-int launch_groups(const DeviceState& dev, const int64_t* buf, int G, const int* src, cudaStream_t stream,
-                  const fl_allocator* alloc, Error& err) {
+// The launches of buf's G groups; src (or null): the caller's group of each, for error messages. `force`: the
+// planner's settings; `masked` (or null): the masked form's rows on the device (launch_chunk).
+int launch_groups(const DeviceState& dev, const int64_t* buf, int G, const int* src, const sm90::PlanForce& force,
+                  const int32_t* masked, cudaStream_t stream, const fl_allocator* alloc, Error& err) {
   // Check every limit before the first launch, so a bad group launches nothing.
   int64_t tiles = 0, units = 0, rows = 0, kmax = 0, workspace = 0;
   // The plan of a call of one launch, found once: with more launches a later lookup may replace an
@@ -513,8 +542,8 @@ int launch_groups(const DeviceState& dev, const int64_t* buf, int G, const int* 
       // rows, kmax < 2^31, so the launch's bytes < 2^63; the running sum is checked far below overflow.
       // The launch's plan (kept per thread: launch_chunk finds it again) says whether it splits tiles.
       const int g0 = g / sm90::kGroupsPerLaunch * sm90::kGroupsPerLaunch;
-      const sm90::LaunchPlan& plan = launch_plan(buf + 5 * G + g0, buf + 6 * G + g0, buf + 7 * G + g0, g + 1 - g0,
-                                                 dev.sm_count, dev.sm90.force);
+      const sm90::LaunchPlan& plan =
+          launch_plan(buf + 5 * G + g0, buf + 6 * G + g0, buf + 7 * G + g0, g + 1 - g0, dev.sm_count, force);
       workspace += chunk_bytes(rows, kmax, g + 1 - g0, dev.sm_count, plan);
       if (G <= sm90::kGroupsPerLaunch) single = &plan;
       if (workspace > kMaxWorkspaceBytes)
@@ -529,11 +558,13 @@ int launch_groups(const DeviceState& dev, const int64_t* buf, int G, const int* 
   for (int g0 = 0; g0 < G && rc == FL_OK; g0 += sm90::kGroupsPerLaunch) {
     const int gc = G - g0 < sm90::kGroupsPerLaunch ? G - g0 : sm90::kGroupsPerLaunch;
     // The smallest parameter block that holds the launch's groups.
-    if (gc <= sm90::kGroupsSmall) rc = launch_chunk<sm90::kGroupsSmall>(dev, buf, G, g0, gc, a16, single, stream, err);
-    else if (gc <= sm90::kGroupsMid) rc = launch_chunk<sm90::kGroupsMid>(dev, buf, G, g0, gc, a16, single, stream, err);
+    if (gc <= sm90::kGroupsSmall)
+      rc = launch_chunk<sm90::kGroupsSmall>(dev, buf, G, g0, gc, a16, single, force, masked, stream, err);
+    else if (gc <= sm90::kGroupsMid)
+      rc = launch_chunk<sm90::kGroupsMid>(dev, buf, G, g0, gc, a16, single, force, masked, stream, err);
     else if (gc <= sm90::kGroupsLarge)
-      rc = launch_chunk<sm90::kGroupsLarge>(dev, buf, G, g0, gc, a16, single, stream, err);
-    else rc = launch_chunk<sm90::kGroupsPerLaunch>(dev, buf, G, g0, gc, a16, single, stream, err);
+      rc = launch_chunk<sm90::kGroupsLarge>(dev, buf, G, g0, gc, a16, single, force, masked, stream, err);
+    else rc = launch_chunk<sm90::kGroupsPerLaunch>(dev, buf, G, g0, gc, a16, single, force, masked, stream, err);
   }
   ws.release(stream);  // stream-ordered: after the kernels just queued
   return rc;
@@ -598,11 +629,40 @@ int sm90_launch(const DeviceState& dev, const int64_t* buf, int G, cudaStream_t 
         int64_t cut[8 * sm90::kGroupsSmall];
         int src[sm90::kGroupsSmall];
         const int Gc = sm90::apply_cuts(buf, G, head, cut, src);
-        return launch_groups(dev, cut, Gc, src, stream, alloc, err);
+        return launch_groups(dev, cut, Gc, src, dev.sm90.force, nullptr, stream, alloc, err);
       }
     }
   }
-  return launch_groups(dev, buf, G, nullptr, stream, alloc, err);
+  return launch_groups(dev, buf, G, nullptr, dev.sm90.force, nullptr, stream, alloc, err);
+}
+
+int sm90_launch_masked(const DeviceState& dev, const fl_masked_args& a, cudaStream_t stream, const fl_allocator* alloc,
+                       Error& err) {
+  // The masked kernels store C rows in 16-byte chunks by the threads.
+  if (a.n % 8 != 0 || reinterpret_cast<uintptr_t>(a.out) % 16 != 0)
+    return err.set(FL_ERR_VALUE, "masked form: out rows must be 16-byte aligned: N a multiple of 8 (got N=%lld) and "
+                   "out 16-byte aligned", (long long)a.n);
+  // The groups as the task layout's buffer, each planned at max_m rows: group g's operands lie a fixed
+  // stride after group 0's.
+  const int G = (int)a.groups;
+  const int64_t kb = a.k / 2, kt = a.k / sm90::kBlockK;
+  const int64_t a_stride = a.max_m * kb, b_stride = a.n * kb, c_stride = a.max_m * a.n * 2;
+  const int64_t sfa_stride = ceil_div(a.max_m, 128) * kt * sm90::kSfBlockBytes;
+  const int64_t sfb_stride = ceil_div(a.n, 128) * kt * sm90::kSfBlockBytes;
+  thread_local std::vector<int64_t> buf;
+  buf.resize((size_t)8 * G);
+  for (int g = 0; g < G; ++g) {
+    buf[0 * G + g] = reinterpret_cast<int64_t>(a.a) + g * a_stride;
+    buf[1 * G + g] = reinterpret_cast<int64_t>(a.b) + g * b_stride;
+    buf[2 * G + g] = reinterpret_cast<int64_t>(a.out) + g * c_stride;
+    buf[3 * G + g] = reinterpret_cast<int64_t>(a.sfa) + g * sfa_stride;
+    buf[4 * G + g] = reinterpret_cast<int64_t>(a.sfb) + g * sfb_stride;
+    buf[5 * G + g] = a.max_m, buf[6 * G + g] = a.n, buf[7 * G + g] = a.k;
+  }
+  // Its kernels: whole and split tiles of the main and narrow builds.
+  sm90::PlanForce force = dev.sm90.force;
+  force.half = 2, force.mid = 2, force.reduce = 2;
+  return launch_groups(dev, buf.data(), G, nullptr, force, a.masked_m, stream, alloc, err);
 }
 
 }  // namespace fl

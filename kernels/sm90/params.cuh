@@ -58,6 +58,9 @@ struct Params {
   int32_t start_k[kMaxCtas + 1];
   Group groups[MAXG];
   alignas(64) int32_t tile_end[MAXG];  // group g's tiles end here (exclusive) in the launch's tile order
+  // The masked form (nvfp4_group_gemm_masked) only: group g computes rows 0 .. masked_m[g] - 1 (at most its
+  // planned m) and stores no other row; read on the device, after the grid before this one. Null otherwise.
+  const int32_t* masked_m;
 };
 
 // The A conversion's own parameters for launches of up to kGroupsSmall groups (whose B maps are GEMM

@@ -1,9 +1,10 @@
 """What the op tests on the CPU (tests/cpu/test_ops.py) and on the GPU (tests/gpu/test_ops_gpu.py) share: the task
 tuple as the ops' lists, opcheck with every sub-check, and a small mixture-of-experts block over the masked op."""
 import contextlib
-import random
 
 import torch
+
+from conftest import fresh_seed
 
 import fastlaunch
 from fastlaunch import reference as R
@@ -15,9 +16,8 @@ _BYTE_DTYPES = (torch.float8_e4m3fn, torch.float4_e2m1fn_x2)
 
 
 def new_seed() -> int:
-    seed = random.randrange(1 << 30)
-    print(f"seed={seed}")
-    return seed
+    """The run's next seed (tests/conftest.py fresh_seed: printed; FASTLAUNCH_TEST_SEED repeats a run)."""
+    return fresh_seed()
 
 
 def task_args(data):

@@ -63,6 +63,33 @@ def test_sm90_gemms_have_a_wgmma_loop_per_width_and_no_local_memory(sass):
         assert re.search(r"\bUTMALDG\b", body), f"{VARIANTS[tag]}: no TMA load"
 
 
+# the masked form's GEMM <MAXG, BUILD>: main and narrow builds for every parameter-block size
+MASKED = {f"ILi{g}ELi{b}EE": f"masked, {g} groups{', narrow build' if b else ''}" for g in (16, 64, 128, 256)
+          for b in (0, 1)}
+
+
+def _masked(sass):
+    funcs = sass_loops.functions(sass["sm_90a"])
+    return {tag: body for name, body in funcs.items() if GEMM + "_masked" in name for tag in MASKED if tag in name}
+
+
+def test_masked_gemms_are_built_with_their_k_loops_and_no_tma_store(sass):
+    # every variant; a wgmma K loop per width (the narrow build: and its narrow N), no local memory inside the K
+    # loops, descriptors in uniform registers there; TMA loads of A and B but no TMA store of C: a store box would
+    # write rows past the group's masked_m
+    got = _masked(sass)
+    assert set(got) == set(MASKED), sorted(n for n in sass_loops.functions(sass["sm_90a"]) if "masked" in n)
+    for tag, body in got.items():
+        widths = set(_C.tile_widths) | ({_C.narrow_n} if tag.endswith("ELi1EE") else set())
+        inner = sass_loops.inner_loops(body)
+        assert set(inner) == widths, MASKED[tag]
+        for width, (hgmma, _n, r2ur, text) in inner.items():
+            assert hgmma == 8 and r2ur == 0, (MASKED[tag], width, hgmma, r2ur)
+            assert not re.search(r"\b(LDL|STL)\b", text), f"{MASKED[tag]} W={width}: local memory in a K loop"
+        assert re.search(r"\bUTMALDG\b", body), f"{MASKED[tag]}: no TMA load"
+        assert not re.search(r"\bUTMASTG\b", body), f"{MASKED[tag]}: a TMA store of C"
+
+
 def test_sm90_k_loops_keep_descriptors_in_uniform_registers(sass):
     # tools/tuning/sass_loops.py: each variant's innermost wgmma loop per width holds its two unrolled K steps
     # (8 HGMMA) and no R2UR, i.e. its ring position and wgmma descriptors stay in uniform registers (a

@@ -49,8 +49,9 @@ constexpr int64_t kMinPartSteps = 2;  // no part of a split tile is shorter than
 // C, spread over many CTAs. No CTA waits for another, so a tile may be cut into many parts, where a split
 // tile's finishing CTA reads the other parts one after the other.
 
-// What experiments and tests force on the planner (FASTLAUNCH_SM90_WCAP, _SHARE, _HALF); all 0: its
-// own choice.
+// What experiments and tests force on the planner (FASTLAUNCH_SM90_WCAP, _SHARE, _HALF, ...), and what the
+// masked form rules out (half tiles, reduced tiles and the mid build: its kernels have none); all 0: the
+// planner's own choice.
 struct PlanForce {
   int cap = 0;    // the widest tile (a compiled width)
   int share = 0;  // 1 whole tiles only, 2 split tiles only, 3 reduced tiles (below)
@@ -58,11 +59,12 @@ struct PlanForce {
   int half = 0;   // 1 half tiles only (where a launch may take them), 2 never
   int narrow = 0; // 1 the narrow build for every plan but half and reduced tiles, 2 never
   int mid = 0;    // 1 the mid build for every plan but half and reduced tiles where it fits (mid_fits), 2 never
+  int reduce = 0; // 2 never reduced tiles (share 3 then takes the planner's choice of the others)
   // share 3: reduced tiles only where a launch may take them (else the planner's choice), `parts` per
   // tile (0: the planner's number)
   bool operator==(const PlanForce& o) const {
     return cap == o.cap && share == o.share && parts == o.parts && half == o.half && narrow == o.narrow &&
-           mid == o.mid;
+           mid == o.mid && reduce == o.reduce;
   }
 };
 
@@ -540,7 +542,7 @@ inline void plan_launch(const int64_t* m, const int64_t* n, const int64_t* k, in
   const int first_kind = may_half && force.half == 1 && force.share != 3 ? 1 : 0,
             last_kind = may_half && force.share != 3 ? 1 : 0;  // 1: half tiles
   // reduced tiles: launches of up to kGroupsSmall groups (a GEMM kernel of their own)
-  const bool may_reduce = groups <= kGroupsSmall && force.half != 1;
+  const bool may_reduce = groups <= kGroupsSmall && force.half != 1 && force.reduce != 2;
   bool reduced = false;  // force.share 3: a reduced plan taken (no other kind replaces it)
   for (int kind = first_kind; kind <= last_kind; ++kind) {
     const bool half = kind == 1;

@@ -1,0 +1,60 @@
+"""The masked form's argument checks in fastlaunch._C.grouped_mm_masked, on the CPU: the same messages as the op's
+fake implementation (fastlaunch/ops.py) for every fault metadata shows, then the CUDA-device check."""
+import pytest
+import torch
+
+import fastlaunch
+from fastlaunch import ops
+from fastlaunch import reference as R
+
+from conftest import fresh_seed
+
+
+def _args(g=3, max_m=200, n=72, k=256):
+    return list(R.generate_masked_input(g, max_m, n, k, 5, fresh_seed(), device="cpu"))
+
+
+def _faults():
+    """(name, argument index, replacement) for one argument at a time."""
+    a, sfa, b, sfb, mm, out = _args()
+    return [
+        ("a dtype", 0, a.view(torch.uint8).to(torch.int8)),
+        ("a shape", 0, a[:, :100]),
+        ("a 2-D", 0, a[0]),
+        ("a strides", 0, a.view(torch.uint8).transpose(0, 1).contiguous().transpose(0, 1)),
+        ("sfa dtype", 1, sfa.view(torch.uint8)),
+        ("sfa shape", 1, sfa[:, :, :2]),
+        ("b shape", 2, b[:2]),
+        ("b N not a multiple of 8", 2, torch.zeros(3, 76, 128, dtype=torch.uint8)),
+        ("sfb shape", 3, sfb[:, :, :2]),
+        ("masked_m dtype", 4, mm.to(torch.int64)),
+        ("masked_m shape", 4, mm[:2]),
+        ("out dtype", 5, out.to(torch.bfloat16)),
+        ("out shape", 5, out[:, :100]),
+        ("out strides", 5, out.transpose(1, 2).contiguous().transpose(1, 2)),
+        ("not a tensor", 5, [1, 2]),
+    ]
+
+
+@pytest.mark.parametrize("name,index,bad", _faults(), ids=[f[0] for f in _faults()])
+def test_messages_match_the_fake_implementation(name, index, bad):
+    args = _args()
+    args[index] = bad
+    with pytest.raises((TypeError, ValueError)) as c_err:
+        fastlaunch._C.grouped_mm_masked(*args)
+    if isinstance(bad, torch.Tensor):
+        with pytest.raises((TypeError, ValueError)) as fake_err:
+            ops._check_masked_meta(*args)
+        assert (type(c_err.value), str(c_err.value)) == (type(fake_err.value), str(fake_err.value))
+    else:
+        assert str(c_err.value) == "out must be a torch.Tensor, got list"
+
+
+def test_well_formed_cpu_tensors_stop_at_the_device_check():
+    with pytest.raises(ValueError, match=r"^a must be on a CUDA device, got cpu$"):
+        fastlaunch._C.grouped_mm_masked(*_args())
+
+
+def test_argument_count():
+    with pytest.raises(TypeError, match=r"takes 6 arguments, got 5"):
+        fastlaunch._C.grouped_mm_masked(*_args()[:5])

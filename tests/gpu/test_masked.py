@@ -1,0 +1,101 @@
+"""GPU tests of the masked form (fastlaunch._C.grouped_mm_masked, kernels/sm90 nvfp4_group_gemm_masked; skipped
+without CUDA): every call against the fp32 reference with out poisoned, rows at and past masked_m[g] left as they
+were; decode and prefill sizes, G past one launch's 256 groups, counts written on the device by the kernel before,
+and the planner's whole and split tiles and the narrow build forced."""
+import json
+import os
+import random
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import fastlaunch
+from fastlaunch import reference as R
+
+from conftest import ROOT, fresh_seed, requires_cuda
+
+pytestmark = requires_cuda
+
+
+def run_masked(g, max_m, n, k, counts, seed, full_range=False):
+    a, sfa, b, sfb, masked_m, out = R.generate_masked_input(g, max_m, n, k, counts, seed, device="cuda",
+                                                            full_range=full_range, out_init="nan")
+    before = out.clone()
+    ref = R.ref_masked(a, sfa, b, sfb, masked_m)
+    got = fastlaunch._C.grouped_mm_masked(a, sfa, b, sfb, masked_m, out)
+    torch.cuda.synchronize()
+    assert got is out
+    return R.check_masked(out, ref, masked_m, before)
+
+
+def _cases(rng):
+    """(g, max_m, n, k, counts): decode steps (1-8 tokens per expert), prefill (64-512), edges, random."""
+    cases = [
+        (8, 8, 2048, 7168, [rng.randrange(1, 9) for _ in range(8)]),          # decode, narrow build
+        (64, 8, 2048, 1024, [rng.randrange(0, 9) for _ in range(64)]),        # decode, 64 experts, some empty
+        (8, 512, 2048, 1024, [rng.randrange(64, 513) for _ in range(8)]),     # prefill
+        (4, 320, 1024, 512, [0, 320, 1, 193]),                                # empty, full, one row, 192 + 1
+        (2, 64, 256, 64, [0, 0]),                                             # nothing to compute
+        (1, 1, 8, 64, [1]),
+        (300, 4, 128, 128, [rng.randrange(0, 5) for _ in range(300)]),        # two launches (256 + 44 groups)
+    ]
+    for _ in range(3):
+        g, max_m = rng.randrange(1, 20), rng.randrange(1, 300)
+        counts = [rng.randrange(0, max_m + 1) for _ in range(g)]
+        cases.append((g, max_m, 8 * rng.randrange(1, 200), 64 * rng.randrange(1, 30), counts))
+    return cases
+
+
+def test_masked_against_the_reference():
+    seed = fresh_seed()
+    for i, case in enumerate(_cases(random.Random(seed))):
+        ok, msg = run_masked(*case, seed + i, full_range=i % 3 == 2)
+        assert ok, f"case {case[:4]} counts {case[4][:16]}: {msg}"
+
+
+def test_masked_counts_from_the_kernel_before():
+    # masked_m written on the device right before the call (no synchronisation): the kernels read it in stream order
+    seed = fresh_seed()
+    g, max_m, n, k = 8, 16, 1024, 512
+    a, sfa, b, sfb, masked_m, out = R.generate_masked_input(g, max_m, n, k, 0, seed, device="cuda", out_init="nan")
+    before = out.clone()
+    experts = torch.randint(0, g, (40,), device="cuda", generator=torch.Generator("cuda").manual_seed(seed))
+    counts = torch.bincount(experts, minlength=g).clamp(max=max_m).to(torch.int32)
+    masked_m.copy_(counts)  # a device-to-device copy queued before the call
+    fastlaunch._C.grouped_mm_masked(a, sfa, b, sfb, masked_m, out)
+    torch.cuda.synchronize()
+    ok, msg = R.check_masked(out, R.ref_masked(a, sfa, b, sfb, masked_m), masked_m, before)
+    assert ok, msg
+
+
+CHILD = r"""
+import json, sys, torch
+from fastlaunch import _C, reference as R
+seed, cases = int(sys.argv[1]), json.loads(sys.argv[2])
+for i, (g, max_m, n, k, counts) in enumerate(cases):
+    a, sfa, b, sfb, mm, out = R.generate_masked_input(g, max_m, n, k, counts, seed + i, device="cuda")
+    before = out.clone()
+    ref = R.ref_masked(a, sfa, b, sfb, mm)
+    _C.grouped_mm_masked(a, sfa, b, sfb, mm, out)
+    torch.cuda.synchronize()
+    ok, msg = R.check_masked(out, ref, mm, before)
+    print(f"case {i}: {'ok' if ok else 'FAIL ' + msg}", flush=True)
+"""
+
+
+@pytest.mark.parametrize("env", [{"FASTLAUNCH_SM90_SHARE": "whole"}, {"FASTLAUNCH_SM90_SHARE": "split"},
+                                 {"FASTLAUNCH_SM90_SHARE": "split:4"}, {"FASTLAUNCH_SM90_NARROW": "1"},
+                                 {"FASTLAUNCH_SM90_NARROW": "0"}, {"FASTLAUNCH_SM90_WCAP": "128"}],
+                         ids=lambda e: ",".join(f"{k[15:]}={v}" for k, v in e.items()))
+def test_masked_forced_plans(env):
+    # whole tiles, split tiles (skipped tiles must leave the split tiles' hand-overs consistent), the narrow build
+    seed = fresh_seed()
+    rng = random.Random(seed)
+    cases = [(8, 24, 1024, 2048, [rng.randrange(0, 25) for _ in range(8)]),
+             (2, 400, 512, 4096, [0, 257]), (3, 200, 256, 7168, [200, 1, 64]), (16, 8, 2048, 512, [3] * 16)]
+    out = subprocess.run([sys.executable, "-c", CHILD, str(seed), json.dumps(cases)], cwd=ROOT, capture_output=True,
+                         text=True, timeout=600, env={**os.environ, **env})
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.count(": ok") == len(cases), out.stdout
