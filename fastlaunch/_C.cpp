@@ -14,8 +14,11 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <torch/csrc/autograd/python_variable.h>
+#include <torch/version.h>
 
 #include <cstdarg>
 #include <cstdint>
@@ -168,8 +171,28 @@ FL_COLD PyObject* err_align(Py_ssize_t g, const char* field, uintptr_t ptr, int 
                (unsigned long long)ptr, align);
 }
 
+// torch.OutOfMemoryError (torch.cuda.OutOfMemoryError), looked up at the first use and kept. Its C
+// handle (THPException_OutOfMemoryError, torch/csrc/Exceptions.h) is not exported by libtorch_python.
+FL_COLD PyObject* out_of_memory_type() {
+  static PyObject* type = nullptr;
+  if (!type) {
+    PyObject* torch = PyImport_ImportModule("torch");
+    PyObject* t = torch ? PyObject_GetAttrString(torch, "OutOfMemoryError") : nullptr;
+    Py_XDECREF(torch);
+    if (t && PyExceptionClass_Check(t)) type = t;  // kept for the life of the module
+    else Py_XDECREF(t);
+    PyErr_Clear();
+  }
+  return type ? type : PyExc_MemoryError;
+}
+
+// The launcher's status as a Python exception; the message is set whole (it may carry torch's text).
 FL_COLD PyObject* err_launch(int rc, const char* msg) {
-  return raise(rc == FL_ERR_VALUE ? PyExc_ValueError : PyExc_RuntimeError, "%s", msg);
+  PyObject* type = rc == FL_ERR_VALUE           ? PyExc_ValueError
+                   : rc == FL_ERR_OUT_OF_MEMORY ? out_of_memory_type()
+                                                : PyExc_RuntimeError;
+  PyErr_SetString(type, msg);
+  return nullptr;
 }
 
 FL_COLD PyObject* err_cpp(const char* what) { return raise(PyExc_RuntimeError, "fastlaunch: %s", what); }
@@ -435,14 +458,52 @@ bool unpack_into(PyObject* data, bool check_device, Unpacked* out) {
 
 // ============================================================================ workspace allocator
 
+FL_COLD void alloc_failed(fl_alloc_failure* failure, int status, int cuda_error, const char* what) {
+  failure->status = status;
+  failure->cuda_error = cuda_error;
+  if (failure->message && failure->message_len) snprintf(failure->message, failure->message_len, "%s", what);
+}
+
 // The launcher's workspace (kernels/launcher.h, fl_allocator) comes from torch's caching allocator:
 // no cudaMalloc on the hot path, stream-ordered reuse, and CUDA-graph capture works as for any tensor.
-void* torch_ws_alloc(size_t bytes, void* stream, void*) noexcept {
+// A failure says why: out of memory with torch's own text (raised as torch.OutOfMemoryError), else the
+// exception's text and, for a CUDA error, its number.
+void* torch_ws_alloc(size_t bytes, void* stream, void*, fl_alloc_failure* failure) noexcept {
   try {
-    return c10::cuda::CUDACachingAllocator::raw_alloc_with_stream(bytes, static_cast<cudaStream_t>(stream));
+    const auto s = static_cast<cudaStream_t>(stream);
+    // The launcher calls with the launch device's context current, so the runtime's device is the
+    // launch's. torch allocates on its own notion of the current device (c10::cuda::GetDevice), which
+    // differs where torch has deferred a switch to a device without a context (c10::cuda::MaybeSetDevice):
+    // then a device guard points torch at the launch's device for the allocation, as for any torch op on
+    // it, and its exit restores torch's notion. Where that exit makes torch's device current (it has
+    // gained a context meanwhile), the launch's device is made current again for the rest of the launch.
+    int runtime_dev = -1;
+    c10::DeviceIndex torch_dev = -1;
+    if (FL_LIKELY(cudaGetDevice(&runtime_dev) != cudaSuccess || c10::cuda::GetDevice(&torch_dev) != cudaSuccess ||
+                  torch_dev == runtime_dev))
+      return c10::cuda::CUDACachingAllocator::raw_alloc_with_stream(bytes, s);
+    void* ptr = nullptr;
+    {
+      c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(runtime_dev));
+      ptr = c10::cuda::CUDACachingAllocator::raw_alloc_with_stream(bytes, s);
+    }
+    int now = -1;
+    if (cudaGetDevice(&now) == cudaSuccess && now != runtime_dev) cudaSetDevice(runtime_dev);
+    return ptr;
+  } catch (const c10::OutOfMemoryError& e) {
+    alloc_failed(failure, FL_ERR_OUT_OF_MEMORY, 0, e.what_without_backtrace());
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 8)
+  } catch (const c10::AcceleratorError& e) {
+    alloc_failed(failure, FL_ERR_CUDA, e.get_error_code(), e.what_without_backtrace());
+#endif
+  } catch (const c10::Error& e) {
+    alloc_failed(failure, FL_ERR_CUDA, 0, e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    alloc_failed(failure, FL_ERR_CUDA, 0, e.what());
   } catch (...) {
-    return nullptr;
+    alloc_failed(failure, FL_ERR_CUDA, 0, "an exception that is not a std::exception");
   }
+  return nullptr;
 }
 
 void torch_ws_release(void* ptr, void*, void*) noexcept {
@@ -467,7 +528,7 @@ PyObject* fast_launch(PyObject*, PyObject* data) {
     if (!unpack_into(data, true, &u)) return nullptr;
     const c10::DeviceIndex dev = u.device.index();
     cudaStream_t stream = c10::cuda::getCurrentCUDAStream(dev).stream();
-    char err[512];
+    char err[1024];
     const int rc = fl_launch(u.buf, (int)u.groups, stream, dev, &fl_torch_allocator, err, sizeof(err));
     if (FL_UNLIKELY(rc != FL_OK)) return err_launch(rc, err);
     PyObject* out = PyList_New(u.groups);
@@ -526,7 +587,7 @@ PyObject* launch_repeat(PyObject*, PyObject* args) {
     if (!unpack_into(data, true, &u)) return nullptr;
     const c10::DeviceIndex dev = u.device.index();
     cudaStream_t stream = c10::cuda::getCurrentCUDAStream(dev).stream();
-    char err[512];
+    char err[1024];
     double ns = 0;
     const int rc = fl_launch_repeat(u.buf, (int)u.groups, stream, dev, &fl_torch_allocator, iters, &ns, err,
                                     sizeof(err));

@@ -1,4 +1,5 @@
-// The extern "C" launcher: per-device set-up (once), architecture dispatch, and the launch.
+// The extern "C" launcher: per-device set-up (once), architecture dispatch, and the launch in the
+// device's primary context.
 #include <chrono>
 #include <mutex>
 
@@ -19,6 +20,10 @@ int load_driver(Driver& drv, Error& err) {
       {"cuLaunchKernelEx", reinterpret_cast<void**>(&drv.launch_kernel_ex)},
       {"cuTensorMapEncodeTiled", reinterpret_cast<void**>(&drv.tensor_map_encode_tiled)},
       {"cuGetErrorString", reinterpret_cast<void**>(&drv.get_error_string)},
+      {"cuDeviceGet", reinterpret_cast<void**>(&drv.device_get)},
+      {"cuDevicePrimaryCtxRetain", reinterpret_cast<void**>(&drv.primary_ctx_retain)},
+      {"cuCtxGetCurrent", reinterpret_cast<void**>(&drv.ctx_get_current)},
+      {"cuCtxSetCurrent", reinterpret_cast<void**>(&drv.ctx_set_current)},
   };
   for (const Entry& e : entries) {
     cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
@@ -29,24 +34,70 @@ int load_driver(Driver& drv, Error& err) {
   return FL_OK;
 }
 
+// Rewrites err (a sticky CUDA error, is_sticky) to say where it comes from: a call that has queued no
+// kernel yet cannot have caused it (its host calls only report the context's state), so it comes from
+// earlier work on the device; after this call queued kernels, those may have raised it as well.
+int name_sticky(Error& err, int device) {
+  char seen[512] = "";
+  if (err.buf && err.len) std::snprintf(seen, sizeof(seen), "%s", err.buf);
+  const cudaError_t code = static_cast<cudaError_t>(err.cuda_error);
+  if (err.queued == 0)
+    return err.set(FL_ERR_CUDA,
+                   "a CUDA error from earlier work on cuda:%d is pending: %s (%s); not caused by this call, which had "
+                   "queued nothing (CUDA returns it from every call until the process exits; it came back from: %s)",
+                   device, cudaGetErrorString(code), cudaGetErrorName(code), seen);
+  return err.set(FL_ERR_CUDA,
+                 "a CUDA error on cuda:%d: %s (%s), raised by a kernel of earlier work or by one of the %d this call "
+                 "had queued (CUDA returns it from every call until the process exits; it came back from: %s)",
+                 device, cudaGetErrorString(code), cudaGetErrorName(code), err.queued, seen);
+}
+
+// Set-up failures that are tried again on the next call: set-up during a stream capture (which forbids
+// some of its calls; they return the capture errors, 900-908) and out of memory (loading the kernels
+// takes device memory, which may be freed). Every other failure stays for the life of the process
+// (no driver or one too old, no kernel for the GPU, a context made unusable by a sticky error, a bad
+// experiment setting): it is kept and repeated on every later call without calling CUDA again.
+bool transient(int status, int cuda_error) {
+  return status == FL_ERR_CUDA &&
+         (cuda_error == cudaErrorMemoryAllocation ||
+          (cuda_error >= cudaErrorStreamCaptureUnsupported && cuda_error <= cudaErrorStreamCaptureWrongThread));
+}
+
+// The architecture's set-up, run in the device's primary context (retained here: the device is the one
+// the caller's data is on), with the caller's context current again after.
 int init_device(int device, DeviceState& dev, Error& err) {
   if (int rc = load_driver(dev.drv, err)) return rc;
   FL_CUDA_TRY(err, cudaDeviceGetAttribute(&dev.cc_major, cudaDevAttrComputeCapabilityMajor, device));
   FL_CUDA_TRY(err, cudaDeviceGetAttribute(&dev.cc_minor, cudaDevAttrComputeCapabilityMinor, device));
   FL_CUDA_TRY(err, cudaDeviceGetAttribute(&dev.sm_count, cudaDevAttrMultiProcessorCount, device));
+  int (*arch_init)(DeviceState&, Error&) = nullptr;
   if (dev.cc_major == 9 && dev.cc_minor == 0) {
     dev.launch = sm90_launch;
-    return sm90_init(dev, err);
-  }
-  if (dev.cc_major == 10 && dev.cc_minor == 0) {
+    arch_init = sm90_init;
+  } else if (dev.cc_major == 10 && dev.cc_minor == 0) {
     dev.launch = sm100_launch;
-    return sm100_init(dev, err);
+    arch_init = sm100_init;
+  } else {
+    return err.set(FL_ERR_UNSUPPORTED, "no fastlaunch kernel for cuda:%d (sm_%d%d); this build has kernels for %s",
+                   device, dev.cc_major, dev.cc_minor, fl_supported_archs());
   }
-  return err.set(FL_ERR_UNSUPPORTED, "no fastlaunch kernel for cuda:%d (sm_%d%d); this build has kernels for %s", device,
-                 dev.cc_major, dev.cc_minor, fl_supported_archs());
+  CUdevice cu_device = 0;
+  FL_DRV_TRY(err, dev.drv, dev.drv.device_get(&cu_device, device));
+  FL_DRV_TRY(err, dev.drv, dev.drv.primary_ctx_retain(&dev.ctx, cu_device));
+  CUcontext prev = nullptr;
+  FL_DRV_TRY(err, dev.drv, dev.drv.ctx_get_current(&prev));
+  if (prev != dev.ctx) FL_DRV_TRY(err, dev.drv, dev.drv.ctx_set_current(dev.ctx));
+  int rc = arch_init(dev, err);
+  if (prev != dev.ctx) {
+    const CUresult back = dev.drv.ctx_set_current(prev);
+    if (back != CUDA_SUCCESS && rc == FL_OK)
+      rc = err.driver(dev.drv, back, "cuCtxSetCurrent(the caller's context)", __FILE__, __LINE__);
+  }
+  return rc;
 }
 
-// The device's state, set up on first use. Set-up runs on `device` and restores the caller's device.
+// The device's state, set up on first use. A failed set-up is kept (and reported on every later call)
+// unless it is transient.
 int device_state(int device, DeviceState** out, Error& err) {
   if (device < 0 || device >= kMaxDevices)
     return err.set(FL_ERR_VALUE, "device index %d is outside 0..%d", device, kMaxDevices - 1);
@@ -56,30 +107,62 @@ int device_state(int device, DeviceState** out, Error& err) {
     std::lock_guard<std::mutex> lock(g_init_mutex);
     status = dev.status.load(std::memory_order_relaxed);
     if (status < 0) {
-      Error init_err{dev.message, sizeof(dev.message)};
-      int prev = -1;
-      FL_CUDA_TRY(err, cudaGetDevice(&prev));
-      FL_CUDA_TRY(err, cudaSetDevice(device));
+      char why[512] = "";
+      Error init_err{why, sizeof(why)};
       status = init_device(device, dev, init_err);
-      cudaSetDevice(prev);
-      // CUDA failures may be transient (e.g. during graph capture): retry on the next call.
-      if (status == FL_ERR_CUDA) return err.set(status, "%s", dev.message);
+      if (status == FL_OK) {
+        dev.status.store(FL_OK, std::memory_order_release);
+        *out = &dev;
+        return FL_OK;
+      }
+      err.cuda_error = init_err.cuda_error;
+      if (transient(status, init_err.cuda_error))
+        return err.set(status, "could not set up cuda:%d: %s (tried again on the next call)", device, why);
+      if (status == FL_ERR_CUDA) {
+        if (is_sticky(init_err.cuda_error)) name_sticky(init_err, device);
+        std::snprintf(dev.message, sizeof(dev.message), "could not set up cuda:%d: %s", device, why);
+      } else {
+        std::snprintf(dev.message, sizeof(dev.message), "%s", why);
+      }
       dev.status.store(status, std::memory_order_release);
+      return err.set(status, "%s", dev.message);
     }
   }
-  if (status != FL_OK) return err.set(status, "%s", dev.message);
+  if (status != FL_OK) {
+    if (status == FL_ERR_CUDA)
+      return err.set(status, "%s (the set-up failed on an earlier call and is not tried again)", dev.message);
+    return err.set(status, "%s", dev.message);
+  }
   *out = &dev;
   return FL_OK;
 }
 
-int launch_on(DeviceState& dev, const int64_t* buf, int G, void* stream, int device, const fl_allocator* alloc,
+// The launch, in the device's primary context: where another context (or none) is current to the thread,
+// the device's is made current for the launch and the caller's put back after (a driver call each; the
+// usual call finds the device's context current and pays one cuCtxGetCurrent, a thread-local read).
+int launch_in_context(const DeviceState& dev, const int64_t* buf, int G, cudaStream_t stream,
+                      const fl_allocator* alloc, Error& err) {
+  CUcontext prev = nullptr;
+  FL_DRV_TRY(err, dev.drv, dev.drv.ctx_get_current(&prev));
+  if (__builtin_expect(prev == dev.ctx, 1)) return dev.launch(dev, buf, G, stream, alloc, err);
+  FL_DRV_TRY(err, dev.drv, dev.drv.ctx_set_current(dev.ctx));
+  int rc = dev.launch(dev, buf, G, stream, alloc, err);
+  const CUresult back = dev.drv.ctx_set_current(prev);
+  if (back != CUDA_SUCCESS && rc == FL_OK)
+    rc = err.driver(dev.drv, back, "cuCtxSetCurrent(the caller's context)", __FILE__, __LINE__);
+  return rc;
+}
+
+// ... and a sticky error named as such. Detecting one costs the call nothing: the call's first CUDA call
+// that touches the context (its first kernel launch, or a workspace allocation that asks CUDA for memory)
+// returns it, queueing nothing, so it is named here, on the failure path, instead of being looked for
+// before every launch (cudaPeekAtLastError would not see it anyway: it holds only the errors the runtime's
+// calls in this thread have returned, and a kernel's fault is returned by the next call that touches the
+// context; and an unrelated non-sticky error left there does not affect the launch).
+int launch_on(const DeviceState& dev, const int64_t* buf, int G, void* stream, int device, const fl_allocator* alloc,
               Error& err) {
-  int cur = -1;
-  FL_CUDA_TRY(err, cudaGetDevice(&cur));
-  if (cur == device) return dev.launch(dev, buf, G, static_cast<cudaStream_t>(stream), alloc, err);
-  FL_CUDA_TRY(err, cudaSetDevice(device));
-  const int rc = dev.launch(dev, buf, G, static_cast<cudaStream_t>(stream), alloc, err);
-  cudaSetDevice(cur);
+  const int rc = launch_in_context(dev, buf, G, static_cast<cudaStream_t>(stream), alloc, err);
+  if (rc == FL_ERR_CUDA && is_sticky(err.cuda_error)) return name_sticky(err, device);
   return rc;
 }
 

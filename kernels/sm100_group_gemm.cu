@@ -45,7 +45,7 @@ int launch_chunk(const DeviceState& dev, int which, const int64_t* buf, int G, i
   cfg.gridDimX = (unsigned)sm100::grid_size(tiles, dev.sm_count);
   cfg.hStream = reinterpret_cast<CUstream>(stream);
   void* args[1] = {&p};
-  FL_DRV_TRY(err, dev.drv, dev.drv.launch_kernel_ex(&cfg, dev.sm100.fn[which][one_tile ? 0 : 1], args, nullptr));
+  FL_LAUNCH_TRY(err, dev.drv, dev.drv.launch_kernel_ex(&cfg, dev.sm100.fn[which][one_tile ? 0 : 1], args, nullptr));
   return FL_OK;
 }
 

@@ -292,9 +292,9 @@ int launch_chunk(const DeviceState& dev, const int64_t* buf, int G, int g0, int 
       cp.groups[i] = {gr.a, gr.sfa, gr.a16, gr.k, gr.unit_end};
     }
     void* cargs[1] = {&cp};
-    FL_DRV_TRY(err, dev.drv, dev.drv.launch_kernel_ex(&cfg, st.convert_fn[which], cargs, nullptr));
+    FL_LAUNCH_TRY(err, dev.drv, dev.drv.launch_kernel_ex(&cfg, st.convert_fn[which], cargs, nullptr));
   } else {
-    FL_DRV_TRY(err, dev.drv, dev.drv.launch_kernel_ex(&cfg, st.convert_fn[which], args, nullptr));
+    FL_LAUNCH_TRY(err, dev.drv, dev.drv.launch_kernel_ex(&cfg, st.convert_fn[which], args, nullptr));
   }
 
   cfg = st.config;
@@ -307,7 +307,7 @@ int launch_chunk(const DeviceState& dev, const int64_t* buf, int G, int g0, int 
     if (plan.half) fn = st.half_fn[any];
     if (plan.reduce) fn = st.red_fn;
   }
-  if (st.only != 1) FL_DRV_TRY(err, dev.drv, dev.drv.launch_kernel_ex(&cfg, fn, args, nullptr));
+  if (st.only != 1) FL_LAUNCH_TRY(err, dev.drv, dev.drv.launch_kernel_ex(&cfg, fn, args, nullptr));
   if constexpr (MAXG == sm90::kGroupsSmall) {
     if (plan.reduce && st.only != 1) {  // the parts' sums into C: grid (tiles, consumer warps, float4 chunks)
       cfg = st.reduce_config;
@@ -315,7 +315,7 @@ int launch_chunk(const DeviceState& dev, const int64_t* buf, int G, int g0, int 
       cfg.gridDimY = sm90::kConsumerWarps;
       cfg.gridDimZ = (unsigned)sm90::reduce_chunks(plan.tiles, sm90::most_valid_float4s(p), dev.sm_count);
       cfg.hStream = reinterpret_cast<CUstream>(stream);
-      FL_DRV_TRY(err, dev.drv, dev.drv.launch_kernel_ex(&cfg, st.reduce_fn, args, nullptr));
+      FL_LAUNCH_TRY(err, dev.drv, dev.drv.launch_kernel_ex(&cfg, st.reduce_fn, args, nullptr));
     }
   }
   return FL_OK;
@@ -355,8 +355,8 @@ int launch_skinny(const DeviceState& dev, const int64_t* buf, int G, int g0, int
     cfg.attrs = attrs;
     cfg.numAttrs = 2;
   }
-  FL_DRV_TRY(err, dev.drv,
-             dev.drv.launch_kernel_ex(&cfg, st.skinny_fn[sp.build][sm90::skinny_lanes_index(sp.lanes)], args, nullptr));
+  const CUfunction fn = st.skinny_fn[sp.build][sm90::skinny_lanes_index(sp.lanes)];
+  FL_LAUNCH_TRY(err, dev.drv, dev.drv.launch_kernel_ex(&cfg, fn, args, nullptr));
   return FL_OK;
 }
 
