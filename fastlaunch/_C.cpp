@@ -1,6 +1,6 @@
 // fastlaunch._C: the hand-written CPython entry points.
 //
-//   fast_launch(data) -> list[Tensor]   unpack + check + launch; returns the caller's C tensors
+//   fast_launch(data) -> list[Tensor]   unpack + check + launch (empty groups left out); returns the caller's C tensors
 //   unpack(data) -> int                 the same unpack and checks without device checks or launch
 //   pack(data) -> tuple[int, ...]       the int64 buffer unpack() fills, for tests and tools
 //   launch_repeat(data, iters) -> float host ns per launcher call, from a C loop (benchmarks)
@@ -265,6 +265,7 @@ struct Expect {
   int64_t v1;
   const char* layout;  // for stride errors
   int align;
+  bool empty;  // the shape has no elements (M or N is 0)
 };
 
 struct DeviceSeen {
@@ -327,15 +328,6 @@ inline bool read_tensor(PyObject* obj, Py_ssize_t g, const Expect& ex, bool chec
     err_shape(g, ex.field, sizes, ex.shape, ex.ndim, ex.n0, ex.v0, ex.n1, ex.v1);
     return false;
   }
-  // Strides matter only along dimensions longer than 1. With shape and strides as expected, torch's
-  // own invariant (every element lies inside the storage) guarantees the bytes the kernel reads.
-  const c10::IntArrayRef strides = impl->strides();
-  for (size_t d = 0; d < ex.ndim; ++d) {
-    if (FL_UNLIKELY(ex.shape[d] > 1 && strides[d] != ex.strides[d])) {
-      err_strides(g, ex.field, strides, ex.strides, ex.ndim, ex.layout);
-      return false;
-    }
-  }
   if (check_device) {
     if (FL_UNLIKELY(!seen->field)) {
       seen->device = dev;
@@ -343,6 +335,21 @@ inline bool read_tensor(PyObject* obj, Py_ssize_t g, const Expect& ex, bool chec
       seen->group = g;
     } else if (FL_UNLIKELY(dev != seen->device)) {
       err_device(g, ex.field, dev, seen->device, seen->group, seen->field);
+      return false;
+    }
+  }
+  // A tensor with no elements is neither read nor written: its strides, storage and data pointer (torch
+  // gives such tensors a null or an arbitrary one) do not matter, and the buffer holds 0 for it.
+  if (FL_UNLIKELY(ex.empty)) {
+    *ptr = 0;
+    return true;
+  }
+  // Strides matter only along dimensions longer than 1. With shape and strides as expected, torch's
+  // own invariant (every element lies inside the storage) guarantees the bytes the kernel reads.
+  const c10::IntArrayRef strides = impl->strides();
+  for (size_t d = 0; d < ex.ndim; ++d) {
+    if (FL_UNLIKELY(ex.shape[d] > 1 && strides[d] != ex.strides[d])) {
+      err_strides(g, ex.field, strides, ex.strides, ex.ndim, ex.layout);
       return false;
     }
   }
@@ -363,6 +370,7 @@ inline bool read_tensor(PyObject* obj, Py_ssize_t g, const Expect& ex, bool chec
 
 struct Unpacked {
   Py_ssize_t groups = 0;
+  Py_ssize_t nonempty = 0;  // groups with M and N both > 0
   int64_t* buf = nullptr;
   PyObject* const* abc = nullptr;  // borrowed, for building the result list
   c10::Device device{c10::kCPU};
@@ -411,8 +419,8 @@ bool unpack_into(PyObject* data, bool check_device, Unpacked* out) {
     PyObject* const* sz = group_seq(lvl[3][g], g, "sizes", " (m, n, k, l)", 4);
     if (!sz) return false;
     int64_t m, nn, k, l;
-    if (!read_size(sz[0], g, "m", 1, fl::kMaxExtent, 1, "an int in 1..2147483647", &m) ||
-        !read_size(sz[1], g, "n", 1, fl::kMaxExtent, 1, "an int in 1..2147483647", &nn) ||
+    if (!read_size(sz[0], g, "m", 0, fl::kMaxExtent, 1, "an int in 0..2147483647", &m) ||
+        !read_size(sz[1], g, "n", 0, fl::kMaxExtent, 1, "an int in 0..2147483647", &nn) ||
         !read_size(sz[2], g, "k", fl::kKMultiple, fl::kMaxExtent - 63, fl::kKMultiple,
                    "a positive multiple of 64 up to 2147483584", &k) ||
         !read_size(sz[3], g, "l", 1, 1, 1, "1", &l))
@@ -433,11 +441,15 @@ bool unpack_into(PyObject* data, bool check_device, Unpacked* out) {
     const int64_t sb_shape[6] = {32, 4, nt, 4, kt, 1}, sb_str[6] = {16, 4, kt * 512, 1, 512, nt * kt * 512};
     static const char kRowMajor[] = "row-major, K contiguous";
     static const char kScaleLayout[] = "the permuted view of a contiguous (1, ceil(rows/128), K/64, 32, 4, 4) array";
-    const Expect ea{"a", Want::kFp4, a_shape, a_str, 3, "M", m, "K", k, kRowMajor, 16};
-    const Expect eb{"b", Want::kFp4, b_shape, b_str, 3, "N", nn, "K", k, kRowMajor, 16};
-    const Expect ec{"c", Want::kHalf, c_shape, c_str, 3, "M", m, "N", nn, "row-major, N contiguous", 2};
-    const Expect esa{"sfa", Want::kScale, sa_shape, sa_str, 6, "M", m, "K", k, kScaleLayout, 16};
-    const Expect esb{"sfb", Want::kScale, sb_shape, sb_str, 6, "N", nn, "K", k, kScaleLayout, 16};
+    // M = 0 or N = 0: an empty group (a mixture-of-experts step that routes no token to an expert).
+    // Its tensors without elements are not checked past shape, dtype and device; the launcher leaves
+    // the group out, and its c (no elements) is not written.
+    const Expect ea{"a", Want::kFp4, a_shape, a_str, 3, "M", m, "K", k, kRowMajor, 16, m == 0};
+    const Expect eb{"b", Want::kFp4, b_shape, b_str, 3, "N", nn, "K", k, kRowMajor, 16, nn == 0};
+    const Expect ec{"c", Want::kHalf, c_shape, c_str, 3, "M", m, "N", nn, "row-major, N contiguous", 2,
+                    m == 0 || nn == 0};
+    const Expect esa{"sfa", Want::kScale, sa_shape, sa_str, 6, "M", m, "K", k, kScaleLayout, 16, m == 0};
+    const Expect esb{"sfb", Want::kScale, sb_shape, sb_str, 6, "N", nn, "K", k, kScaleLayout, 16, nn == 0};
     int64_t* row = buf + g;
     if (!read_tensor(abc[0], g, ea, check_device, &seen, &row[0 * G]) ||
         !read_tensor(abc[1], g, eb, check_device, &seen, &row[1 * G]) ||
@@ -448,6 +460,7 @@ bool unpack_into(PyObject* data, bool check_device, Unpacked* out) {
     row[5 * G] = m;
     row[6 * G] = nn;
     row[7 * G] = k;
+    out->nonempty += m != 0 && nn != 0;
   }
   out->groups = G;
   out->buf = buf;
@@ -526,11 +539,13 @@ PyObject* fast_launch(PyObject*, PyObject* data) {
   try {
     Unpacked u;
     if (!unpack_into(data, true, &u)) return nullptr;
-    const c10::DeviceIndex dev = u.device.index();
-    cudaStream_t stream = c10::cuda::getCurrentCUDAStream(dev).stream();
-    char err[1024];
-    const int rc = fl_launch(u.buf, (int)u.groups, stream, dev, &fl_torch_allocator, err, sizeof(err));
-    if (FL_UNLIKELY(rc != FL_OK)) return err_launch(rc, err);
+    if (FL_LIKELY(u.nonempty)) {  // every group empty: nothing to launch, and no CUDA call at all
+      const c10::DeviceIndex dev = u.device.index();
+      cudaStream_t stream = c10::cuda::getCurrentCUDAStream(dev).stream();
+      char err[1024];
+      const int rc = fl_launch(u.buf, (int)u.groups, stream, dev, &fl_torch_allocator, err, sizeof(err));
+      if (FL_UNLIKELY(rc != FL_OK)) return err_launch(rc, err);
+    }
     PyObject* out = PyList_New(u.groups);
     if (!out) return nullptr;
     for (Py_ssize_t g = 0; g < u.groups; ++g) {
@@ -585,6 +600,7 @@ PyObject* launch_repeat(PyObject*, PyObject* args) {
   try {
     Unpacked u;
     if (!unpack_into(data, true, &u)) return nullptr;
+    if (!u.nonempty) return PyFloat_FromDouble(0.0);  // nothing to launch
     const c10::DeviceIndex dev = u.device.index();
     cudaStream_t stream = c10::cuda::getCurrentCUDAStream(dev).stream();
     char err[1024];
@@ -764,10 +780,12 @@ PyObject* skinny(PyObject*, PyObject* args) {
 PyMethodDef kMethods[] = {
     {"fast_launch", fast_launch, METH_O,
      "fast_launch(data) -> list[Tensor]\n\nRuns the NVFP4 grouped GEMM on the GPU MODE nvfp4_group_gemm input "
-     "and returns the c tensors, written in place."},
+     "and returns the c tensors, written in place. A group with M or N = 0 is empty: nothing is launched for it "
+     "(a call whose groups are all empty calls no CUDA function)."},
     {"unpack", unpack, METH_O, "unpack(data) -> int\n\nChecks and unpacks like fast_launch (no device checks, no "
                                "launch); returns the number of groups."},
-    {"pack", pack, METH_O, "pack(data) -> tuple[int, ...]\n\nThe int64 buffer [a b c sfa sfb m n k] x G."},
+    {"pack", pack, METH_O, "pack(data) -> tuple[int, ...]\n\nThe int64 buffer [a b c sfa sfb m n k] x G (the "
+                           "pointer of a tensor without elements: 0)."},
     {"launch_repeat", launch_repeat, METH_VARARGS,
      "launch_repeat(data, iters) -> float\n\nHost ns per launch of the launcher called from a C loop on a "
      "buffer unpacked once (the floor for fast_launch)."},

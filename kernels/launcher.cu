@@ -1,7 +1,9 @@
-// The extern "C" launcher: per-device set-up (once), architecture dispatch, and the launch in the
-// device's primary context.
+// The extern "C" launcher: per-device set-up (once), the call's empty groups left out, architecture
+// dispatch, and the launch in the device's primary context.
 #include <chrono>
+#include <memory>
 #include <mutex>
+#include <new>
 
 #include "launcher_impl.h"
 
@@ -137,16 +139,70 @@ int device_state(int device, DeviceState** out, Error& err) {
   return FL_OK;
 }
 
+// A call's groups for the architectures: none empty. src (or null: the same numbers) maps each to the
+// caller's group number.
+struct Groups {
+  const int64_t* buf = nullptr;
+  const int* src = nullptr;
+  int count = 0;
+};
+
+// The call's non-empty groups (M and N both > 0). Every group's sizes are checked first, so a bad group
+// fails the call even where it is empty. Where none is empty (the usual call) this is the caller's
+// buffer itself; else the non-empty groups are copied, in order, into a buffer kept per thread, with
+// src naming the caller's group of each (for messages).
+int nonempty_groups(const int64_t* buf, int G, Groups* out, Error& err) {
+  int count = 0;
+  for (int g = 0; g < G; ++g) {
+    const int64_t m = buf[5 * G + g], n = buf[6 * G + g];
+    if (int rc = check_group_sizes(m, n, buf[7 * G + g], g, err, 0)) return rc;
+    count += m != 0 && n != 0;
+  }
+  out->count = count;
+  if (count == G) {
+    out->buf = buf;
+    out->src = nullptr;
+    return FL_OK;
+  }
+  if (count == 0) return FL_OK;
+  struct Store {
+    std::unique_ptr<int64_t[]> buf;
+    std::unique_ptr<int[]> src;
+    int groups = 0;
+  };
+  thread_local Store store;
+  if (count > store.groups) {
+    std::unique_ptr<int64_t[]> grown_buf(new (std::nothrow) int64_t[8 * (size_t)count]);
+    std::unique_ptr<int[]> grown_src(new (std::nothrow) int[count]);
+    if (!grown_buf || !grown_src)
+      return err.set(FL_ERR_OUT_OF_MEMORY, "out of host memory for the call's %d non-empty groups", count);
+    store.buf = std::move(grown_buf);
+    store.src = std::move(grown_src);
+    store.groups = count;
+  }
+  int64_t* dst = store.buf.get();
+  int* src = store.src.get();
+  int v = 0;
+  for (int g = 0; g < G; ++g) {
+    if (buf[5 * G + g] == 0 || buf[6 * G + g] == 0) continue;
+    for (int f = 0; f < 8; ++f) dst[f * count + v] = buf[f * G + g];
+    src[v++] = g;
+  }
+  out->buf = dst;
+  out->src = src;
+  return FL_OK;
+}
+
 // The launch, in the device's primary context: where another context (or none) is current to the thread,
 // the device's is made current for the launch and the caller's put back after (a driver call each; the
 // usual call finds the device's context current and pays one cuCtxGetCurrent, a thread-local read).
-int launch_in_context(const DeviceState& dev, const int64_t* buf, int G, cudaStream_t stream,
-                      const fl_allocator* alloc, Error& err) {
+int launch_in_context(const DeviceState& dev, const Groups& gs, cudaStream_t stream, const fl_allocator* alloc,
+                      Error& err) {
   CUcontext prev = nullptr;
   FL_DRV_TRY(err, dev.drv, dev.drv.ctx_get_current(&prev));
-  if (__builtin_expect(prev == dev.ctx, 1)) return dev.launch(dev, buf, G, stream, alloc, err);
+  if (__builtin_expect(prev == dev.ctx, 1)) return dev.launch(dev, gs.buf, gs.count, gs.src, stream, alloc, err);
   FL_DRV_TRY(err, dev.drv, dev.drv.ctx_set_current(dev.ctx));
-  int rc = dev.launch(dev, buf, G, stream, alloc, err);
+  int rc = dev.launch(dev, gs.buf, gs.count, gs.src, stream, alloc, err);
   const CUresult back = dev.drv.ctx_set_current(prev);
   if (back != CUDA_SUCCESS && rc == FL_OK)
     rc = err.driver(dev.drv, back, "cuCtxSetCurrent(the caller's context)", __FILE__, __LINE__);
@@ -159,9 +215,9 @@ int launch_in_context(const DeviceState& dev, const int64_t* buf, int G, cudaStr
 // before every launch (cudaPeekAtLastError would not see it anyway: it holds only the errors the runtime's
 // calls in this thread have returned, and a kernel's fault is returned by the next call that touches the
 // context; and an unrelated non-sticky error left there does not affect the launch).
-int launch_on(const DeviceState& dev, const int64_t* buf, int G, void* stream, int device, const fl_allocator* alloc,
+int launch_on(const DeviceState& dev, const Groups& gs, void* stream, int device, const fl_allocator* alloc,
               Error& err) {
-  const int rc = launch_in_context(dev, buf, G, static_cast<cudaStream_t>(stream), alloc, err);
+  const int rc = launch_in_context(dev, gs, static_cast<cudaStream_t>(stream), alloc, err);
   if (rc == FL_ERR_CUDA && is_sticky(err.cuda_error)) return name_sticky(err, device);
   return rc;
 }
@@ -173,20 +229,27 @@ extern "C" int fl_launch(const int64_t* buf, int num_groups, void* stream, int d
                          char* err, size_t errlen) {
   fl::Error e{err, errlen};
   if (num_groups < 1) return e.set(FL_ERR_VALUE, "need at least one group, got %d", num_groups);
+  fl::Groups gs;
+  if (int rc = fl::nonempty_groups(buf, num_groups, &gs, e)) return rc;
+  if (gs.count == 0) return FL_OK;  // every group empty: nothing to do, and no CUDA call
   fl::DeviceState* dev = nullptr;
   if (int rc = fl::device_state(device, &dev, e)) return rc;
-  return fl::launch_on(*dev, buf, num_groups, stream, device, alloc, e);
+  return fl::launch_on(*dev, gs, stream, device, alloc, e);
 }
 
 extern "C" int fl_launch_repeat(const int64_t* buf, int num_groups, void* stream, int device,
                                 const fl_allocator* alloc, int iters, double* ns_per_launch, char* err, size_t errlen) {
   fl::Error e{err, errlen};
   if (num_groups < 1 || iters < 1) return e.set(FL_ERR_VALUE, "need groups >= 1 and iters >= 1");
+  fl::Groups gs;
+  if (int rc = fl::nonempty_groups(buf, num_groups, &gs, e)) return rc;
+  *ns_per_launch = 0;
+  if (gs.count == 0) return FL_OK;  // nothing to launch
   fl::DeviceState* dev = nullptr;
   if (int rc = fl::device_state(device, &dev, e)) return rc;
   const auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < iters; ++i)
-    if (int rc = fl::launch_on(*dev, buf, num_groups, stream, device, alloc, e)) return rc;
+    if (int rc = fl::launch_on(*dev, gs, stream, device, alloc, e)) return rc;
   const auto t1 = std::chrono::steady_clock::now();
   *ns_per_launch = std::chrono::duration<double, std::nano>(t1 - t0).count() / iters;
   return FL_OK;

@@ -4,6 +4,8 @@
  *   a[G] b[G] c[G] sfa[G] sfb[G] m[G] n[G] k[G]
  * a, b: device pointers to packed NVFP4 [m, k/2] / [n, k/2] (16-byte aligned);
  * c: fp16 [m, n]; sfa, sfb: reordered E4M3 scales (16-byte aligned).
+ * m or n may be 0 (an empty group: nothing is launched for it, its pointers are never read and its
+ * c is not written); k is a positive multiple of 64.
  * The caller has checked the layouts; the launcher checks the limits that depend on the plan. */
 #ifndef FASTLAUNCH_LAUNCHER_H_
 #define FASTLAUNCH_LAUNCHER_H_
@@ -44,10 +46,11 @@ typedef struct fl_allocator {
 } fl_allocator;
 
 /* Launches the grouped GEMM on `device`, on `stream` (a cudaStream_t of that device; 0 is the legacy
- * default stream). `alloc` may be NULL: then cudaMallocAsync / cudaFreeAsync on the stream. The
+ * default stream). `alloc` may be NULL: then cudaMallocAsync / cudaFreeAsync on the stream. Empty
+ * groups are left out; a call whose groups are all empty returns FL_OK without calling CUDA. The
  * launch runs in the device's primary context; the context current to the calling thread before
  * the call (possibly none) is current again after it. Returns FL_OK, or an error code with a
- * message written to err[0 .. errlen). */
+ * message written to err[0 .. errlen) that names the caller's group numbers. */
 int fl_launch(const int64_t* buf, int num_groups, void* stream, int device, const fl_allocator* alloc, char* err,
               size_t errlen);
 

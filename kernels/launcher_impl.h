@@ -161,11 +161,17 @@ inline void init_launch_config(CUlaunchConfig* cfg, CUlaunchAttribute* attr, uns
   cfg->numAttrs = 1;
 }
 
-// The size checks every architecture shares (M, N, K extents, K a multiple of 64), group g.
-inline int check_group_sizes(int64_t m, int64_t n, int64_t k, int g, Error& err) {
-  if (m < 1 || n < 1 || k < kKMultiple || k % kKMultiple || m > kMaxExtent || n > kMaxExtent || k > kMaxExtent)
-    return err.set(FL_ERR_VALUE, "group %d: unsupported sizes m=%lld n=%lld k=%lld", g, (long long)m, (long long)n,
-                   (long long)k);
+// The size checks every architecture shares (M, N, K extents, K a multiple of 64), group g. M and N
+// may be 0 (an empty group) where min_mn is 0: fl_launch's check of the caller's groups; the
+// architectures' launch functions see non-empty groups only (fl_launch leaves the empty ones out).
+inline int check_group_sizes(int64_t m, int64_t n, int64_t k, int g, Error& err, int64_t min_mn = 1) {
+  if (m < min_mn || n < min_mn || k < kKMultiple || k % kKMultiple || m > kMaxExtent || n > kMaxExtent ||
+      k > kMaxExtent)
+    return err.set(FL_ERR_VALUE,
+                   "group %d: sizes must be m, n in %lld..%lld and k a positive multiple of %lld up to %lld, "
+                   "got m=%lld n=%lld k=%lld",
+                   g, (long long)min_mn, (long long)kMaxExtent, (long long)kKMultiple,
+                   (long long)(kMaxExtent - kKMultiple + 1), (long long)m, (long long)n, (long long)k);
   return FL_OK;
 }
 
@@ -246,7 +252,10 @@ struct Sm100State {
 };
 
 struct DeviceState;
-using LaunchFn = int (*)(const DeviceState&, const int64_t*, int, cudaStream_t, const fl_allocator*, Error&);
+// An architecture's launch of buf's G groups (none empty); src (or null): the caller's number of each
+// group, for messages.
+using LaunchFn = int (*)(const DeviceState&, const int64_t* buf, int G, const int* src, cudaStream_t,
+                         const fl_allocator*, Error&);
 
 struct DeviceState {
   std::atomic<int> status{-1};  // -1 not initialised, else the fl_status of initialisation
@@ -260,10 +269,10 @@ struct DeviceState {
 };
 
 int sm90_init(DeviceState& dev, Error& err);
-int sm90_launch(const DeviceState& dev, const int64_t* buf, int num_groups, cudaStream_t stream,
+int sm90_launch(const DeviceState& dev, const int64_t* buf, int num_groups, const int* src, cudaStream_t stream,
                 const fl_allocator* alloc, Error& err);
 int sm100_init(DeviceState& dev, Error& err);  // kernels/sm100_group_gemm.cu (built for sm_100a)
-int sm100_launch(const DeviceState& dev, const int64_t* buf, int num_groups, cudaStream_t stream,
+int sm100_launch(const DeviceState& dev, const int64_t* buf, int num_groups, const int* src, cudaStream_t stream,
                  const fl_allocator* alloc, Error& err);
 
 }  // namespace fl

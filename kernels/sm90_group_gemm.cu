@@ -575,12 +575,13 @@ const int64_t* launch_cuts(const DeviceState& dev, const int64_t* buf, int G) {
 
 }  // namespace
 
-int sm90_launch(const DeviceState& dev, const int64_t* buf, int G, cudaStream_t stream, const fl_allocator* alloc,
-                Error& err) {
+int sm90_launch(const DeviceState& dev, const int64_t* buf, int G, const int* src, cudaStream_t stream,
+                const fl_allocator* alloc, Error& err) {
   // Launches of few A rows per group (every M at most kSkinnyMaxM: a scan that stops at the first larger
   // group) may take the skinny kernel (try_skinny); launches of up to kGroupsSmall groups may be cut at a
   // 128-row boundary into two (launch_cuts) where that is estimated faster. Both are tried on valid sizes
-  // only (launch_groups checks and reports every limit, with the caller's group numbers).
+  // only (launch_groups checks and reports every limit, with the caller's group numbers: src's, and
+  // through the cuts, src's of the group each part comes from).
   bool few_rows = G <= sm90::kGroupsPerLaunch;
   for (int g = 0; g < G && few_rows; ++g) few_rows = buf[5 * G + g] <= sm90::kSkinnyMaxM;
   if (few_rows || G <= sm90::kGroupsSmall) {
@@ -596,13 +597,15 @@ int sm90_launch(const DeviceState& dev, const int64_t* buf, int G, cudaStream_t 
     if (valid && G <= sm90::kGroupsSmall) {
       if (const int64_t* head = launch_cuts(dev, buf, G)) {
         int64_t cut[8 * sm90::kGroupsSmall];
-        int src[sm90::kGroupsSmall];
-        const int Gc = sm90::apply_cuts(buf, G, head, cut, src);
-        return launch_groups(dev, cut, Gc, src, stream, alloc, err);
+        int from[sm90::kGroupsSmall];
+        const int Gc = sm90::apply_cuts(buf, G, head, cut, from);
+        if (src)
+          for (int v = 0; v < Gc; ++v) from[v] = src[from[v]];
+        return launch_groups(dev, cut, Gc, from, stream, alloc, err);
       }
     }
   }
-  return launch_groups(dev, buf, G, nullptr, stream, alloc, err);
+  return launch_groups(dev, buf, G, src, stream, alloc, err);
 }
 
 }  // namespace fl

@@ -1,8 +1,8 @@
 """GPU tests of the launcher's error reports (skipped without CUDA; run on the H200 test GPU), each in a fresh
 process: a workspace the allocator cannot give raises torch.OutOfMemoryError with the bytes asked and torch's own
 text (and the next call, with memory back, works); a sticky CUDA error left by an earlier, unrelated kernel is
-named as such, not as fastlaunch's failure; a set-up that fails inside a graph capture is tried again on the next
-call; the allocator callback reports out of memory as such."""
+named as such, not as fastlaunch's failure (and a call with nothing to launch still returns); a set-up that fails
+inside a graph capture is tried again on the next call; the allocator callback reports out of memory as such."""
 import ctypes
 import json
 import random
@@ -77,6 +77,7 @@ def test_a_sticky_error_from_earlier_work_is_named_as_such():
         seed = int(sys.argv[1])
         calls = {"skinny": R.generate_input([1, 2], [512, 512], [1024, 1024], 2, seed, device="cuda"),
                  "gemm": R.generate_input([256], [512], [1024], 1, seed + 1, device="cuda")}
+        empty = R.generate_input([0, 0], [64, 0], [64, 64], 2, seed + 2, device="cuda")
         for data in calls.values():
             fastlaunch.fast_launch(data)  # set-up, plans and workspace blocks in place
         torch.cuda.synchronize()
@@ -87,6 +88,7 @@ def test_a_sticky_error_from_earlier_work_is_named_as_such():
             torch.cuda.synchronize()
         except Exception as e:
             out["earlier"] = str(e).splitlines()[0]
+        out["empty"] = len(fastlaunch.fast_launch(empty))  # nothing to launch: no CUDA call, so it returns
         for name, data in calls.items():
             try:
                 fastlaunch.fast_launch(data)
@@ -95,6 +97,7 @@ def test_a_sticky_error_from_earlier_work_is_named_as_such():
         print(json.dumps(out))
     """, seed)
     assert "earlier" in got, (seed, "the out-of-range index raised no device-side assert", got)
+    assert got["empty"] == 2, (seed, got)
     for name in ("skinny", "gemm"):
         kind, message = got[name]
         assert kind == "RuntimeError", (seed, name, got)

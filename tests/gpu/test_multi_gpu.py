@@ -30,8 +30,8 @@ def fresh_seed():
     return _seed
 
 
-SHAPES = [([96, 200], [128, 256], [256, 512]),  # the GEMM (a workspace from torch's allocator)
-          ([1, 2, 1], [512] * 3, [1024] * 3)]  # few rows: the skinny kernel (no workspace)
+SHAPES = [([96, 0, 200], [128, 64, 256], [256, 128, 512]),  # the GEMM (a workspace from torch's allocator)
+          ([1, 2, 0, 1], [512] * 4, [1024] * 4)]  # few rows: the skinny kernel (no workspace)
 
 
 def make(shape, device, seed):
