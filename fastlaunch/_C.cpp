@@ -292,6 +292,12 @@ inline bool read_tensor(PyObject* obj, Py_ssize_t g, const Expect& ex, bool chec
     err_kind(g, ex.field, "must be a dense strided tensor");
     return false;
   }
+  // A view with the neg or conj bit set (torch._neg_view, .conj()) stands for values other than its bytes.
+  if (FL_UNLIKELY(impl->is_neg() || impl->is_conj())) {
+    err_kind(g, ex.field,
+             "is a negated or conjugated view (its neg or conj bit is set), whose values are not its bytes");
+    return false;
+  }
   const c10::ScalarType st = impl->dtype().toScalarType();
   switch (ex.kind) {
     case Want::kFp4:
@@ -355,6 +361,11 @@ inline bool read_tensor(PyObject* obj, Py_ssize_t g, const Expect& ex, bool chec
   }
   if (FL_UNLIKELY(!impl->has_storage())) {
     err_kind(g, ex.field, "has no data (a storage-less tensor)");
+    return false;
+  }
+  // A storage without memory: torch's zero tensors (torch._efficientzerotensor), functional wrappers.
+  if (FL_UNLIKELY(!impl->unsafe_storage().data())) {
+    err_kind(g, ex.field, "has no data (its storage holds no memory)");
     return false;
   }
   // Outputs are written: materialise copy-on-write storage rather than write into a shared one.

@@ -89,6 +89,8 @@ def test_empty_groups_still_check_shapes_dtypes_and_their_non_empty_tensors():
         # empty tensors of an unusable kind
         (0, "a", torch.empty(0, 64, 1, dtype=torch.uint8, device="meta"), ValueError,
          "group 0: a must be a CPU or CUDA tensor (a tensor with data)"),
+        (0, "c", torch._neg_view(torch.zeros(0, 64, 1, dtype=torch.float16)), ValueError,
+         "group 0: c is a negated or conjugated view (its neg or conj bit is set), whose values are not its bytes"),
     ]
     for g, field, value, exc, message in cases:
         with pytest.raises(exc) as info:
