@@ -54,15 +54,24 @@ int name_sticky(Error& err, int device) {
                  device, cudaGetErrorString(code), cudaGetErrorName(code), err.queued, seen);
 }
 
-// Set-up failures that are tried again on the next call: set-up during a stream capture (which forbids
-// some of its calls; they return the capture errors, 900-908) and out of memory (loading the kernels
-// takes device memory, which may be freed). Every other failure stays for the life of the process
-// (no driver or one too old, no kernel for the GPU, a context made unusable by a sticky error, a bad
-// experiment setting): it is kept and repeated on every later call without calling CUDA again.
-bool transient(int status, int cuda_error) {
-  return status == FL_ERR_CUDA &&
-         (cuda_error == cudaErrorMemoryAllocation ||
-          (cuda_error >= cudaErrorStreamCaptureUnsupported && cuda_error <= cudaErrorStreamCaptureWrongThread));
+// Set-up failures that are tried again on the next call: set-up while the call's stream is being captured
+// into a graph (the capture forbids some of its calls; they return the capture errors, 900-908, or may
+// fail otherwise once the capture is invalidated) and out of memory (loading the kernels takes device
+// memory, which may be freed). Every other failure stays for the life of the process (no driver or one
+// too old, no kernel for the GPU, a context made unusable by a sticky error, a bad experiment setting):
+// it is kept and repeated on every later call without calling CUDA again.
+bool transient(int status, int cuda_error, cudaStream_t stream) {
+  if (status != FL_ERR_CUDA || is_sticky(cuda_error)) return false;
+  if (cuda_error == cudaErrorMemoryAllocation ||
+      (cuda_error >= cudaErrorStreamCaptureUnsupported && cuda_error <= cudaErrorStreamCaptureWrongThread))
+    return true;
+  if (stream == nullptr) return false;  // the legacy default stream is never captured
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(stream, &capture) != cudaSuccess) {
+    (void)cudaGetLastError();  // (this query's own error, not the caller's)
+    return false;
+  }
+  return capture != cudaStreamCaptureStatusNone;
 }
 
 // The architecture's set-up, run in the device's primary context (retained here: the device is the one
@@ -99,8 +108,8 @@ int init_device(int device, DeviceState& dev, Error& err) {
 }
 
 // The device's state, set up on first use. A failed set-up is kept (and reported on every later call)
-// unless it is transient.
-int device_state(int device, DeviceState** out, Error& err) {
+// unless it is transient. `stream`: the call's.
+int device_state(int device, void* stream, DeviceState** out, Error& err) {
   if (device < 0 || device >= kMaxDevices)
     return err.set(FL_ERR_VALUE, "device index %d is outside 0..%d", device, kMaxDevices - 1);
   DeviceState& dev = g_devices[device];
@@ -118,7 +127,7 @@ int device_state(int device, DeviceState** out, Error& err) {
         return FL_OK;
       }
       err.cuda_error = init_err.cuda_error;
-      if (transient(status, init_err.cuda_error))
+      if (transient(status, init_err.cuda_error, static_cast<cudaStream_t>(stream)))
         return err.set(status, "could not set up cuda:%d: %s (tried again on the next call)", device, why);
       if (status == FL_ERR_CUDA) {
         if (is_sticky(init_err.cuda_error)) name_sticky(init_err, device);
@@ -233,7 +242,7 @@ extern "C" int fl_launch(const int64_t* buf, int num_groups, void* stream, int d
   if (int rc = fl::nonempty_groups(buf, num_groups, &gs, e)) return rc;
   if (gs.count == 0) return FL_OK;  // every group empty: nothing to do, and no CUDA call
   fl::DeviceState* dev = nullptr;
-  if (int rc = fl::device_state(device, &dev, e)) return rc;
+  if (int rc = fl::device_state(device, stream, &dev, e)) return rc;
   return fl::launch_on(*dev, gs, stream, device, alloc, e);
 }
 
@@ -246,7 +255,7 @@ extern "C" int fl_launch_repeat(const int64_t* buf, int num_groups, void* stream
   *ns_per_launch = 0;
   if (gs.count == 0) return FL_OK;  // nothing to launch
   fl::DeviceState* dev = nullptr;
-  if (int rc = fl::device_state(device, &dev, e)) return rc;
+  if (int rc = fl::device_state(device, stream, &dev, e)) return rc;
   const auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < iters; ++i)
     if (int rc = fl::launch_on(*dev, gs, stream, device, alloc, e)) return rc;
