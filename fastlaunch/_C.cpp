@@ -1,6 +1,6 @@
 // fastlaunch._C: the hand-written CPython entry points.
 //
-//   fast_launch(data) -> list[Tensor]   unpack + check + launch; returns the caller's C tensors
+//   fast_launch(data) -> list[Tensor]   unpack + check + launch (empty groups left out); returns the caller's C tensors
 //   unpack(data) -> int                 the same unpack and checks without device checks or launch
 //   pack(data) -> tuple[int, ...]       the int64 buffer unpack() fills, for tests and tools
 //   launch_repeat(data, iters) -> float host ns per launcher call, from a C loop (benchmarks)
@@ -14,8 +14,11 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <torch/csrc/autograd/python_variable.h>
+#include <torch/version.h>
 
 #include <cstdarg>
 #include <cstdint>
@@ -168,8 +171,28 @@ FL_COLD PyObject* err_align(Py_ssize_t g, const char* field, uintptr_t ptr, int 
                (unsigned long long)ptr, align);
 }
 
+// torch.OutOfMemoryError (torch.cuda.OutOfMemoryError), looked up at the first use and kept. Its C
+// handle (THPException_OutOfMemoryError, torch/csrc/Exceptions.h) is not exported by libtorch_python.
+FL_COLD PyObject* out_of_memory_type() {
+  static PyObject* type = nullptr;
+  if (!type) {
+    PyObject* torch = PyImport_ImportModule("torch");
+    PyObject* t = torch ? PyObject_GetAttrString(torch, "OutOfMemoryError") : nullptr;
+    Py_XDECREF(torch);
+    if (t && PyExceptionClass_Check(t)) type = t;  // kept for the life of the module
+    else Py_XDECREF(t);
+    PyErr_Clear();
+  }
+  return type ? type : PyExc_MemoryError;
+}
+
+// The launcher's status as a Python exception; the message is set whole (it may carry torch's text).
 FL_COLD PyObject* err_launch(int rc, const char* msg) {
-  return raise(rc == FL_ERR_VALUE ? PyExc_ValueError : PyExc_RuntimeError, "%s", msg);
+  PyObject* type = rc == FL_ERR_VALUE           ? PyExc_ValueError
+                   : rc == FL_ERR_OUT_OF_MEMORY ? out_of_memory_type()
+                                                : PyExc_RuntimeError;
+  PyErr_SetString(type, msg);
+  return nullptr;
 }
 
 FL_COLD PyObject* err_cpp(const char* what) { return raise(PyExc_RuntimeError, "fastlaunch: %s", what); }
@@ -242,6 +265,7 @@ struct Expect {
   int64_t v1;
   const char* layout;  // for stride errors
   int align;
+  bool empty;  // the shape has no elements (M or N is 0)
 };
 
 struct DeviceSeen {
@@ -266,6 +290,12 @@ inline bool read_tensor(PyObject* obj, Py_ssize_t g, const Expect& ex, bool chec
   }
   if (FL_UNLIKELY(impl->is_nested() || impl->layout() != c10::kStrided)) {
     err_kind(g, ex.field, "must be a dense strided tensor");
+    return false;
+  }
+  // A view with the neg or conj bit set (torch._neg_view, .conj()) stands for values other than its bytes.
+  if (FL_UNLIKELY(impl->is_neg() || impl->is_conj())) {
+    err_kind(g, ex.field,
+             "is a negated or conjugated view (its neg or conj bit is set), whose values are not its bytes");
     return false;
   }
   const c10::ScalarType st = impl->dtype().toScalarType();
@@ -304,15 +334,6 @@ inline bool read_tensor(PyObject* obj, Py_ssize_t g, const Expect& ex, bool chec
     err_shape(g, ex.field, sizes, ex.shape, ex.ndim, ex.n0, ex.v0, ex.n1, ex.v1);
     return false;
   }
-  // Strides matter only along dimensions longer than 1. With shape and strides as expected, torch's
-  // own invariant (every element lies inside the storage) guarantees the bytes the kernel reads.
-  const c10::IntArrayRef strides = impl->strides();
-  for (size_t d = 0; d < ex.ndim; ++d) {
-    if (FL_UNLIKELY(ex.shape[d] > 1 && strides[d] != ex.strides[d])) {
-      err_strides(g, ex.field, strides, ex.strides, ex.ndim, ex.layout);
-      return false;
-    }
-  }
   if (check_device) {
     if (FL_UNLIKELY(!seen->field)) {
       seen->device = dev;
@@ -323,8 +344,28 @@ inline bool read_tensor(PyObject* obj, Py_ssize_t g, const Expect& ex, bool chec
       return false;
     }
   }
+  // A tensor with no elements is neither read nor written: its strides, storage and data pointer (torch
+  // gives such tensors a null or an arbitrary one) do not matter, and the buffer holds 0 for it.
+  if (FL_UNLIKELY(ex.empty)) {
+    *ptr = 0;
+    return true;
+  }
+  // Strides matter only along dimensions longer than 1. With shape and strides as expected, torch's
+  // own invariant (every element lies inside the storage) guarantees the bytes the kernel reads.
+  const c10::IntArrayRef strides = impl->strides();
+  for (size_t d = 0; d < ex.ndim; ++d) {
+    if (FL_UNLIKELY(ex.shape[d] > 1 && strides[d] != ex.strides[d])) {
+      err_strides(g, ex.field, strides, ex.strides, ex.ndim, ex.layout);
+      return false;
+    }
+  }
   if (FL_UNLIKELY(!impl->has_storage())) {
     err_kind(g, ex.field, "has no data (a storage-less tensor)");
+    return false;
+  }
+  // A storage without memory: torch's zero tensors (torch._efficientzerotensor), functional wrappers.
+  if (FL_UNLIKELY(!impl->unsafe_storage().data())) {
+    err_kind(g, ex.field, "has no data (its storage holds no memory)");
     return false;
   }
   // Outputs are written: materialise copy-on-write storage rather than write into a shared one.
@@ -340,6 +381,7 @@ inline bool read_tensor(PyObject* obj, Py_ssize_t g, const Expect& ex, bool chec
 
 struct Unpacked {
   Py_ssize_t groups = 0;
+  Py_ssize_t nonempty = 0;  // groups with M and N both > 0
   int64_t* buf = nullptr;
   PyObject* const* abc = nullptr;  // borrowed, for building the result list
   c10::Device device{c10::kCPU};
@@ -388,8 +430,8 @@ bool unpack_into(PyObject* data, bool check_device, Unpacked* out) {
     PyObject* const* sz = group_seq(lvl[3][g], g, "sizes", " (m, n, k, l)", 4);
     if (!sz) return false;
     int64_t m, nn, k, l;
-    if (!read_size(sz[0], g, "m", 1, fl::kMaxExtent, 1, "an int in 1..2147483647", &m) ||
-        !read_size(sz[1], g, "n", 1, fl::kMaxExtent, 1, "an int in 1..2147483647", &nn) ||
+    if (!read_size(sz[0], g, "m", 0, fl::kMaxExtent, 1, "an int in 0..2147483647", &m) ||
+        !read_size(sz[1], g, "n", 0, fl::kMaxExtent, 1, "an int in 0..2147483647", &nn) ||
         !read_size(sz[2], g, "k", fl::kKMultiple, fl::kMaxExtent - 63, fl::kKMultiple,
                    "a positive multiple of 64 up to 2147483584", &k) ||
         !read_size(sz[3], g, "l", 1, 1, 1, "1", &l))
@@ -410,11 +452,15 @@ bool unpack_into(PyObject* data, bool check_device, Unpacked* out) {
     const int64_t sb_shape[6] = {32, 4, nt, 4, kt, 1}, sb_str[6] = {16, 4, kt * 512, 1, 512, nt * kt * 512};
     static const char kRowMajor[] = "row-major, K contiguous";
     static const char kScaleLayout[] = "the permuted view of a contiguous (1, ceil(rows/128), K/64, 32, 4, 4) array";
-    const Expect ea{"a", Want::kFp4, a_shape, a_str, 3, "M", m, "K", k, kRowMajor, 16};
-    const Expect eb{"b", Want::kFp4, b_shape, b_str, 3, "N", nn, "K", k, kRowMajor, 16};
-    const Expect ec{"c", Want::kHalf, c_shape, c_str, 3, "M", m, "N", nn, "row-major, N contiguous", 2};
-    const Expect esa{"sfa", Want::kScale, sa_shape, sa_str, 6, "M", m, "K", k, kScaleLayout, 16};
-    const Expect esb{"sfb", Want::kScale, sb_shape, sb_str, 6, "N", nn, "K", k, kScaleLayout, 16};
+    // M = 0 or N = 0: an empty group (a mixture-of-experts step that routes no token to an expert).
+    // Its tensors without elements are not checked past shape, dtype and device; the launcher leaves
+    // the group out, and its c (no elements) is not written.
+    const Expect ea{"a", Want::kFp4, a_shape, a_str, 3, "M", m, "K", k, kRowMajor, 16, m == 0};
+    const Expect eb{"b", Want::kFp4, b_shape, b_str, 3, "N", nn, "K", k, kRowMajor, 16, nn == 0};
+    const Expect ec{"c", Want::kHalf, c_shape, c_str, 3, "M", m, "N", nn, "row-major, N contiguous", 2,
+                    m == 0 || nn == 0};
+    const Expect esa{"sfa", Want::kScale, sa_shape, sa_str, 6, "M", m, "K", k, kScaleLayout, 16, m == 0};
+    const Expect esb{"sfb", Want::kScale, sb_shape, sb_str, 6, "N", nn, "K", k, kScaleLayout, 16, nn == 0};
     int64_t* row = buf + g;
     if (!read_tensor(abc[0], g, ea, check_device, &seen, &row[0 * G]) ||
         !read_tensor(abc[1], g, eb, check_device, &seen, &row[1 * G]) ||
@@ -425,6 +471,7 @@ bool unpack_into(PyObject* data, bool check_device, Unpacked* out) {
     row[5 * G] = m;
     row[6 * G] = nn;
     row[7 * G] = k;
+    out->nonempty += m != 0 && nn != 0;
   }
   out->groups = G;
   out->buf = buf;
@@ -435,14 +482,52 @@ bool unpack_into(PyObject* data, bool check_device, Unpacked* out) {
 
 // ============================================================================ workspace allocator
 
+FL_COLD void alloc_failed(fl_alloc_failure* failure, int status, int cuda_error, const char* what) {
+  failure->status = status;
+  failure->cuda_error = cuda_error;
+  if (failure->message && failure->message_len) snprintf(failure->message, failure->message_len, "%s", what);
+}
+
 // The launcher's workspace (kernels/launcher.h, fl_allocator) comes from torch's caching allocator:
 // no cudaMalloc on the hot path, stream-ordered reuse, and CUDA-graph capture works as for any tensor.
-void* torch_ws_alloc(size_t bytes, void* stream, void*) noexcept {
+// A failure says why: out of memory with torch's own text (raised as torch.OutOfMemoryError), else the
+// exception's text and, for a CUDA error, its number.
+void* torch_ws_alloc(size_t bytes, void* stream, void*, fl_alloc_failure* failure) noexcept {
   try {
-    return c10::cuda::CUDACachingAllocator::raw_alloc_with_stream(bytes, static_cast<cudaStream_t>(stream));
+    const auto s = static_cast<cudaStream_t>(stream);
+    // The launcher calls with the launch device's context current, so the runtime's device is the
+    // launch's. torch allocates on its own notion of the current device (c10::cuda::GetDevice), which
+    // differs where torch has deferred a switch to a device without a context (c10::cuda::MaybeSetDevice):
+    // then a device guard points torch at the launch's device for the allocation, as for any torch op on
+    // it, and its exit restores torch's notion. Where that exit makes torch's device current (it has
+    // gained a context meanwhile), the launch's device is made current again for the rest of the launch.
+    int runtime_dev = -1;
+    c10::DeviceIndex torch_dev = -1;
+    if (FL_LIKELY(cudaGetDevice(&runtime_dev) != cudaSuccess || c10::cuda::GetDevice(&torch_dev) != cudaSuccess ||
+                  torch_dev == runtime_dev))
+      return c10::cuda::CUDACachingAllocator::raw_alloc_with_stream(bytes, s);
+    void* ptr = nullptr;
+    {
+      c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(runtime_dev));
+      ptr = c10::cuda::CUDACachingAllocator::raw_alloc_with_stream(bytes, s);
+    }
+    int now = -1;
+    if (cudaGetDevice(&now) == cudaSuccess && now != runtime_dev) cudaSetDevice(runtime_dev);
+    return ptr;
+  } catch (const c10::OutOfMemoryError& e) {
+    alloc_failed(failure, FL_ERR_OUT_OF_MEMORY, 0, e.what_without_backtrace());
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 8)
+  } catch (const c10::AcceleratorError& e) {
+    alloc_failed(failure, FL_ERR_CUDA, e.get_error_code(), e.what_without_backtrace());
+#endif
+  } catch (const c10::Error& e) {
+    alloc_failed(failure, FL_ERR_CUDA, 0, e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    alloc_failed(failure, FL_ERR_CUDA, 0, e.what());
   } catch (...) {
-    return nullptr;
+    alloc_failed(failure, FL_ERR_CUDA, 0, "an exception that is not a std::exception");
   }
+  return nullptr;
 }
 
 void torch_ws_release(void* ptr, void*, void*) noexcept {
@@ -465,11 +550,13 @@ PyObject* fast_launch(PyObject*, PyObject* data) {
   try {
     Unpacked u;
     if (!unpack_into(data, true, &u)) return nullptr;
-    const c10::DeviceIndex dev = u.device.index();
-    cudaStream_t stream = c10::cuda::getCurrentCUDAStream(dev).stream();
-    char err[512];
-    const int rc = fl_launch(u.buf, (int)u.groups, stream, dev, &fl_torch_allocator, err, sizeof(err));
-    if (FL_UNLIKELY(rc != FL_OK)) return err_launch(rc, err);
+    if (FL_LIKELY(u.nonempty)) {  // every group empty: nothing to launch, and no CUDA call at all
+      const c10::DeviceIndex dev = u.device.index();
+      cudaStream_t stream = c10::cuda::getCurrentCUDAStream(dev).stream();
+      char err[1024];
+      const int rc = fl_launch(u.buf, (int)u.groups, stream, dev, &fl_torch_allocator, err, sizeof(err));
+      if (FL_UNLIKELY(rc != FL_OK)) return err_launch(rc, err);
+    }
     PyObject* out = PyList_New(u.groups);
     if (!out) return nullptr;
     for (Py_ssize_t g = 0; g < u.groups; ++g) {
@@ -524,9 +611,10 @@ PyObject* launch_repeat(PyObject*, PyObject* args) {
   try {
     Unpacked u;
     if (!unpack_into(data, true, &u)) return nullptr;
+    if (!u.nonempty) return PyFloat_FromDouble(0.0);  // nothing to launch
     const c10::DeviceIndex dev = u.device.index();
     cudaStream_t stream = c10::cuda::getCurrentCUDAStream(dev).stream();
-    char err[512];
+    char err[1024];
     double ns = 0;
     const int rc = fl_launch_repeat(u.buf, (int)u.groups, stream, dev, &fl_torch_allocator, iters, &ns, err,
                                     sizeof(err));
@@ -730,6 +818,11 @@ bool check_masked_layout(PyObject* obj, const MaskedExpect& ex) {
     raise(PyExc_ValueError, "%s must be a dense strided tensor without __torch_dispatch__", ex.field);
     return false;
   }
+  if (FL_UNLIKELY(impl->is_neg() || impl->is_conj())) {
+    raise(PyExc_ValueError, "%s is a negated or conjugated view (its neg or conj bit is set), whose values are not "
+          "its bytes", ex.field);
+    return false;
+  }
   const c10::ScalarType st = impl->dtype().toScalarType();
   const bool dtype_ok = ex.kind == Kind::kFp4 ? st == c10::ScalarType::Float4_e2m1fn_x2 || st == c10::ScalarType::Byte
                         : ex.kind == Kind::kScale ? st == c10::ScalarType::Float8_e4m3fn
@@ -778,8 +871,8 @@ bool read_masked_data(PyObject* obj, const MaskedExpect& ex, c10::Device* device
     raise(PyExc_ValueError, "%s is on %s, expected %s like a", ex.field, dev.str().c_str(), device->str().c_str());
     return false;
   }
-  if (FL_UNLIKELY(!impl->has_storage())) {
-    raise(PyExc_ValueError, "%s has no data (a storage-less tensor)", ex.field);
+  if (FL_UNLIKELY(!impl->has_storage() || !impl->unsafe_storage().data())) {
+    raise(PyExc_ValueError, "%s has no data (a storage-less tensor, or one whose storage holds no memory)", ex.field);
     return false;
   }
   const void* data = ex.kind == Kind::kHalf ? impl->mutable_data() : impl->data();
@@ -862,7 +955,8 @@ PyObject* grouped_mm_masked(PyObject*, PyObject* const* args, Py_ssize_t nargs) 
 PyMethodDef kMethods[] = {
     {"fast_launch", fast_launch, METH_O,
      "fast_launch(data) -> list[Tensor]\n\nRuns the NVFP4 grouped GEMM on the GPU MODE nvfp4_group_gemm input "
-     "and returns the c tensors, written in place."},
+     "and returns the c tensors, written in place. A group with M or N = 0 is empty: nothing is launched for it "
+     "(a call whose groups are all empty calls no CUDA function)."},
     {"grouped_mm_masked", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(grouped_mm_masked)),
      METH_FASTCALL,
      "grouped_mm_masked(a, sfa, b, sfb, masked_m, out) -> out\n\nThe masked NVFP4 grouped GEMM in the serving layout "
@@ -870,7 +964,8 @@ PyMethodDef kMethods[] = {
      "the device; launches on the current stream of the tensors' device and returns out."},
     {"unpack", unpack, METH_O, "unpack(data) -> int\n\nChecks and unpacks like fast_launch (no device checks, no "
                                "launch); returns the number of groups."},
-    {"pack", pack, METH_O, "pack(data) -> tuple[int, ...]\n\nThe int64 buffer [a b c sfa sfb m n k] x G."},
+    {"pack", pack, METH_O, "pack(data) -> tuple[int, ...]\n\nThe int64 buffer [a b c sfa sfb m n k] x G (the "
+                           "pointer of a tensor without elements: 0)."},
     {"launch_repeat", launch_repeat, METH_VARARGS,
      "launch_repeat(data, iters) -> float\n\nHost ns per launch of the launcher called from a C loop on a "
      "buffer unpacked once (the floor for fast_launch)."},

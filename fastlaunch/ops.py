@@ -74,9 +74,13 @@ def _task_data(a, b, sfa, sfb, c):
 
 
 def _check_tensor(g, field, t, dtypes, expected_dtype, shape, strides, names, layout, device):
-    """fastlaunch/_C.cpp read_tensor's checks that metadata allows, in its order and with its messages: dtype,
-    CUDA device (when the op runs on CUDA), shape, strides along dimensions longer than 1, one device.
-    `device`: [device of the first tensor seen, its group, its field], filled on first use; None off CUDA."""
+    """fastlaunch/_C.cpp read_tensor's checks that metadata allows, in its order and with its messages: a negated or
+    conjugated view, dtype, CUDA device (when the op runs on CUDA), shape, one device, then (a tensor with elements)
+    strides along dimensions longer than 1. `device`: [device of the first tensor seen, its group, its field],
+    filled on first use; None off CUDA."""
+    if t.is_neg() or t.is_conj():
+        raise ValueError(f"group {g}: {field} is a negated or conjugated view (its neg or conj bit is set), whose "
+                         f"values are not its bytes")
     if t.dtype not in dtypes:
         raise TypeError(f"group {g}: {field} must be {expected_dtype}, got {_name(t.dtype)}")
     if device is not None and t.device.type != "cuda":
@@ -84,14 +88,16 @@ def _check_tensor(g, field, t, dtypes, expected_dtype, shape, strides, names, la
     if _dims(t) != shape:
         (n0, v0), (n1, v1) = names
         raise ValueError(f"group {g}: {field} has shape {_dims(t)}, expected {shape} for {n0}={v0}, {n1}={v1}")
-    if any(s > 1 and st != e for s, st, e in zip(shape, t.stride(), strides)):
-        raise ValueError(f"group {g}: {field} has strides {tuple(t.stride())}, expected {strides} ({layout})")
     if device is not None:
         if not device:
             device.extend((t.device, g, field))
         elif t.device != device[0]:
             raise ValueError(f"group {g}: {field} is on {t.device}, expected {device[0]} like group {device[1]}'s "
                              f"{device[2]}")
+    if t.numel() == 0:  # neither read nor written: its strides do not matter
+        return
+    if any(s > 1 and st != e for s, st, e in zip(shape, t.stride(), strides)):
+        raise ValueError(f"group {g}: {field} has strides {tuple(t.stride())}, expected {strides} ({layout})")
 
 
 def _check_size(g, name, v, lo, hi, multiple, rule):
@@ -108,8 +114,8 @@ def _check_task_meta(data) -> None:
     device = [] if on_cuda else None
     fp4, e4m3, half = _FP4_DTYPES, (torch.float8_e4m3fn,), (torch.float16,)
     for g, ((a, b, c), (sa, sb), (m, n, k, _l)) in enumerate(zip(abc, sf_r, sizes)):
-        _check_size(g, "m", m, 1, _MAX_EXTENT, 1, "an int in 1..2147483647")
-        _check_size(g, "n", n, 1, _MAX_EXTENT, 1, "an int in 1..2147483647")
+        _check_size(g, "m", m, 0, _MAX_EXTENT, 1, "an int in 0..2147483647")
+        _check_size(g, "n", n, 0, _MAX_EXTENT, 1, "an int in 0..2147483647")
         _check_size(g, "k", k, 64, _MAX_K, 64, "a positive multiple of 64 up to 2147483584")
         kb, kt, mt, nt = k // 2, k // 64, _ceil128(m), _ceil128(n)
         _check_tensor(g, "a", a, fp4, "float4_e2m1fn_x2 or uint8", (m, kb, 1), (kb, 1, m * kb),
@@ -170,7 +176,11 @@ def grouped_gemm(a: Sequence[torch.Tensor], b: Sequence[torch.Tensor], sfa: Sequ
 # ============================================================================ the serving layout (grouped_mm_masked)
 
 def _masked_check(field, t, dtypes, expected_dtype, shape, names, device):
-    """One tensor of the masked op: dtype, shape, contiguous strides (along dimensions longer than 1), a's device."""
+    """One tensor of the masked op: not a negated or conjugated view, dtype, shape, contiguous strides (along
+    dimensions longer than 1), a's device."""
+    if t.is_neg() or t.is_conj():
+        raise ValueError(f"{field} is a negated or conjugated view (its neg or conj bit is set), whose values are not "
+                         f"its bytes")
     if t.dtype not in dtypes:
         raise TypeError(f"{field} must be {expected_dtype}, got {_name(t.dtype)}")
     if _dims(t) != shape:

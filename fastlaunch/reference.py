@@ -136,7 +136,8 @@ def dequantize(packed: torch.Tensor, sf: torch.Tensor) -> torch.Tensor:
         sf = sf[:, :, 0]
     raw = packed.view(torch.uint8)
     table = torch.tensor(E2M1_VALUES, dtype=torch.float32, device=raw.device)
-    vals = torch.stack([table[(raw & 0xF).long()], table[(raw >> 4).long()]], dim=-1).reshape(raw.shape[0], -1)
+    vals = torch.stack([table[(raw & 0xF).long()], table[(raw >> 4).long()]], dim=-1).reshape(raw.shape[0],
+                                                                                            2 * raw.shape[1])
     scale = sf.to(raw.device).float().repeat_interleave(16, dim=1)
     return vals * scale
 

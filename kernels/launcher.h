@@ -4,6 +4,8 @@
  *   a[G] b[G] c[G] sfa[G] sfb[G] m[G] n[G] k[G]
  * a, b: device pointers to packed NVFP4 [m, k/2] / [n, k/2] (16-byte aligned);
  * c: fp16 [m, n]; sfa, sfb: reordered E4M3 scales (16-byte aligned).
+ * m or n may be 0 (an empty group: nothing is launched for it, its pointers are never read and its
+ * c is not written); k is a positive multiple of 64.
  * The caller has checked the layouts; the launcher checks the limits that depend on the plan. */
 #ifndef FASTLAUNCH_LAUNCHER_H_
 #define FASTLAUNCH_LAUNCHER_H_
@@ -20,21 +22,35 @@ enum fl_status {
   FL_ERR_VALUE = 1,       /* the input is outside a supported limit (raise ValueError) */
   FL_ERR_CUDA = 2,        /* a CUDA call failed (raise RuntimeError) */
   FL_ERR_UNSUPPORTED = 3, /* no kernel for this GPU architecture (raise RuntimeError) */
+  FL_ERR_OUT_OF_MEMORY = 4, /* the workspace could not be allocated: out of memory (raise torch.OutOfMemoryError) */
 };
+
+/* Why an allocation failed, filled in by the allocator when alloc returns NULL. The launcher sets
+ * status to FL_ERR_CUDA, cuda_error to 0 and message to "" before each call. */
+typedef struct fl_alloc_failure {
+  int status;       /* FL_ERR_OUT_OF_MEMORY, or FL_ERR_CUDA for any other failure */
+  int cuda_error;   /* the CUDA error behind it (a cudaError_t) where the allocator knows it, else 0 */
+  char* message;    /* the allocator's own text, written to message[0 .. message_len) */
+  size_t message_len;
+} fl_alloc_failure;
 
 /* Device memory a call needs for intermediate data (the sm_90a path's fp16 copy of A, a few MB
  * for typical shapes). The launcher calls alloc at most once per call, after every check passed,
  * and release right after queueing its kernels: both are stream-ordered on `stream` (the memory may
- * be reused by work queued later on that stream). alloc returns NULL on failure. */
+ * be reused by work queued later on that stream), with the device's primary context current. alloc
+ * returns NULL on failure and says why in *failure. */
 typedef struct fl_allocator {
-  void* (*alloc)(size_t bytes, void* stream, void* ctx);
+  void* (*alloc)(size_t bytes, void* stream, void* ctx, fl_alloc_failure* failure);
   void (*release)(void* ptr, void* stream, void* ctx);
   void* ctx;
 } fl_allocator;
 
-/* Launches the grouped GEMM on `device`, on `stream` (a cudaStream_t; 0 is the legacy default
- * stream). `alloc` may be NULL: then cudaMallocAsync / cudaFreeAsync on the stream. Returns FL_OK,
- * or an error code with a message written to err[0 .. errlen). */
+/* Launches the grouped GEMM on `device`, on `stream` (a cudaStream_t of that device; 0 is the legacy
+ * default stream). `alloc` may be NULL: then cudaMallocAsync / cudaFreeAsync on the stream. Empty
+ * groups are left out; a call whose groups are all empty returns FL_OK without calling CUDA. The
+ * launch runs in the device's primary context; the context current to the calling thread before
+ * the call (possibly none) is current again after it. Returns FL_OK, or an error code with a
+ * message written to err[0 .. errlen) that names the caller's group numbers. */
 int fl_launch(const int64_t* buf, int num_groups, void* stream, int device, const fl_allocator* alloc, char* err,
               size_t errlen);
 

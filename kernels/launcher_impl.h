@@ -25,12 +25,49 @@ struct Driver {
                                       CUtensorMapInterleave, CUtensorMapSwizzle, CUtensorMapL2promotion,
                                       CUtensorMapFloatOOBfill) = nullptr;
   CUresult (*get_error_string)(CUresult, const char**) = nullptr;
+  // Contexts: the launcher runs in the device's primary context and puts the caller's back after, so
+  // that a thread's current context (possibly none) is what it was (cudaSetDevice would create a
+  // context on the device it restores, in a thread that never used it).
+  CUresult (*device_get)(CUdevice*, int) = nullptr;
+  CUresult (*primary_ctx_retain)(CUcontext*, CUdevice) = nullptr;
+  CUresult (*ctx_get_current)(CUcontext*) = nullptr;
+  CUresult (*ctx_set_current)(CUcontext) = nullptr;
 };
 
-// Message sink for the C ABI: set() formats into the caller's buffer and returns the code.
+// CUDA errors that only a kernel's execution (or the hardware, or the MPS server) raises and that
+// leave the context unusable: every later CUDA call returns them, and the CUDA headers say the
+// process must be terminated and relaunched. A host call that returns one did not cause it: it
+// reports the state of the context. Runtime and driver share these numbers.
+inline bool is_sticky(int code) {
+  switch (code) {
+    case cudaErrorECCUncorrectable:
+    case cudaErrorContained:
+    case cudaErrorIllegalAddress:
+    case cudaErrorLaunchTimeout:
+    case cudaErrorAssert:
+    case cudaErrorHardwareStackError:
+    case cudaErrorIllegalInstruction:
+    case cudaErrorMisalignedAddress:
+    case cudaErrorInvalidAddressSpace:
+    case cudaErrorInvalidPc:
+    case cudaErrorLaunchFailure:
+    case cudaErrorTensorMemoryLeak:
+    case cudaErrorMpsClientTerminated:
+    case cudaErrorExternalDevice:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Message sink for the C ABI: set() formats into the caller's buffer and returns the code. A failed
+// CUDA call also leaves its error number in cuda_error (fl_launch names errors left by earlier work
+// by it); `queued` counts the kernels the call has queued so far.
 struct Error {
   char* buf;
   size_t len;
+  int cuda_error = 0;
+  int queued = 0;
   __attribute__((format(printf, 3, 4))) int set(int code, const char* fmt, ...) {
     if (buf && len) {
       va_list ap;
@@ -40,11 +77,17 @@ struct Error {
     }
     return code;
   }
+  // A failed runtime call. The runtime also keeps the error as the thread's last error, where a later
+  // unrelated check (cudaGetLastError after someone else's launch) would find and report it: it is
+  // taken back here, except a sticky one, which no call clears.
   int cuda(cudaError_t rc, const char* what, const char* file, int line) {
+    cuda_error = (int)rc;
+    if (!is_sticky((int)rc)) (void)cudaGetLastError();
     return set(FL_ERR_CUDA, "%s failed: %s (%s) at %s:%d", what, cudaGetErrorString(rc), cudaGetErrorName(rc), file,
                line);
   }
   int driver(const Driver& drv, CUresult rc, const char* what, const char* file, int line) {
+    cuda_error = (int)rc;
     const char* msg = nullptr;
     if (!drv.get_error_string || drv.get_error_string(rc, &msg) != CUDA_SUCCESS || !msg) msg = "unknown error";
     return set(FL_ERR_CUDA, "%s failed: %s (CUresult %d) at %s:%d", what, msg, (int)rc, file, line);
@@ -61,6 +104,13 @@ struct Error {
   do {                                                                              \
     CUresult fl_rc_ = (call);                                                       \
     if (fl_rc_ != CUDA_SUCCESS) return (err).driver((drv), fl_rc_, #call, __FILE__, __LINE__); \
+  } while (0)
+
+// A kernel launch (a driver call that queues a kernel), counted in err.queued when it succeeds.
+#define FL_LAUNCH_TRY(err, drv, call)    \
+  do {                                   \
+    FL_DRV_TRY(err, drv, call);          \
+    ++(err).queued;                      \
   } while (0)
 
 // A tensor map for a [rows, row_bytes] byte matrix at `base` (rows `row_bytes` apart) with a
@@ -111,11 +161,17 @@ inline void init_launch_config(CUlaunchConfig* cfg, CUlaunchAttribute* attr, uns
   cfg->numAttrs = 1;
 }
 
-// The size checks every architecture shares (M, N, K extents, K a multiple of 64), group g.
-inline int check_group_sizes(int64_t m, int64_t n, int64_t k, int g, Error& err) {
-  if (m < 1 || n < 1 || k < kKMultiple || k % kKMultiple || m > kMaxExtent || n > kMaxExtent || k > kMaxExtent)
-    return err.set(FL_ERR_VALUE, "group %d: unsupported sizes m=%lld n=%lld k=%lld", g, (long long)m, (long long)n,
-                   (long long)k);
+// The size checks every architecture shares (M, N, K extents, K a multiple of 64), group g. M and N
+// may be 0 (an empty group) where min_mn is 0: fl_launch's check of the caller's groups; the
+// architectures' launch functions see non-empty groups only (fl_launch leaves the empty ones out).
+inline int check_group_sizes(int64_t m, int64_t n, int64_t k, int g, Error& err, int64_t min_mn = 1) {
+  if (m < min_mn || n < min_mn || k < kKMultiple || k % kKMultiple || m > kMaxExtent || n > kMaxExtent ||
+      k > kMaxExtent)
+    return err.set(FL_ERR_VALUE,
+                   "group %d: sizes must be m, n in %lld..%lld and k a positive multiple of %lld up to %lld, "
+                   "got m=%lld n=%lld k=%lld",
+                   g, (long long)min_mn, (long long)kMaxExtent, (long long)kKMultiple,
+                   (long long)(kMaxExtent - kKMultiple + 1), (long long)m, (long long)n, (long long)k);
   return FL_OK;
 }
 
@@ -127,12 +183,23 @@ struct Workspace {
     alloc = a;
     if (bytes == 0) return FL_OK;
     if (alloc) {
-      ptr = alloc->alloc(bytes, stream, alloc->ctx);
-      if (!ptr) return err.set(FL_ERR_CUDA, "could not allocate a workspace of %zu bytes", bytes);
-      return FL_OK;
+      char why[768] = "";
+      fl_alloc_failure failure{FL_ERR_CUDA, 0, why, sizeof(why)};
+      ptr = alloc->alloc(bytes, stream, alloc->ctx, &failure);
+      if (ptr) return FL_OK;
+      why[sizeof(why) - 1] = 0;
+      err.cuda_error = failure.cuda_error;
+      const int status = failure.status == FL_ERR_OUT_OF_MEMORY ? FL_ERR_OUT_OF_MEMORY : FL_ERR_CUDA;
+      return err.set(status, "could not allocate a workspace of %zu bytes: %s", bytes,
+                     why[0] ? why : "the allocator gave no reason");
     }
-    FL_CUDA_TRY(err, cudaMallocAsync(&ptr, bytes, stream));
-    return FL_OK;
+    const cudaError_t rc = cudaMallocAsync(&ptr, bytes, stream);
+    if (rc == cudaSuccess) return FL_OK;
+    ptr = nullptr;
+    err.cuda(rc, "cudaMallocAsync", __FILE__, __LINE__);  // (takes the error back from the runtime)
+    return err.set(rc == cudaErrorMemoryAllocation ? FL_ERR_OUT_OF_MEMORY : FL_ERR_CUDA,
+                   "could not allocate a workspace of %zu bytes: cudaMallocAsync failed: %s (%s)", bytes,
+                   cudaGetErrorString(rc), cudaGetErrorName(rc));
   }
   // After the work that uses it was queued on `stream`.
   void release(cudaStream_t stream) {
@@ -187,12 +254,17 @@ struct Sm100State {
 };
 
 struct DeviceState;
-using LaunchFn = int (*)(const DeviceState&, const int64_t*, int, cudaStream_t, const fl_allocator*, Error&);
+// An architecture's launch of buf's G groups (none empty); src (or null): the caller's number of each
+// group, for messages.
+using LaunchFn = int (*)(const DeviceState&, const int64_t* buf, int G, const int* src, cudaStream_t,
+                         const fl_allocator*, Error&);
+// ... of the masked form's groups (kernels/launcher.h fl_masked_args)
 using LaunchMaskedFn = int (*)(const DeviceState&, const fl_masked_args&, cudaStream_t, const fl_allocator*, Error&);
 
 struct DeviceState {
   std::atomic<int> status{-1};  // -1 not initialised, else the fl_status of initialisation
-  char message[512] = {0};      // initialisation error, repeated on every call
+  char message[512] = {0};      // initialisation error, repeated on every later call
+  CUcontext ctx = nullptr;      // the device's primary context (retained for the life of the process)
   int cc_major = 0, cc_minor = 0, sm_count = 0;
   Driver drv;
   LaunchFn launch = nullptr;  // the architecture's launch function, set by init_device
@@ -202,12 +274,12 @@ struct DeviceState {
 };
 
 int sm90_init(DeviceState& dev, Error& err);
-int sm90_launch(const DeviceState& dev, const int64_t* buf, int num_groups, cudaStream_t stream,
+int sm90_launch(const DeviceState& dev, const int64_t* buf, int num_groups, const int* src, cudaStream_t stream,
                 const fl_allocator* alloc, Error& err);
 int sm90_launch_masked(const DeviceState& dev, const fl_masked_args& args, cudaStream_t stream,
                        const fl_allocator* alloc, Error& err);
 int sm100_init(DeviceState& dev, Error& err);  // kernels/sm100/launch.cu (built for sm_100a)
-int sm100_launch(const DeviceState& dev, const int64_t* buf, int num_groups, cudaStream_t stream,
+int sm100_launch(const DeviceState& dev, const int64_t* buf, int num_groups, const int* src, cudaStream_t stream,
                  const fl_allocator* alloc, Error& err);
 
 }  // namespace fl

@@ -65,6 +65,21 @@ def cpp_probe(tmp_path_factory, name):
     return ask
 
 
+def with_group(data, g, field, value):
+    """A copy of data (lists at every level) with one leaf replaced. field: a, b, c, sfa, sfb, sizes."""
+    abc = [list(t) for t in data[0]]
+    sf = [list(t) for t in data[1]]
+    sfr = [list(t) for t in data[2]]
+    sizes = [list(t) for t in data[3]]
+    if field in ("a", "b", "c"):
+        abc[g]["abc".index(field)] = value
+    elif field in ("sfa", "sfb"):
+        sfr[g][("sfa", "sfb").index(field)] = value
+    else:
+        sizes[g] = value
+    return abc, sf, sfr, sizes
+
+
 def tool_path(name):
     """The path of script <name> (e.g. "bench_launch.py") in one of TOOL_DIRS."""
     for d in TOOL_DIRS:

@@ -45,7 +45,7 @@ int launch_chunk(const DeviceState& dev, int which, const int64_t* buf, int G, i
   cfg.gridDimX = (unsigned)sm100::grid_size(tiles, dev.sm_count);
   cfg.hStream = reinterpret_cast<CUstream>(stream);
   void* args[1] = {&p};
-  FL_DRV_TRY(err, dev.drv, dev.drv.launch_kernel_ex(&cfg, dev.sm100.fn[which][one_tile ? 0 : 1], args, nullptr));
+  FL_LAUNCH_TRY(err, dev.drv, dev.drv.launch_kernel_ex(&cfg, dev.sm100.fn[which][one_tile ? 0 : 1], args, nullptr));
   return FL_OK;
 }
 
@@ -64,18 +64,20 @@ int sm100_init(DeviceState& dev, Error& err) {
                                   err);
 }
 
-int sm100_launch(const DeviceState& dev, const int64_t* buf, int G, cudaStream_t stream, const fl_allocator*,
-                 Error& err) {
-  // Check every limit before the first launch, so a bad group launches nothing.
+int sm100_launch(const DeviceState& dev, const int64_t* buf, int G, const int* src, cudaStream_t stream,
+                 const fl_allocator*, Error& err) {
+  // Check every limit before the first launch, so a bad group launches nothing. Messages name the
+  // caller's group (src's number, where given).
   int64_t tiles = 0;
   for (int g = 0; g < G; ++g) {
     const int64_t m = buf[5 * G + g], n = buf[6 * G + g], k = buf[7 * G + g];
-    if (int rc = check_group_sizes(m, n, k, g, err)) return rc;
+    const int caller_g = src ? src[g] : g;
+    if (int rc = check_group_sizes(m, n, k, caller_g, err)) return rc;
     if (g % sm100::kGroupsPerLaunch == 0) tiles = 0;
     tiles += sm100::group_tiles(m, n);
     if (tiles > kMaxTilesPerLaunch)
-      return err.set(FL_ERR_VALUE, "group %d: more than %lld tiles of %dx%d in one launch of up to %d groups", g,
-                     (long long)kMaxTilesPerLaunch, sm100::kTileA, sm100::kTileB, sm100::kGroupsPerLaunch);
+      return err.set(FL_ERR_VALUE, "group %d: more than %lld tiles of %dx%d in one launch of up to %d groups",
+                     caller_g, (long long)kMaxTilesPerLaunch, sm100::kTileA, sm100::kTileB, sm100::kGroupsPerLaunch);
   }
   for (int g0 = 0; g0 < G; g0 += sm100::kGroupsPerLaunch) {
     const int gc = G - g0 < sm100::kGroupsPerLaunch ? G - g0 : sm100::kGroupsPerLaunch;

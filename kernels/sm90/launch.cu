@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <new>
 #include <vector>
 
 #include "sm90/plan/group_cuts.h"
@@ -308,9 +309,9 @@ int launch_chunk(const DeviceState& dev, const int64_t* buf, int G, int g0, int 
       cp.groups[i] = {gr.a, gr.sfa, gr.a16, gr.k, gr.unit_end};
     }
     void* cargs[1] = {&cp};
-    FL_DRV_TRY(err, dev.drv, dev.drv.launch_kernel_ex(&cfg, st.convert_fn[which], cargs, nullptr));
+    FL_LAUNCH_TRY(err, dev.drv, dev.drv.launch_kernel_ex(&cfg, st.convert_fn[which], cargs, nullptr));
   } else {
-    FL_DRV_TRY(err, dev.drv, dev.drv.launch_kernel_ex(&cfg, st.convert_fn[which], args, nullptr));
+    FL_LAUNCH_TRY(err, dev.drv, dev.drv.launch_kernel_ex(&cfg, st.convert_fn[which], args, nullptr));
   }
 
   cfg = st.config;
@@ -333,7 +334,7 @@ int launch_chunk(const DeviceState& dev, const int64_t* buf, int G, int g0, int 
     if (plan.half) fn = st.half_fn[any];
     if (plan.reduce) fn = st.red_fn;
   }
-  if (st.only != 1) FL_DRV_TRY(err, dev.drv, dev.drv.launch_kernel_ex(&cfg, fn, args, nullptr));
+  if (st.only != 1) FL_LAUNCH_TRY(err, dev.drv, dev.drv.launch_kernel_ex(&cfg, fn, args, nullptr));
   if constexpr (MAXG == sm90::kGroupsSmall) {
     if (plan.reduce && st.only != 1) {  // the parts' sums into C: grid (tiles, consumer warps, float4 chunks)
       cfg = st.reduce_config;
@@ -341,7 +342,7 @@ int launch_chunk(const DeviceState& dev, const int64_t* buf, int G, int g0, int 
       cfg.gridDimY = sm90::kConsumerWarps;
       cfg.gridDimZ = (unsigned)sm90::reduce_chunks(plan.tiles, sm90::most_valid_float4s(p), dev.sm_count);
       cfg.hStream = reinterpret_cast<CUstream>(stream);
-      FL_DRV_TRY(err, dev.drv, dev.drv.launch_kernel_ex(&cfg, st.reduce_fn, args, nullptr));
+      FL_LAUNCH_TRY(err, dev.drv, dev.drv.launch_kernel_ex(&cfg, st.reduce_fn, args, nullptr));
     }
   }
   return FL_OK;
@@ -381,8 +382,8 @@ int launch_skinny(const DeviceState& dev, const int64_t* buf, int G, int g0, int
     cfg.attrs = attrs;
     cfg.numAttrs = 2;
   }
-  FL_DRV_TRY(err, dev.drv,
-             dev.drv.launch_kernel_ex(&cfg, st.skinny_fn[sp.build][sm90::skinny_lanes_index(sp.lanes)], args, nullptr));
+  const CUfunction fn = st.skinny_fn[sp.build][sm90::skinny_lanes_index(sp.lanes)];
+  FL_LAUNCH_TRY(err, dev.drv, dev.drv.launch_kernel_ex(&cfg, fn, args, nullptr));
   return FL_OK;
 }
 
@@ -606,12 +607,13 @@ const int64_t* launch_cuts(const DeviceState& dev, const int64_t* buf, int G) {
 
 }  // namespace
 
-int sm90_launch(const DeviceState& dev, const int64_t* buf, int G, cudaStream_t stream, const fl_allocator* alloc,
-                Error& err) {
+int sm90_launch(const DeviceState& dev, const int64_t* buf, int G, const int* src, cudaStream_t stream,
+                const fl_allocator* alloc, Error& err) {
   // Launches of few A rows per group (every M at most kSkinnyMaxM: a scan that stops at the first larger
   // group) may take the skinny kernel (try_skinny); launches of up to kGroupsSmall groups may be cut at a
   // 128-row boundary into two (launch_cuts) where that is estimated faster. Both are tried on valid sizes
-  // only (launch_groups checks and reports every limit, with the caller's group numbers).
+  // only (launch_groups checks and reports every limit, with the caller's group numbers: src's, and
+  // through the cuts, src's of the group each part comes from).
   bool few_rows = G <= sm90::kGroupsPerLaunch;
   for (int g = 0; g < G && few_rows; ++g) few_rows = buf[5 * G + g] <= sm90::kSkinnyMaxM;
   if (few_rows || G <= sm90::kGroupsSmall) {
@@ -627,13 +629,15 @@ int sm90_launch(const DeviceState& dev, const int64_t* buf, int G, cudaStream_t 
     if (valid && G <= sm90::kGroupsSmall) {
       if (const int64_t* head = launch_cuts(dev, buf, G)) {
         int64_t cut[8 * sm90::kGroupsSmall];
-        int src[sm90::kGroupsSmall];
-        const int Gc = sm90::apply_cuts(buf, G, head, cut, src);
-        return launch_groups(dev, cut, Gc, src, dev.sm90.force, nullptr, stream, alloc, err);
+        int from[sm90::kGroupsSmall];
+        const int Gc = sm90::apply_cuts(buf, G, head, cut, from);
+        if (src)
+          for (int v = 0; v < Gc; ++v) from[v] = src[from[v]];
+        return launch_groups(dev, cut, Gc, from, dev.sm90.force, nullptr, stream, alloc, err);
       }
     }
   }
-  return launch_groups(dev, buf, G, nullptr, dev.sm90.force, nullptr, stream, alloc, err);
+  return launch_groups(dev, buf, G, src, dev.sm90.force, nullptr, stream, alloc, err);
 }
 
 int sm90_launch_masked(const DeviceState& dev, const fl_masked_args& a, cudaStream_t stream, const fl_allocator* alloc,
@@ -650,7 +654,11 @@ int sm90_launch_masked(const DeviceState& dev, const fl_masked_args& a, cudaStre
   const int64_t sfa_stride = ceil_div(a.max_m, 128) * kt * sm90::kSfBlockBytes;
   const int64_t sfb_stride = ceil_div(a.n, 128) * kt * sm90::kSfBlockBytes;
   thread_local std::vector<int64_t> buf;
-  buf.resize((size_t)8 * G);
+  try {
+    buf.resize((size_t)8 * G);
+  } catch (const std::bad_alloc&) {
+    return err.set(FL_ERR_OUT_OF_MEMORY, "out of host memory for the masked form's %d groups", G);
+  }
   for (int g = 0; g < G; ++g) {
     buf[0 * G + g] = reinterpret_cast<int64_t>(a.a) + g * a_stride;
     buf[1 * G + g] = reinterpret_cast<int64_t>(a.b) + g * b_stride;

@@ -182,8 +182,9 @@ def _task_cases():
          "group 1: a has shape (40, 128, 1), expected (40, 256, 1) for M=40, K=512")
     case("a 2-D", "a", 1, torch.zeros(40, 256, dtype=torch.uint8),
          "group 1: a has shape (40, 256), expected (40, 256, 1) for M=40, K=512")
+    # an empty group (M = 0) is valid; its c must then have no rows either
     case("a no rows", "a", 0, torch.zeros(0, 128, 1, dtype=torch.uint8),
-         "group 0: m must be an int in 1..2147483647, got 0")
+         "group 0: c has shape (96, 128, 1), expected (0, 128, 1) for M=0, N=128")
     case("b K", "b", 0, torch.zeros(128, 40, 1, dtype=torch.uint8),
          "group 0: k must be a positive multiple of 64 up to 2147483584, got 80")
     case("c dtype", "c", 0, torch.zeros(96, 128, 1, dtype=torch.float32),

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import fastlaunch
-from conftest import load_tool
+from conftest import load_tool, with_group
 from fastlaunch import reference as R
 from fastlaunch import shapes as S
 from fastlaunch.shapes import cut_sizes
@@ -16,21 +16,6 @@ from fastlaunch.shapes import cut_sizes
 
 def make(ms=(96, 128), ns=(128, 256), ks=(256, 512), seed=0, **kw):
     return R.generate_input(list(ms), list(ns), list(ks), len(ms), seed, device="cpu", **kw)
-
-
-def with_group(data, g, field, value):
-    """A copy of data (lists at every level) with one leaf replaced. field: a, b, c, sfa, sfb, sizes."""
-    abc = [list(t) for t in data[0]]
-    sf = [list(t) for t in data[1]]
-    sfr = [list(t) for t in data[2]]
-    sizes = [list(t) for t in data[3]]
-    if field in ("a", "b", "c"):
-        abc[g]["abc".index(field)] = value
-    elif field in ("sfa", "sfb"):
-        sfr[g][("sfa", "sfb").index(field)] = value
-    else:
-        sizes[g] = value
-    return abc, sf, sfr, sizes
 
 
 def test_pack_matches_pointers_and_sizes():
@@ -108,9 +93,9 @@ CASES = [
     (1, "sizes", lambda d: (128, 256, 500, 1), ValueError,
      "group 1: k must be a positive multiple of 64 up to 2147483584, got 500"),
     (1, "sizes", lambda d: (128, 256, 512, 2), ValueError, "group 1: l must be 1, got 2"),
-    (0, "sizes", lambda d: (0, 128, 256, 1), ValueError, "group 0: m must be an int in 1..2147483647, got 0"),
+    (0, "sizes", lambda d: (-1, 128, 256, 1), ValueError, "group 0: m must be an int in 0..2147483647, got -1"),
     (0, "sizes", lambda d: (96, 2**40, 256, 1), ValueError,
-     "group 0: n must be an int in 1..2147483647, got 1099511627776"),
+     "group 0: n must be an int in 0..2147483647, got 1099511627776"),
     (0, "sizes", lambda d: (96, 128, 2**70, 1), ValueError,
      "group 0: k must be a positive multiple of 64 up to 2147483584, got an int that does not fit int64"),
     (0, "sizes", lambda d: (96.0, 128, 256, 1), TypeError, "group 0: m must be an int, got float"),

@@ -1,0 +1,76 @@
+"""CPU tests of the launcher's and the workspace allocator's error reports (kernels/launcher.h): a set-up that
+fails for good is kept and named on every later call; the torch allocator's callback carries torch's own text and
+CUDA error number instead of a bare NULL. (The GPU side, out of memory and errors left by earlier work, is
+tests/gpu/test_launch_errors.py.)"""
+import ctypes
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import fastlaunch
+
+from conftest import HAS_CUDA
+
+FL_ERR_CUDA = 2
+
+
+class Failure(ctypes.Structure):  # fl_alloc_failure
+    _fields_ = [("status", ctypes.c_int), ("cuda_error", ctypes.c_int), ("message", ctypes.c_char_p),
+                ("message_len", ctypes.c_size_t)]
+
+
+ALLOC = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(Failure))
+RELEASE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
+
+
+class Allocator(ctypes.Structure):  # fl_allocator
+    _fields_ = [("alloc", ALLOC), ("release", RELEASE), ("ctx", ctypes.c_void_p)]
+
+
+def torch_allocator():
+    return Allocator.in_dll(ctypes.CDLL(fastlaunch._C.__file__), "fl_torch_allocator")
+
+
+def ask(alloc, nbytes):
+    """alloc(nbytes) on the default stream: (pointer or None, status, cuda_error, message)."""
+    text = ctypes.create_string_buffer(768)
+    failure = Failure(FL_ERR_CUDA, 0, ctypes.cast(text, ctypes.c_char_p), len(text))
+    ptr = alloc.alloc(nbytes, None, None, ctypes.byref(failure))
+    return ptr, failure.status, failure.cuda_error, text.value.decode()
+
+
+@pytest.mark.skipif(HAS_CUDA, reason="checks the failure of torch's allocator where CUDA cannot run")
+def test_torch_allocator_callback_reports_torchs_text_and_the_cuda_error():
+    ptr, status, cuda_error, message = ask(torch_allocator(), 4096)
+    assert ptr is None and status == FL_ERR_CUDA
+    assert cuda_error != 0 and message.startswith("CUDA error: "), (cuda_error, message)
+    assert "Exception raised from" not in message  # torch's text without its C++ backtrace
+
+
+def run_child(code):
+    r = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-4000:]
+    return r.stdout.splitlines()
+
+
+def test_a_failed_set_up_is_kept_and_named_on_later_calls():
+    # Device 63 exists on no machine: the set-up fails (no driver, or an invalid device), a failure that does not
+    # go away, so the second and third calls report the first one's error, saying it is not tried again. (A fresh
+    # process: the launcher's per-device state lives as long as the process.)
+    lines = run_child("""
+        import ctypes, torch, fastlaunch
+        fn = ctypes.CDLL(fastlaunch._C.__file__).fl_launch
+        fn.restype = ctypes.c_int
+        fn.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p,
+                       ctypes.c_char_p, ctypes.c_size_t]
+        buf = (ctypes.c_int64 * 8)(0, 0, 0, 0, 0, 1, 1, 64)
+        for _ in range(3):
+            err = ctypes.create_string_buffer(1024)
+            print(fn(buf, 1, None, 63, None, err, 1024), err.value.decode())
+    """)
+    first, second, third = (line.split(" ", 1) for line in lines)
+    assert first[0] == second[0] == third[0] == str(FL_ERR_CUDA)
+    assert first[1].startswith("could not set up cuda:63: ") and " failed: " in first[1], first[1]
+    assert second[1] == third[1] == first[1] + " (the set-up failed on an earlier call and is not tried again)"
