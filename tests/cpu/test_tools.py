@@ -388,3 +388,18 @@ def test_half_fit_data_and_replay():
     geo, _n, _worst = fit.summary(rows)
     assert geo <= statistics.geometric_mean([d["us"]["auto"] for d in draws])
 
+
+
+def test_device_us_sets_cycles_through_the_sets(monkeypatch):
+    # the timed calls read input sets 0, 1, 2, 0, 1, ... (device_us stood in for: it needs CUDA events)
+    from fastlaunch import timing
+    seen = []
+
+    def fake_device_us(fn, flush, reps=30):
+        for _ in range(reps):
+            fn()
+        return 1.5
+
+    monkeypatch.setattr(timing, "device_us", fake_device_us)
+    assert timing.device_us_sets(seen.append, 3, None, reps=7) == 1.5
+    assert seen == [0, 1, 2, 0, 1, 2, 0]
