@@ -32,7 +32,7 @@ import torch
 import fastlaunch
 from fastlaunch import reference as R
 from fastlaunch.shapes import BENCH_SHAPES, TEST_SHAPES, column, describe, flops, nvfp4_bytes, random_shapes
-from fastlaunch.timing import device_us, l2_flush_buffer, load_pyplot
+from fastlaunch.timing import device_us, device_us_sets, l2_flush_buffer, load_pyplot
 
 
 def parse_shape(text: str):
@@ -103,19 +103,20 @@ def ceilings(flush):
     return peak, bw
 
 
+def dequantised(data):
+    """Every group's A and B of an input, dequantised to fp16 (exact): (list of [M, K], list of [N, K])."""
+    a16 = [R.dequantize(a, sfa).half() for (a, _b, _c), (sfa, _sfb) in zip(data[0], data[1])]
+    b16 = [R.dequantize(b, sfb).half() for (_a, b, _c), (_sfa, sfb) in zip(data[0], data[1])]
+    return a16, b16
+
+
 def bench_shape(shape, flush, peak, bw, sets=3):
     g, ms, ns, ks = shape
     inputs = [R.generate_input(ms, ns, ks, g, seed=7000 + j, device="cuda") for j in range(sets)]
     ref = R.ref_kernel(R.clone_outputs(inputs[0]))
     R.poison(inputs[0])
     ok, msg = R.check(fastlaunch.fast_launch(inputs[0]), ref)
-    counter = iter(range(1 << 40))
-    t_fl = device_us(lambda: fastlaunch.fast_launch(inputs[next(counter) % sets]), flush)
-
-    def dequantised(data):
-        a16 = [R.dequantize(a, sfa).half() for (a, _b, _c), (sfa, _sfb) in zip(data[0], data[1])]
-        b16 = [R.dequantize(b, sfb).half() for (_a, b, _c), (_sfa, sfb) in zip(data[0], data[1])]
-        return a16, b16
+    t_fl = device_us_sets(lambda i: fastlaunch.fast_launch(inputs[i]), sets, flush)
 
     deq = [dequantised(d) for d in inputs]
     outs = [[torch.empty(m, n, dtype=torch.float16, device="cuda") for m, n in zip(ms, ns)] for _ in inputs]
@@ -141,16 +142,13 @@ def bench_shape(shape, flush, peak, bw, sets=3):
         a, b, offs = grouped_inputs[i]
         return torch._grouped_mm(a, b.transpose(-2, -1), offs=offs)
 
-    c2 = iter(range(1 << 40))
-    t_ref = device_us(lambda: reference(next(c2) % sets), flush, reps=5)
-    c3 = iter(range(1 << 40))
-    t_cub = device_us(lambda: cublas(next(c3) % sets), flush)
+    t_ref = device_us_sets(reference, sets, flush, reps=5)
+    t_cub = device_us_sets(cublas, sets, flush)
     t_grp = float("nan")
     if same_nk:
         try:
             grouped(0)
-            c4 = iter(range(1 << 40))
-            t_grp = device_us(lambda: grouped(next(c4) % sets), flush)
+            t_grp = device_us_sets(grouped, sets, flush)
         except Exception as e:  # no grouped_mm for this torch/GPU
             print(f"grouped_mm unavailable: {e}", file=sys.stderr)
     fl_floor = flops(shape) / peak * 1e6

@@ -1,6 +1,7 @@
-"""Timing helpers shared by the main job and the benchmarks in tools/."""
+"""Timing helpers shared by the main job, the benchmarks and the tools."""
 from __future__ import annotations
 
+import itertools
 import statistics
 import time
 
@@ -48,6 +49,13 @@ def events_us(fn, before, reps: int) -> float:
 def device_us(fn, flush: torch.Tensor, reps: int = 30) -> float:
     """Median device us of one call, L2 flushed before each."""
     return events_us(fn, flush.zero_, reps)
+
+
+def device_us_sets(fn, sets: int, flush: torch.Tensor, reps: int = 30) -> float:
+    """Median device us of one call of `fn(i)`, L2 flushed before each, with i cycling through 0 .. sets-1: each
+    call reads another input set than the call before it."""
+    calls = itertools.count()
+    return device_us(lambda: fn(next(calls) % sets), flush, reps)
 
 
 def fp16_gemms(ms, ns, ks, device="cuda"):

@@ -388,3 +388,147 @@ def test_half_fit_data_and_replay():
     geo, _n, _worst = fit.summary(rows)
     assert geo <= statistics.geometric_mean([d["us"]["auto"] for d in draws])
 
+
+
+def test_device_us_sets_cycles_through_the_sets(monkeypatch):
+    # the timed calls read input sets 0, 1, 2, 0, 1, ... (device_us stood in for: it needs CUDA events)
+    from fastlaunch import timing
+    seen = []
+
+    def fake_device_us(fn, flush, reps=30):
+        for _ in range(reps):
+            fn()
+        return 1.5
+
+    monkeypatch.setattr(timing, "device_us", fake_device_us)
+    assert timing.device_us_sets(seen.append, 3, None, reps=7) == 1.5
+    assert seen == [0, 1, 2, 0, 1, 2, 0]
+
+
+def test_bench_scaling_plan():
+    bs = load_tool("bench_scaling")
+    args = bs.parse_args([])
+    p = bs.plan(args)
+    assert args.nk == [(4096, 7168), (2048, 7168)] and (args.sets, args.reps, args.max_rows) == (3, 30, 65536)
+    sweep = {(g, m, n, k) for n, k in args.nk for g in (1, 8, 64) for m in bs.M_VALUES}
+    assert set(p.skipped) == {s for s in sweep if s[0] * s[1] > 65536} and len(p.skipped) == 6
+    assert set(p.timed) == (sweep - set(p.skipped)) | p.extra and len(p.timed) == len(set(p.timed)) == 84
+    assert p.extra == {(1, m, n, k) for n, k in args.nk for m in (16384, 32768, 65536)}
+    assert len(p.pairs) == 2 * (14 + 11)
+    for (g, m, n, k), one in p.pairs:
+        assert g > 1 and one == (1, g * m, n, k) and one in p.timed and (g, m, n, k) in p.timed
+    # ordered by (N, K) as given, then G, then M: each block's shapes together
+    assert p.timed == sorted(p.timed, key=lambda s: (args.nk.index((s[2], s[3])), s[0], s[1]))
+    assert bs.blocks(p.timed) == [(g, n, k) for n, k in args.nk for g in (1, 8, 64)]
+    quick = bs.parse_args(["--quick"])
+    assert quick.nk == [(4096, 7168)] and quick.m == list(bs.QUICK_M) and (quick.sets, quick.reps) == (2, 20)
+    q = bs.plan(quick)
+    assert q.skipped == [(64, 4096, 4096, 7168)] and (1, 65536, 4096, 7168) in q.extra
+    given = bs.parse_args(["--quick", "--nk", "256:512", "--nk", "256:512", "--g", "4,2,4", "--m", "3,1",
+                           "--max-rows", "8", "--sets", "1"])
+    assert given.nk == [(256, 512)] and given.g == [2, 4] and given.m == [1, 3] and given.sets == 1
+    assert bs.plan(given) == bs.Plan([(1, 2, 256, 512), (1, 4, 256, 512), (1, 6, 256, 512), (2, 1, 256, 512),
+                                      (2, 3, 256, 512), (4, 1, 256, 512)], {(1, 2, 256, 512), (1, 4, 256, 512),
+                                      (1, 6, 256, 512)}, [(4, 3, 256, 512)],
+                                     [((2, 1, 256, 512), (1, 2, 256, 512)), ((2, 3, 256, 512), (1, 6, 256, 512)),
+                                      ((4, 1, 256, 512), (1, 4, 256, 512))])
+
+
+@pytest.mark.parametrize("argv", [["--nk", "4096:100"], ["--nk", "4096"], ["--m", "0,4"], ["--g", "x"],
+                                  ["--sets", "0"], ["--reps", "0"], ["--max-rows", "0"], ["--check-rows", "-1"]])
+def test_bench_scaling_rejects_bad_options(argv, capsys):
+    bs = load_tool("bench_scaling")
+    with pytest.raises(SystemExit) as e:
+        bs.parse_args(argv)
+    assert e.value.code == 2
+    assert "error" in capsys.readouterr().err
+
+
+def small_scaling_input(bs, g, m, n, k, seed=1):
+    """A bench_scaling input on the CPU: A of M rows and B of N rows per group, composed as the tool composes them."""
+    return bs.compose(R.generate_input(m, 1, k, g, seed, device="cpu"),
+                      R.generate_input(1, n, k, g, seed + 1, device="cpu"), "cpu")
+
+
+def test_bench_scaling_compose_keeps_the_contract():
+    bs = load_tool("bench_scaling")
+    data = small_scaling_input(bs, 3, 5, 24, 128)
+    assert fastlaunch.unpack(data) == 3 and data[3] == [(5, 24, 128, 1)] * 3
+    whole = R.generate_input(5, 24, 128, 3, seed=4, device="cpu")
+    for (a, b, c), (wa, wb, wc) in zip(data[0], whole[0]):
+        for x, y in ((a, wa), (b, wb), (c, wc)):
+            assert x.shape == y.shape and x.stride() == y.stride() and x.dtype == y.dtype
+    with pytest.raises(ValueError, match="K="):
+        bs.compose(R.generate_input(5, 1, 128, 1, 1, device="cpu"), R.generate_input(1, 24, 64, 1, 1, device="cpu"),
+                   "cpu")
+
+
+def test_bench_scaling_check_output():
+    import torch
+    bs = load_tool("bench_scaling")
+    data = small_scaling_input(bs, 2, 9, 16, 128)
+    out = R.ref_kernel(R.clone_outputs(data))
+    assert bs.check_output(data, out, 0, 5) == (True, "ok", "every row")
+    assert bs.check_output(data, out, 9, 5) == (True, "ok", "every row")  # no group has more than 9 rows
+    ok, msg, checked = bs.check_output(data, out, 4, 5)
+    assert ok and "4 random rows" in checked and "seed 5" in checked
+    bad = [o.clone() for o in out]
+    bad[1] += 1
+    for rows in (0, 4):
+        ok, msg, _ = bs.check_output(data, bad, rows, 5)
+        assert not ok and msg.startswith("group 1:")
+    unwritten = [o.clone() for o in out]
+    unwritten[0][8, 3, 0] = float("nan")
+    ok, msg, _ = bs.check_output(data, unwritten, 1, 5)
+    assert not ok and "NaN" in msg and msg.startswith("group 0:")
+    assert not bs.check_output(data, unwritten, 0, 5)[0]
+    assert torch.equal(out[0], R.ref_kernel(R.clone_outputs(data))[0])  # the checks leave the output alone
+
+
+def test_bench_scaling_sweep_on_the_cpu(monkeypatch, capsys, tmp_path):
+    # the whole sweep with the reference standing in for the kernel and a call count for the device time: every
+    # shape checked, both cuBLAS paths run on the inputs of every set, the tables, the summary and the JSON written
+    bs = load_tool("bench_scaling")
+    calls = {}
+
+    def fake_device_us_sets(fn, sets, flush, reps=30):
+        for i in range(reps):
+            fn(i % sets)
+        calls[fn] = reps
+        return 10.0
+
+    monkeypatch.setattr(bs.fastlaunch, "fast_launch", R.ref_kernel)
+    monkeypatch.setattr(bs, "device_us_sets", fake_device_us_sets)
+    args = bs.parse_args(["--nk", "64:128", "--g", "1,2", "--m", "1,3", "--sets", "2", "--reps", "3"])
+    p = bs.plan(args)
+    rows = bs.sweep(p, args, None, 1e12, 1e12, device="cpu")
+    assert [(r["g"], r["m"], r["n"], r["k"]) for r in rows] == p.timed and all(r["ok"] for r in rows)
+    assert [r["role"] for r in rows] == ["sweep", "one group", "sweep", "one group", "sweep", "sweep"]  # M 1 2 3 6 1 3
+    for r in rows:
+        assert r["cublas_path"] in (("mm",) if r["g"] == 1 else ("bmm", "mm per group"))
+        assert r["floor_us"] == max(r["floor_compute_us"], r["floor_bytes_us"]) and r["x_floor"] == 10 / r["floor_us"]
+        assert r["floor_compute_us"] == 2 * r["g"] * r["m"] * 64 * 128 / 1e12 * 1e6
+        assert r["cublas_error"] < 1e-3  # cuBLAS's paths computed the reference's product
+    pairs = bs.pair_rows(p, {(r["g"], r["m"], r["n"], r["k"]): r for r in rows})
+    assert [(q["g"], q["m"], q["rows"]) for q in pairs] == [(2, 1, 2), (2, 3, 6)]
+    assert all(q["ratio"] == 1.0 for q in pairs)
+    bs.print_tables(rows, pairs)
+    summ = bs.summary(rows, pairs, p, args)
+    out = capsys.readouterr().out
+    assert "| 64 | 128 | 2 | 3 | 10.0 |" in out and "all outputs correct: True" in out and summ["all_ok"]
+    assert "worst many-vs-one ratio: 1.00" in out and "agree with fastlaunch's (relative error <= 0.01): True" in out
+    json.dumps({"rows": rows, "pairs": pairs, "summary": summ, "skipped": p.skipped})
+    # a failed shape is recorded and the summary says so
+    rows[0].update(bs.failed_row(p.timed[0], RuntimeError("CUDA error: out of memory")))
+    bs.summary(rows, pairs, p, args)
+    assert "all outputs correct: False" in capsys.readouterr().out
+
+
+def test_bench_scaling_chart(tmp_path):
+    pytest.importorskip("matplotlib")
+    bs = load_tool("bench_scaling")
+    rows = [dict(g=g, m=m, n=64, k=128, x_floor=1.5, cublas_us=20.0, floor_us=10.0) for g in (1, 2) for m in (1, 2, 4)]
+    pairs = [dict(g=2, m=m, n=64, k=128, ratio=1.2, floor_ratio=1.1) for m in (1, 2)]
+    path = tmp_path / "scaling.png"
+    bs.chart(str(path), rows, pairs, "a GPU")
+    assert path.stat().st_size > 1000
