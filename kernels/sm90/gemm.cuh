@@ -212,12 +212,12 @@ template <int MAXG, bool ANY, bool RED, bool MASKED = false>
 constexpr bool kTmaC = MAXG <= kGroupsSmall && !ANY && !RED && !MASKED;
 
 // The rows group g computes this call: its planned m, or in the masked form masked_m[g] clamped to
-// 0 .. m (written by an earlier grid: read after griddepcontrol.wait).
+// 0 .. m (written by an earlier grid: read after griddepcontrol.wait; `p` is then a MaskedParams).
 template <bool MASKED, int MAXG>
 __device__ __forceinline__ int call_rows(const Params<MAXG>& p, int g) {
   const int m = p.groups[g].m;
   if constexpr (MASKED) {
-    const int mm = __ldg(p.masked_m + g);
+    const int mm = __ldg(static_cast<const MaskedParams<MAXG>&>(p).masked_m + g);
     return mm < 0 ? 0 : mm < m ? mm : m;
   } else {
     return m;
@@ -449,7 +449,7 @@ __device__ __forceinline__ void consumer_dispatch(const Params<MAXG>& p, const S
 // reduced tiles (kernels/sm90/plan/planner.h): every CTA stores its one unit's partial sums for the reduce kernel
 // (kernels/sm90/reduce.cuh), which stores C. BUILD: kernels/sm90/plan/planner.h kBuildMain, kBuildNarrow (the narrow build, kNarrowN)
 // or kBuildMid (the mid build, kMidN); the last two whole and split tiles only. MASKED: the masked form
-// (Params::masked_m; whole and split tiles, C rows aligned and stored by the threads). The body of both kernels
+// (MaskedParams::masked_m; whole and split tiles, C rows aligned and stored by the threads). The body of both kernels
 // below.
 template <int MAXG, bool HALF, bool ANY, bool RED, int BUILD, bool MASKED>
 __device__ __forceinline__ void group_gemm(const Params<MAXG>& p) {
@@ -617,7 +617,7 @@ __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_con
 // The masked form (stacked experts, rows per group from masked_m on the device): planned for every group's
 // largest m; a tile past its group's masked_m is skipped, and no C row at or past it is written.
 template <int MAXG, int BUILD = kBuildMain>
-__global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm_masked(const __grid_constant__ Params<MAXG> p) {
+__global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm_masked(const __grid_constant__ MaskedParams<MAXG> p) {
   group_gemm<MAXG, false, false, false, BUILD, true>(p);
 }
 

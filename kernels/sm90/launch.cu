@@ -232,7 +232,8 @@ int launch_chunk(const DeviceState& dev, const int64_t* buf, int G, int g0, int 
                         : MAXG == sm90::kGroupsMid  ? 1
                         : MAXG == sm90::kGroupsLarge ? 2
                                                      : 3;  // Sm90State::fn
-  Params<MAXG> p;
+  sm90::MaskedParams<MAXG> mp;  // the masked form's parameters; the task form's GEMM reads the Params in it
+  Params<MAXG>& p = mp;  // (its first base: at the same address, so &p serves both kernels)
   const sm90::LaunchPlan& plan =
       known ? *known
             : launch_plan(buf + 5 * G + g0, buf + 6 * G + g0, buf + 7 * G + g0, gc, dev.sm_count, force);
@@ -285,7 +286,7 @@ int launch_chunk(const DeviceState& dev, const int64_t* buf, int G, int g0, int 
   std::memcpy(p.start_k, plan.start_k, sizeof(int32_t) * (plan.ctas + 1));
   p.a16_pitch = (int32_t)kmax;
   p.trace = st.trace;
-  p.masked_m = masked ? masked + g0 : nullptr;
+  mp.masked_m = masked ? masked + g0 : nullptr;
   void* args[1] = {&p};
 
   // The conversion: one thread per unit (kernels/sm90/plan/planner.h convert_ctas), and enough CTAs for one warp per group's B map.

@@ -58,8 +58,14 @@ struct Params {
   int32_t start_k[kMaxCtas + 1];
   Group groups[MAXG];
   alignas(64) int32_t tile_end[MAXG];  // group g's tiles end here (exclusive) in the launch's tile order
-  // The masked form (nvfp4_group_gemm_masked) only: group g computes rows 0 .. masked_m[g] - 1 (at most its
-  // planned m) and stores no other row; read on the device, after the grid before this one. Null otherwise.
+};
+
+// The masked form's parameters (nvfp4_group_gemm_masked): the task form's, then the counts. A launch of the task
+// form passes the same bytes as before (its kernels read sizeof(Params) of them), a masked one these.
+template <int MAXG>
+struct MaskedParams : Params<MAXG> {
+  // group g computes rows 0 .. masked_m[g] - 1 (at most its planned m) and stores no other row; read on the
+  // device, after the grid before this one
   const int32_t* masked_m;
 };
 
