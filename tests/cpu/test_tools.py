@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 import fastlaunch
 from conftest import load_tool, tool_path
@@ -388,3 +389,20 @@ def test_half_fit_data_and_replay():
     geo, _n, _worst = fit.summary(rows)
     assert geo <= statistics.geometric_mean([d["us"]["auto"] for d in draws])
 
+
+def test_bench_ext_parameter_blocks_and_bare_launch_arguments():
+    bench = pytest.importorskip("fastlaunch._bench", reason="built with FASTLAUNCH_BUILD_BENCH=1 only")
+    if not hasattr(bench, "param_blocks"):
+        pytest.skip("fastlaunch._bench predates the bare-launch anchor")
+    blocks = bench.param_blocks()
+    gemm = sorted((g, b) for k, g, b in blocks if k == "gemm")
+    conv = {g: b for k, g, b in blocks if k == "conversion"}
+    assert gemm[-1][0] == fastlaunch._C.max_groups_per_launch
+    assert all(b1 < b2 for (_g1, b1), (_g2, b2) in zip(gemm, gemm[1:])), gemm
+    assert set(conv) == {g for g, _b in gemm} and conv[gemm[0][0]] < 1024  # the conversion's own small block
+    assert all(conv[g] == b for g, b in gemm[1:])  # larger launches convert A on the GEMM's block
+    with pytest.raises(RuntimeError, match="no empty kernel takes 12345 bytes"):
+        bench.bare_launch_ns(12345, 1, 1)
+    if not torch.cuda.is_available():
+        with pytest.raises(RuntimeError):
+            bench.bare_launch_ns(gemm[0][1], 1, 1)
