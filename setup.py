@@ -8,7 +8,8 @@ source was compiled with) and torch; no GPU is needed to build. kernels/sm100/la
 on its own for sm_100a and linked into fastlaunch._C (Sm100Build below).
 FASTLAUNCH_PTXAS_VERBOSE=1 prints registers/spills per kernel.
 FASTLAUNCH_BUILD_BENCH=1 also builds fastlaunch._bench, the competing launch paths that
-benchmarks/bench_launch.py times (tools/setup.sh sets it; wheels leave it out).
+benchmarks/bench_launch.py times and the bare-launch floor benchmarks/bench_serving.py measures
+(tools/setup.sh sets it; wheels leave it out).
 """
 import os
 import shutil
@@ -93,13 +94,14 @@ ext_modules = [
     ),
 ]
 if os.environ.get("FASTLAUNCH_BUILD_BENCH"):
-    # Competing launch paths for benchmarks/bench_launch.py (pybind11, TORCH_LIBRARY); not used by fastlaunch.
+    # Competing launch paths for benchmarks/bench_launch.py (pybind11, TORCH_LIBRARY) and the bare-launch floor for
+    # benchmarks/bench_serving.py (empty kernels on the sm_90a parameter blocks); not used by fastlaunch.
     ext_modules.append(
         CUDAExtension(
             name="fastlaunch._bench",
-            sources=["benchmarks/launch_variants/bench_ext.cpp"],
-            include_dirs=[os.path.join(ROOT, "kernels")],
-            extra_compile_args={"cxx": ["-O3"]},
+            sources=["benchmarks/launch_variants/bench_ext.cpp", "benchmarks/launch_variants/bare_launch.cu"],
+            include_dirs=[os.path.join(ROOT, "kernels"), os.path.join(ROOT, "benchmarks", "launch_variants")],
+            extra_compile_args={"cxx": ["-O3"], "nvcc": nvcc_flags},
         )
     )
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One call on a GPU machine: build, inspect SASS, then the named steps (default: all).
-#   tools/gpu_check.sh [diag] [tests] [stress] [main] [bench] [extra] [launch] [eval] [sweep]
+#   tools/gpu_check.sh [diag] [tests] [stress] [main] [bench] [extra] [launch] [serving] [eval] [sweep]
 # (extra: bench_kernels on the task's test shapes and EXTRA_RANDOM random shapes (default 8, seed
 # EXTRA_SEED or a fresh one), against cuBLAS; stress: every forced kind of plan repeated on fresh data,
 # tools/stress_sm90.py, STRESS_REPS times each, default 20)
@@ -12,7 +12,7 @@ LOGS=${LOGS:-$OUT}
 mkdir -p "$OUT" "$LOGS"
 export PYTHONUNBUFFERED=1 PYTHONWARNINGS=ignore PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 PY=${PYTHON:-python3}
-steps=${*:-diag tests stress main bench launch}
+steps=${*:-diag tests stress main bench launch serving}
 
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv,noheader || true
 $PY -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"
@@ -41,6 +41,7 @@ for s in $steps; do
     eval) timeout 900 $PY benchmarks/eval.py --json "$OUT/eval.json" 2>&1 | tee "$LOGS/eval.log" || rc=1 ;;
     sweep) timeout 900 $PY tools/tuning/sweep_sm90.py 2>&1 | tee "$LOGS/sweep.log" || rc=1 ;;
     launch) [ -f benchmarks/bench_launch.py ] && { timeout 600 $PY benchmarks/bench_launch.py --json "$OUT/bench_launch.json" --png "$OUT/bench_launch.png" 2>&1 | tee "$LOGS/launch.log" || rc=1; } ;;
+    serving) [ -f benchmarks/bench_serving.py ] && { timeout 900 $PY benchmarks/bench_serving.py --json "$OUT/bench_serving.json" --png "$OUT/bench_serving.png" 2>&1 | tee "$LOGS/serving.log" || rc=1; } ;;
   esac
 done
 exit $rc

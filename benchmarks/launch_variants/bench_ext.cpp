@@ -1,16 +1,24 @@
-// Other ways to reach the same launcher, for benchmarks/bench_launch.py only (built as fastlaunch._bench):
+// Benchmark-only entry points (built as fastlaunch._bench with FASTLAUNCH_BUILD_BENCH=1).
+// Other ways to reach the same launcher, for benchmarks/bench_launch.py:
 //   launch_vec(a, b, c, sfa, sfb, m, n, k)          pybind11, std::vector<at::Tensor> + int lists
 //   torch.ops.fastlaunch_bench.launch(same)         TORCH_LIBRARY custom op taking Tensor[]
 // Both pack the same int64 buffer as fast_launch and call fl_launch from fastlaunch._C with its
 // workspace allocator, both looked up with dlsym after bind(path to fastlaunch._C).
+// The driver's floor under each launch, for benchmarks/bench_serving.py (bare_launch.h, bare_launch.cu):
+//   param_blocks() -> [(kernel, max_groups, bytes), ...]   the sm_90a kernels' parameter blocks
+//   bare_launch_ns(param_bytes, iters=20, batches=200, stream=0, pdl=False) -> (median, p10, p90)
+//                                                     host ns per bare cuLaunchKernelEx of an empty kernel
 #include <c10/cuda/CUDAStream.h>
 #include <dlfcn.h>
 #include <torch/extension.h>
 #include <torch/library.h>
 
+#include "bare_launch.h"
 #include "launcher.h"
 
 #include <cstdint>
+#include <string>
+#include <tuple>
 #include <vector>
 
 namespace {
@@ -67,4 +75,17 @@ TORCH_LIBRARY_IMPL(fastlaunch_bench, CUDA, lib) { lib.impl("launch", &launch_op)
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, mod) {
   mod.def("bind", &bind);
   mod.def("launch_vec", &launch_impl);
+  mod.def(
+      "param_blocks",
+      [] {
+        std::vector<std::tuple<std::string, int, int64_t>> out;
+        for (const flbench::ParamBlock& p : flbench::param_blocks()) out.emplace_back(p.kernel, p.max_groups, p.bytes);
+        return out;
+      },
+      "[(kernel, max_groups, bytes), ...]: the sm_90a GEMM's and A conversion's parameter blocks");
+  mod.def("bare_launch_ns", &flbench::bare_launch_ns, pybind11::arg("param_bytes"), pybind11::arg("iters") = 20,
+          pybind11::arg("batches") = 200, pybind11::arg("stream") = 0, pybind11::arg("pdl") = false,
+          "(median, p10, p90) host ns per bare cuLaunchKernelEx of an empty kernel taking param_bytes bytes "
+          "(one of param_blocks()' sizes) on `stream` (a cudaStream_t as an int), batches of iters launches, the "
+          "stream drained between batches; pdl: with the programmatic-stream-serialisation attribute");
 }

@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 import fastlaunch
 from conftest import load_tool, tool_path
@@ -532,3 +533,97 @@ def test_bench_scaling_chart(tmp_path):
     path = tmp_path / "scaling.png"
     bs.chart(str(path), rows, pairs, "a GPU")
     assert path.stat().st_size > 1000
+
+
+def test_bench_serving_rotation_and_inputs():
+    bs = load_tool("bench_serving")
+    seen = []
+    step = bs.rotation([lambda i=i: seen.append(i) for i in range(3)])
+    for _ in range(7):
+        step()
+    assert seen == [0, 1, 2, 0, 1, 2, 0]
+    gen = torch.Generator().manual_seed(1)
+    packed, sf, sf_r = bs.nvfp4_operand(130, 128, gen, "cpu")
+    assert packed.dtype == torch.float4_e2m1fn_x2 and packed.shape == (130, 64, 1) and packed.stride()[:2] == (64, 1)
+    assert not (packed.view(torch.uint8) & 0b0100_0100).any()  # nibbles: sign + 2 low bits, as the task's
+    assert set(sf.float().unique().tolist()) <= {1.0, 2.0}
+    assert torch.equal(R.unreorder_scales(sf_r, 130).view(torch.uint8), sf[:, :, 0].view(torch.uint8))
+    weights = [bs.nvfp4_operand(64, 128, gen, "cpu") for _ in range(2)]
+    data = bs.task_input([3, 5], weights, 64, 128, gen, "cpu")
+    assert fastlaunch.unpack(data) == 2 and [s[0] for s in data[3]] == [3, 5]
+    other = [bs.nvfp4_operand(64, 128, gen, "cpu") for _ in range(2)]
+    moved = bs.on_weights(data, other)
+    assert fastlaunch.unpack(moved) == 2
+    assert all(m[0] is d[0] and m[2] is d[2] and m[1] is o[0] for m, d, o in zip(moved[0], data[0], other))
+    assert all(m[1] is o[2] for m, o in zip(moved[2], other))
+    # the dequantised experts (the torch rows' weights) match the reference's dequantisation of each expert
+    a, sfa, b, sfb, _m, _out = R.generate_masked_input(3, 8, 64, 128, 8, 2, device="cpu")
+    full = bs.dequantised(b, sfb, 64, 3)
+    plain = R.unblock_scales(sfb, 64)
+    assert full.dtype == torch.bfloat16 and full.shape == (3, 64, 128)
+    assert torch.equal(full[2].float(), R.dequantize(b[2], plain[2]))
+    one = bs.dequantised(b, sfb, 64, 1)
+    assert one.shape == (3, 64, 128) and torch.equal(one[2], full[0])
+
+
+def test_bench_serving_blocks_rows_summary_and_chart(tmp_path, monkeypatch):
+    bs = load_tool("bench_serving")
+    # block choice on made-up sizes: the smallest block that holds the groups, the largest past it
+    blocks = [("gemm", 16, 100), ("gemm", 64, 200), ("gemm", 256, 300), ("conversion", 16, 10), ("conversion", 64, 200),
+              ("conversion", 256, 300)]
+    assert [bs.block_bytes(blocks, "gemm", g) for g in (1, 16, 17, 64, 65, 256, 1000)] == [100, 100, 200, 200, 300,
+                                                                                            300, 300]
+    assert [bs.block_bytes(blocks, "conversion", g) for g in (8, 40)] == [10, 200]
+    stats = {"median": 9000.0, "p10": 8000.0, "p90": 12000.0}
+    cases = []
+    for kind, key in (("task", "a"), ("masked", "e"), ("torch", "f")):
+        c = bs.Case(key, f"{kind} row: G=8", kind, 8, f"{kind} G=8", [print, print])
+        c.r.update(check="ok" if kind != "torch" else "-", kernels_per_call=2.0, host_ns=dict(stats), b2b_us=30.0,
+                   graph_us=20.0, bare_ns=3000.0, bare2_ns=5000.0, bare_bytes=100)
+        if kind == "task":
+            c.r["c_loop_ns"] = {"median": 4000.0, "p10": 3900.0, "p90": 4100.0}
+        cases.append(c)
+    cases[2].r["host_ns"]["median"] = 27000.0
+    cases.append(bs.Case("e", "masked row: G=64", "masked", 64, "masked G=64", [], counts=[0, 1], note="not built"))
+    header = bs.header_row().splitlines()[0]
+    for c in cases:
+        cells = bs.row_cells(c)
+        assert len(cells) == len(bs.COLUMNS) == header.count("|") - 1
+    first = dict(zip(bs.COLUMNS, bs.row_cells(cases[0])))
+    assert first["host us/call"] == "9.00" and first["C loop us"] == "4.00" and first["host/bare"] == "3.00"
+    assert first["bare us (1 launch, GEMM block)"] == "3.00 (100 B)" and first["b2b/graph"] == "1.50"
+    last = bs.row_cells(cases[3])
+    assert "not built" in last[0] and last[1] == "2" and set(last[4:]) == {"-"}
+    text = bs.summary(cases)
+    assert "3.00-3.00x one bare launch" in text and "3.0x host" in text and "outputs checked: 2 of 2 ok" in text
+    drawn = []
+
+    class Plt:  # records what the chart draws, in place of matplotlib (absent on build machines)
+        def subplots(self, **_kw):
+            return self, self
+
+        def __getattr__(self, name):
+            return lambda *a, **kw: drawn.append((name, a, kw))
+    monkeypatch.setattr(bs, "load_pyplot", lambda: Plt())
+    bs.chart(cases, str(tmp_path / "c.png"), "title")
+    bars = [a for name, a, _kw in drawn if name == "barh"]
+    assert len(bars) == 3 and all(len(a[1]) == 3 for a in bars)
+    assert ("savefig", (str(tmp_path / "c.png"),), {"dpi": 120}) in drawn
+
+
+def test_bench_ext_parameter_blocks_and_bare_launch_arguments():
+    bench = pytest.importorskip("fastlaunch._bench", reason="built with FASTLAUNCH_BUILD_BENCH=1 only")
+    if not hasattr(bench, "param_blocks"):
+        pytest.skip("fastlaunch._bench predates the bare-launch anchor")
+    blocks = bench.param_blocks()
+    gemm = sorted((g, b) for k, g, b in blocks if k == "gemm")
+    conv = {g: b for k, g, b in blocks if k == "conversion"}
+    assert gemm[-1][0] == fastlaunch._C.max_groups_per_launch
+    assert all(b1 < b2 for (_g1, b1), (_g2, b2) in zip(gemm, gemm[1:])), gemm
+    assert set(conv) == {g for g, _b in gemm} and conv[gemm[0][0]] < 1024  # the conversion's own small block
+    assert all(conv[g] == b for g, b in gemm[1:])  # larger launches convert A on the GEMM's block
+    with pytest.raises(RuntimeError, match="no empty kernel takes 12345 bytes"):
+        bench.bare_launch_ns(12345, 1, 1)
+    if not torch.cuda.is_available():
+        with pytest.raises(RuntimeError):
+            bench.bare_launch_ns(gemm[0][1], 1, 1)
