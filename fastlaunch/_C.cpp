@@ -20,14 +20,18 @@
 #include <torch/csrc/autograd/python_variable.h>
 #include <torch/version.h>
 
+#include <chrono>
 #include <cstdarg>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <memory>
+#include <vector>
 
 #include "launcher.h"
 #include "sm90/plan/group_cuts.h"
+#include "sm90/plan/plan_memo.h"
 #include "sm90/plan/planner.h"
 #include "sm90/plan/skinny.h"
 
@@ -952,6 +956,48 @@ PyObject* grouped_mm_masked(PyObject*, PyObject* const* args, Py_ssize_t nargs) 
   }
 }
 
+// plan_m(m) -> int: the representative of m's planning class (kernels/sm90/plan/plan_class.h): launches whose
+// groups' M's share classes (and N, K) get the same plan, which the launcher's memo keys on.
+PyObject* plan_m(PyObject*, PyObject* arg) {
+  const long long m = PyLong_AsLongLong(arg);
+  if (m == -1 && PyErr_Occurred()) return nullptr;
+  if (m < 0 || m > fl::kMaxExtent) return raise(PyExc_ValueError, "plan_m: m must be in 0..2147483647, got %lld", m);
+  return PyLong_FromLongLong((long long)fl::sm90::plan_m(m));
+}
+
+// plan_memo_ns(launches, sm_count, reps) -> (ns per launch, misses): the launcher's way to its plans (a memo of
+// 8, kernels/sm90/plan/plan_memo.h) timed on this CPU over `reps` passes through `launches` ([[(m, n, k), ...],
+// ...], each valid, at most 256 groups), one fresh memo; misses: the launches it planned.
+PyObject* plan_memo_ns(PyObject*, PyObject* args) {
+  PyObject* launches;
+  int sm_count = 0, reps = 0;
+  if (!PyArg_ParseTuple(args, "Oii:plan_memo_ns", &launches, &sm_count, &reps)) return nullptr;
+  PyObject* const* items = nullptr;
+  Py_ssize_t count = 0;
+  if (!as_seq(launches, &items, &count) || count < 1 || reps < 1 || sm_count < 1)
+    return raise(PyExc_ValueError, "plan_memo_ns: need a non-empty list of launches, sm_count >= 1 and reps >= 1");
+  try {
+    std::vector<PlanArgs> all((size_t)count);
+    for (Py_ssize_t i = 0; i < count; ++i) {
+      PyObject* one = Py_BuildValue("(Oi)", items[i], sm_count);
+      if (!one) return nullptr;
+      const bool ok = plan_args(one, "Oi|iiiiii:plan_memo_ns", all[(size_t)i]);
+      Py_DECREF(one);
+      if (!ok) return nullptr;
+    }
+    auto memo = std::make_unique<fl::sm90::PlanMemo<8>>();
+    int64_t ctas = 0;  // read, so the lookups are not optimised away
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int r = 0; r < reps; ++r)
+      for (const PlanArgs& a : all) ctas += memo->get(a.m, a.n, a.k, a.groups, a.sm_count, a.force).ctas;
+    const auto t1 = std::chrono::steady_clock::now();
+    const double ns = std::chrono::duration<double, std::nano>(t1 - t0).count() / ((double)reps * (double)count);
+    return Py_BuildValue("(dL)", ctas > 0 ? ns : -1.0, (long long)memo->misses());
+  } catch (const std::exception& e) {
+    return err_cpp(e.what());
+  }
+}
+
 PyMethodDef kMethods[] = {
     {"fast_launch", fast_launch, METH_O,
      "fast_launch(data) -> list[Tensor]\n\nRuns the NVFP4 grouped GEMM on the GPU MODE nvfp4_group_gemm input "
@@ -984,6 +1030,12 @@ PyMethodDef kMethods[] = {
      "the reduce kernel). rows: B rows per tile (128, or 64 for half tiles). reduce: parts per tile of reduced "
      "tiles (a tile of fewer K steps: one per step; each tile's parts are consecutive CTAs, their sums added "
      "by a third kernel), 0 for none."},
+    {"plan_m", plan_m, METH_O,
+     "plan_m(m) -> int\n\nThe representative M of m's planning class: groups whose M's share a class (and N, K) are "
+     "planned alike, and the launcher's memo of plans is keyed by it (m itself above 4096)."},
+    {"plan_memo_ns", plan_memo_ns, METH_VARARGS,
+     "plan_memo_ns(launches, sm_count, reps) -> (ns, misses)\n\nThe launcher's memo of plans timed on this CPU: ns per "
+     "launch over reps passes through launches ([[(m, n, k), ...], ...]), and how many it planned."},
     {"cuts", cuts, METH_VARARGS,
      "cuts(sizes, sm_count, share=0, cap=0, parts=0, half=0, narrow=0, mid=0) -> tuple[int, ...]\n\nThe rows at which the sm90 "
      "launcher cuts each group of sizes [(m, n, k), ...] into two launch groups (its head rows, then the rest; "

@@ -8,7 +8,9 @@
 #include <vector>
 
 #include "sm90/plan/group_cuts.h"
+#include "sm90/plan/plan_memo.h"
 #include "launcher_impl.h"
+#include "common/keyed_memo.h"
 #include "common/recent.h"
 #include "sm90/convert_a.cuh"
 #include "sm90/gemm.cuh"
@@ -79,31 +81,11 @@ int prepare_convert(CUfunction* fn, Error& err) {
   return kernel_handle(reinterpret_cast<const void*>(&sm90::convert_a<MAXG>), 0, fn, err);
 }
 
-// The plan of a launch (kernels/sm90/plan/planner.h), kept per thread for the last few launch shapes: a serving loop
-// repeats a few shapes, and planning cuts the shares (kernels/sm90/plan/planner.h: 10-80 us on a miss for the benchmark,
-// test and random shapes on one CPU core).
+// The plan of a launch, from the per-thread memo (kernels/sm90/plan/plan_memo.h).
 const sm90::LaunchPlan& launch_plan(const int64_t* m, const int64_t* n, const int64_t* k, int groups, int sm_count,
                                     const sm90::PlanForce& force) {
-  struct Entry {
-    int groups = 0, sm_count = 0;
-    sm90::PlanForce force;
-    int64_t key[3 * sm90::kGroupsPerLaunch];
-    sm90::LaunchPlan plan;
-  };
-  thread_local Recent<Entry> cache;
-  const size_t bytes = sizeof(int64_t) * groups;
-  const Entry* hit = cache.find([&](const Entry& e) {
-    return e.groups == groups && e.sm_count == sm_count && e.force == force && std::memcmp(e.key, m, bytes) == 0 &&
-           std::memcmp(e.key + groups, n, bytes) == 0 && std::memcmp(e.key + 2 * groups, k, bytes) == 0;
-  });
-  if (hit) return hit->plan;
-  Entry& e = cache.oldest();
-  sm90::plan_launch(m, n, k, groups, sm_count, force, e.plan);
-  std::memcpy(e.key, m, bytes);
-  std::memcpy(e.key + groups, n, bytes);
-  std::memcpy(e.key + 2 * groups, k, bytes);
-  e.groups = groups, e.sm_count = sm_count, e.force = force;
-  return e.plan;
+  thread_local sm90::PlanMemo<8> memo;
+  return memo.get(m, n, k, groups, sm_count, force);
 }
 
 // The tensor maps of one launch's fp16 A workspace (`rows` rows of `pitch_bytes`, 128-byte swizzle),
@@ -142,34 +124,30 @@ constexpr CUtensorMapL2promotion kBPromotion = CU_TENSOR_MAP_L2_PROMOTION_L2_128
 
 // Tensor maps of one launch's groups (in the plan's order), group i's over key[3 i] (its address), key[3 i + 1]
 // rows of key[3 i + 2] bytes, each with a box of `box_rows` rows x `box_bytes`, encoded on the host. Kept per
-// thread and per KIND (one memo per operand) for the last few launches, keyed by those three numbers of every
-// group and the box: a serving loop calls with the same weights and outputs again and again, and a hit costs
-// one comparison.
+// thread and per KIND (one memo per operand), each group's map by those three numbers and the box
+// (kernels/common/keyed_memo.h, 512 maps): a serving loop calls with the same weights and outputs again and
+// again, or with weight sets in turn (a model's layers), and a hit costs a lookup per group.
 template <int KIND>
 int group_maps(const Driver& drv, CUtensorMap* out, const int64_t* key, int groups, uint32_t box_bytes,
                uint32_t box_rows, CUtensorMapSwizzle swizzle, CUtensorMapL2promotion promo, Error& err) {
-  struct Entry {
-    int groups = 0;
-    uint32_t box_rows = 0;
-    int64_t key[3 * sm90::kGroupsSmall];
-    alignas(64) CUtensorMap maps[sm90::kGroupsSmall];
+  struct Map {
+    alignas(64) CUtensorMap map;
   };
-  thread_local Recent<Entry> cache;
-  const Entry* hit = cache.find([&](const Entry& e) {
-    return e.groups == groups && e.box_rows == box_rows && std::memcmp(e.key, key, sizeof(int64_t) * 3 * groups) == 0;
-  });
-  if (!hit) {
-    Entry& e = cache.oldest();
-    e.groups = 0;  // invalid until encoded
-    for (int i = 0; i < groups; ++i)
-      if (int rc = encode_byte_map(drv, &e.maps[i], reinterpret_cast<void*>(key[3 * i]), (uint64_t)key[3 * i + 2],
-                                   (uint64_t)key[3 * i + 1], box_bytes, box_rows, swizzle, err, promo))
-        return rc;
-    std::memcpy(e.key, key, sizeof(int64_t) * 3 * groups);
-    e.groups = groups, e.box_rows = box_rows;
-    hit = &e;
+  thread_local KeyedMemo<Map, 128> memo;
+  for (int i = 0; i < groups; ++i) {
+    const MemoKey k{{(uint64_t)key[3 * i], (uint64_t)key[3 * i + 1], (uint64_t)key[3 * i + 2], box_rows}};
+    if (const Map* hit = memo.find(k)) {
+      out[i] = hit->map;
+      continue;
+    }
+    Map& e = memo.insert(k);
+    if (int rc = encode_byte_map(drv, &e.map, reinterpret_cast<void*>(key[3 * i]), (uint64_t)key[3 * i + 2],
+                                 (uint64_t)key[3 * i + 1], box_bytes, box_rows, swizzle, err, promo)) {
+      memo.forget(k);
+      return rc;
+    }
+    out[i] = e.map;
   }
-  std::memcpy(out, hit->maps, sizeof(CUtensorMap) * groups);
   return FL_OK;
 }
 

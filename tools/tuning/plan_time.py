@@ -4,7 +4,8 @@ GPU needed), of its plan and of the group cuts' choice (which plans the launch c
 is possible; the launcher serves those plans from its memo, so a miss costs at most the sum). Launches:
 the four benchmark shapes, the task's test shapes, COUNT random shapes of SEED, and MoE-like draws (G=8,
 N=4096, K=7168, M per group 1..512 at random: a serving loop whose group sizes change every call plans
-every call).
+every call); and such draws through the launcher's memo of plans (keyed by each group's class of M, so a
+decode step's plan is found whatever its rows).
 
 python tools/tuning/plan_time.py [--reps 20] [--count 40] [--seed 7] [--sm-count 132]
 """
@@ -54,6 +55,18 @@ def rows(reps, count, seed, sm_count):
     return out
 
 
+def memo_rows(count, seed, sm_count, reps=50):
+    """[(label, launches, memo ns per launch, misses of count x reps)]: serving draws (G=8, N=2048, K=7168, rows per
+    group drawn anew every launch) through the launcher's memo of plans, keyed by each group's class of M."""
+    rnd = random.Random(seed)
+    out = []
+    for label, hi in (("decode, 1-8 rows per group", 8), ("1-64 rows per group", 64), ("prefill, 1-512", 512)):
+        launches = [[(rnd.randint(1, hi), 2048, 7168) for _ in range(8)] for _ in range(count)]
+        ns, misses = fastlaunch._C.plan_memo_ns(launches, sm_count, reps)
+        out.append((label, count * reps, ns, misses))
+    return out
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--reps", type=int, default=20)
@@ -67,6 +80,12 @@ def main(argv=None):
     print("|---|---|---|---|---|---|")
     for label, n, pm, px, cm, cx in rows(a.reps, a.count, a.seed, a.sm_count):
         print(f"| {label} | {n} | {pm:.1f} | {px:.1f} | {cm:.1f} | {cx:.1f} |")
+    print()
+    print("| G=8 N=2048 K=7168, drawn anew every launch | launches | through the launcher's memo, ns per launch | "
+          "planned (misses) |")
+    print("|---|---|---|---|")
+    for label, n, ns, misses in memo_rows(a.count, a.seed, a.sm_count):
+        print(f"| {label} | {n} | {ns:.0f} | {misses} |")
 
 
 if __name__ == "__main__":

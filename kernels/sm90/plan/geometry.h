@@ -59,10 +59,23 @@ constexpr int64_t kWorkspaceAlign = 1024;
 // K = 7168: 77.8 against 47.2 us at M = 128, the same plan). The rows read past a group's M only feed sums
 // of rows no epilogue stores.
 constexpr int64_t kA16PadRows = kMaxWidth;
-constexpr int64_t a16_map_rows(int64_t rows) { return rows + kA16PadRows; }
+// The rows the A map and the workspace are sized for: the launch's rows rounded up to a step of an eighth of
+// their largest power of two (at least 64; at most 12.5% more). Launches whose rows differ a little (a serving
+// step routes other numbers of tokens every step) then ask the caching allocator for the same bytes, get the
+// same block back, and find their A maps encoded. The rows past the launch's are never written, as the padding.
+constexpr int64_t a16_extent_rows(int64_t rows) {
+  int64_t p = 1;
+  while (p * 2 <= rows) p *= 2;
+  const int64_t step = p / 8 > 64 ? p / 8 : 64;
+  return rows >= (int64_t{1} << 30) ? rows : round_up(rows, step);
+}
+constexpr int64_t a16_map_rows(int64_t rows) { return a16_extent_rows(rows) + kA16PadRows; }
+static_assert(a16_extent_rows(1) == 64 && a16_extent_rows(1000) == 1024 && a16_extent_rows(1024) == 1024 &&
+                  a16_extent_rows(1025) == 1152,
+              "rows rounded up to an eighth of their power of two, at least 64");
 
 // Bytes of one launch's fp16 A: `rows` (the sum of its groups' M, < 2^31) rows of `kmax` (< 2^31)
-// elements and the padding rows; no overflow.
+// elements as a16_map_rows sizes them (rounded up, and the padding rows); no overflow.
 constexpr int64_t a16_launch_bytes(int64_t rows, int64_t kmax) {
   return round_up(a16_map_rows(rows) * kmax * 2, kWorkspaceAlign);
 }
