@@ -13,7 +13,7 @@ warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
 # The clone's root (tests live in tests/cpu, tests/gpu and tests/sass).
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Where the scripts that tests load or run live: the user's benchmarks, the project's tools, the tuning tools.
-TOOL_DIRS = ("benchmarks", "tools", os.path.join("tools", "tuning"))
+TOOL_DIRS = ("benchmarks", "tools", os.path.join("tools", "tuning"), os.path.join("tools", "sanitize"))
 
 HAS_CUDA = torch.cuda.is_available()
 requires_cuda = pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU (runs on the H200 test GPU)")

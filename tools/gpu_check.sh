@@ -3,7 +3,9 @@
 #   tools/gpu_check.sh [diag] [tests] [stress] [main] [bench] [extra] [launch] [serving] [eval] [sweep]
 # (extra: bench_kernels on the task's test shapes and EXTRA_RANDOM random shapes (default 8, seed
 # EXTRA_SEED or a fresh one), against cuBLAS; stress: every forced kind of plan repeated on fresh data,
-# tools/stress_sm90.py, STRESS_REPS times each, default 20)
+# tools/stress_sm90.py, STRESS_REPS times each, default 20; sanitize: compute-sanitizer's memcheck, racecheck,
+# synccheck and initcheck over every plan family of tools/sanitize/cases.py (SANITIZE_TOOLS, SANITIZE_FAMILIES to
+# narrow them) and racecheck over tools/sanitize/racecheck_probe.cu, one table of error and hazard counts)
 # JSON and PNG results go to $OUT (default ./out), logs (build, SASS, each step's output) to $LOGS
 # (default: $OUT too). Uses the machine's own python3 and torch.
 set -u -o pipefail  # a step fails when its command does, not only its tee
@@ -28,6 +30,36 @@ if command -v cuobjdump >/dev/null; then
   cuobjdump --dump-sass "$so" > "$LOGS/sass.txt" 2>&1
   echo "SASS: HGMMA $(grep -c HGMMA "$LOGS/sass.txt"), LDL/STL $(grep -cE '\b(LDL|STL)\b' "$LOGS/sass.txt"), UTMALDG $(grep -c UTMALDG "$LOGS/sass.txt")"
 fi
+# compute-sanitizer over each plan family (its own process: the forcing variables are read at the device's first
+# use); a row per family, a column per tool: errors (memcheck, synccheck, initcheck) or hazards (racecheck), and
+# whether the calls' outputs were right under it.
+sanitize() {
+  local tools=${SANITIZE_TOOLS:-memcheck racecheck synccheck initcheck} fam env line t n bad=0
+  command -v compute-sanitizer >/dev/null || { echo "compute-sanitizer not found"; return 1; }
+  printf '| family |'; for t in $tools; do printf ' %s |' "$t"; done; echo
+  printf '|---|'; for t in $tools; do printf -- '---|'; done; echo
+  while read -r fam env; do
+    [ -n "${SANITIZE_FAMILIES:-}" ] && [[ " $SANITIZE_FAMILIES " != *" $fam "* ]] && continue
+    line="| $fam |"
+    for t in $tools; do
+      env $env timeout 900 compute-sanitizer --tool "$t" --print-limit 5 $PY tools/sanitize/cases.py "$fam" \
+        > "$LOGS/sanitize_${fam}_$t.log" 2>&1
+      local status=$?
+      n=$(grep -oE '(ERROR|RACECHECK) SUMMARY: [0-9]+' "$LOGS/sanitize_${fam}_$t.log" | grep -oE '[0-9]+$' | head -1)
+      grep -q "WRONG" "$LOGS/sanitize_${fam}_$t.log" && n="$n, WRONG output"
+      [ "$status" = 0 ] || n="${n:-?}, exit $status"
+      [ "${n%%,*}" = 0 ] && [ "$status" = 0 ] || bad=1
+      line="$line ${n:-?} |"
+    done
+    echo "$line"
+  done < <($PY tools/sanitize/cases.py --list)
+  if nvcc -O3 -std=c++17 -arch=sm_90a -I kernels -o /tmp/fl_racecheck_probe tools/sanitize/racecheck_probe.cu; then
+    compute-sanitizer --tool racecheck /tmp/fl_racecheck_probe > "$LOGS/sanitize_probe.log" 2>&1
+    echo "racecheck probe (bulk copy + mbarrier ring, correct by construction): $(grep -E 'RACECHECK SUMMARY|probe:' "$LOGS/sanitize_probe.log" | tr '\n' ' ')"
+  fi
+  return $bad
+}
+
 rc=0
 for s in $steps; do
   echo "=== $s"
@@ -42,6 +74,7 @@ for s in $steps; do
     sweep) timeout 900 $PY tools/tuning/sweep_sm90.py 2>&1 | tee "$LOGS/sweep.log" || rc=1 ;;
     launch) [ -f benchmarks/bench_launch.py ] && { timeout 600 $PY benchmarks/bench_launch.py --json "$OUT/bench_launch.json" --png "$OUT/bench_launch.png" 2>&1 | tee "$LOGS/launch.log" || rc=1; } ;;
     serving) [ -f benchmarks/bench_serving.py ] && { timeout 900 $PY benchmarks/bench_serving.py --json "$OUT/bench_serving.json" --png "$OUT/bench_serving.png" 2>&1 | tee "$LOGS/serving.log" || rc=1; } ;;
+    sanitize) sanitize || rc=1 ;;
   esac
 done
 exit $rc

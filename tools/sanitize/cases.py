@@ -1,0 +1,72 @@
+"""Small calls of one plan family, each checked against the fp32 reference, for compute-sanitizer (tools/gpu_check.sh
+sanitize runs every family under memcheck, racecheck, synccheck and initcheck). The family's forcing variables
+(FASTLAUNCH_SM90_*) are read when the device is first used, so each family is a process of its own:
+
+python tools/sanitize/cases.py FAMILY      (FAMILIES below; prints one line per call and exits 1 on a wrong one)
+python tools/sanitize/cases.py --list      (the families and their variables, for the driver script)
+"""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))  # this clone's package
+
+# family -> (forcing variables, [(g, ms, ns, ks)] shapes); shapes small, as the sanitizers run kernels slowly
+FAMILIES = {
+    "auto": ({}, [(2, [96, 128], [128, 256], [256, 512]), (2, [192, 320], [256, 256], [512, 512])]),
+    "whole": ({"FASTLAUNCH_SM90_SHARE": "whole"}, [(3, [80, 128, 256], [384, 256, 128], [256, 512, 256])]),
+    "split": ({"FASTLAUNCH_SM90_SHARE": "split"}, [(2, [128, 72], [256, 384], [1024, 512])]),
+    "reduce": ({"FASTLAUNCH_SM90_SHARE": "reduce"}, [(1, [40], [256], [2048])]),
+    "half": ({"FASTLAUNCH_SM90_HALF": "1"}, [(2, [64, 200], [128, 256], [512, 256])]),
+    "narrow": ({"FASTLAUNCH_SM90_NARROW": "1", "FASTLAUNCH_SM90_HALF": "0"}, [(4, [8, 30, 1, 17], [256, 256, 128, 384], [512, 256, 512, 256])]),
+    "mid": ({"FASTLAUNCH_SM90_MID": "1", "FASTLAUNCH_SM90_WCAP": "192", "FASTLAUNCH_SM90_HALF": "0"}, [(2, [160, 176], [256, 128], [512, 256])]),
+    "skinny": ({"FASTLAUNCH_SM90_SKINNY": "1"}, [(3, [1, 4, 16], [512, 256, 256], [1024, 512, 512])]),
+    "skinny-split": ({"FASTLAUNCH_SM90_SKINNY": "1", "FASTLAUNCH_SM90_SKINNY_SPLIT": "2"},
+                     [(1, [2], [512], [2048])]),
+    "unaligned": ({}, [(2, [96, 40], [130, 77], [256, 128])]),
+    "groups-70": ({}, [(70, [4] * 70, [128] * 70, [64] * 70)]),
+    "masked": ({}, []),  # the masked form: grouped_mm_masked below
+}
+
+
+def main(argv):
+    if argv[1:] == ["--list"]:
+        for name, (env, _shapes) in FAMILIES.items():
+            print(name, " ".join(f"{k}={v}" for k, v in env.items()))
+        return 0
+    if len(argv) != 2 or argv[1] not in FAMILIES:
+        print(f"usage: cases.py FAMILY (one of {', '.join(FAMILIES)}) | --list")
+        return 2
+    env, shapes = FAMILIES[argv[1]]
+    for k, v in env.items():
+        if os.environ.get(k) != v:
+            print(f"{argv[1]}: set {k}={v} (the launcher reads it when the device is first used)")
+            return 2
+    import torch
+
+    from fastlaunch import _C, reference as R
+
+    wrong = 0
+    for i, (g, ms, ns, ks) in enumerate(shapes):
+        data = R.generate_input(ms, ns, ks, g, 100 + i, device="cuda")
+        ref = R.ref_kernel(R.clone_outputs(data))
+        R.poison(data)
+        out = _C.fast_launch(data)
+        torch.cuda.synchronize()
+        ok, msg = R.check(out, ref)
+        wrong += not ok
+        print(f"{argv[1]} {i}: G={g} M={ms[:4]} N={ns[:4]} K={ks[:4]}: {'ok' if ok else 'WRONG ' + msg}")
+    if argv[1] == "masked":
+        for i, (g, max_m, n, k, counts) in enumerate([(3, 40, 256, 512, [0, 40, 7]), (2, 200, 128, 256, [200, 65])]):
+            a, sfa, b, sfb, mm, out = R.generate_masked_input(g, max_m, n, k, counts, 200 + i, device="cuda")
+            before = out.clone()
+            ref = R.ref_masked(a, sfa, b, sfb, mm)
+            _C.grouped_mm_masked(a, sfa, b, sfb, mm, out)
+            torch.cuda.synchronize()
+            ok, msg = R.check_masked(out, ref, mm, before)
+            wrong += not ok
+            print(f"masked {i}: G={g} max_m={max_m} N={n} K={k} masked_m={counts}: {'ok' if ok else 'WRONG ' + msg}")
+    return 1 if wrong else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
