@@ -28,12 +28,7 @@ def run_gpu(args) -> int:
     rows = []
     for i, shape in enumerate(TEST_SHAPES):
         g, ms, ns, ks = shape
-        data = R.generate_input(ms, ns, ks, g, seed=1000 + i, device=dev)
-        ref = R.ref_kernel(R.clone_outputs(data))
-        R.poison(data)
-        out = fastlaunch.fast_launch(data)
-        torch.cuda.synchronize()
-        ok, msg = R.check(out, ref)
+        ok, msg = R.run_checked(fastlaunch.fast_launch, R.generate_input(ms, ns, ks, g, seed=1000 + i, device=dev))
         failures += not ok
         rows.append({"shape": describe(shape), "ok": ok, "message": msg})
         print(f"test {i}: {describe(shape):55s} {'PASS' if ok else 'FAIL ' + msg}")

@@ -193,6 +193,17 @@ def poison(data) -> None:
         c.fill_(float("nan"))
 
 
+def run_checked(kernel, data):
+    """kernel(data) (e.g. fastlaunch.fast_launch) with every output poisoned with NaN first, checked against the fp32
+    reference once the device is done: (ok, message)."""
+    ref = ref_kernel(clone_outputs(data))
+    poison(data)
+    out = kernel(data)
+    if out and out[0].is_cuda:
+        torch.cuda.synchronize()
+    return check(out, ref)
+
+
 E4M3_ONE = 0x38  # the E4M3 encoding of 1.0
 
 

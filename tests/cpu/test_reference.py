@@ -113,3 +113,11 @@ def test_zero_operands_leaves_every_product_zero():
             assert (s.float() == 1.0).all()
     for (a, b, _c), (sa, sb) in zip(data[0], data[1]):  # with any scales, every value is zero
         assert (R.dequantize(a, sa) == 0).all() and (R.dequantize(b, sb) == 0).all()
+
+
+def test_run_checked_poisons_outputs_then_checks():
+    data = R.generate_input([40, 8], [72, 16], [128, 64], 2, 5, device="cpu")
+    assert R.run_checked(R.ref_kernel, data) == (True, R.check(R.ref_kernel(R.clone_outputs(data)),
+                                                               R.ref_kernel(R.clone_outputs(data)))[1])
+    ok, msg = R.run_checked(lambda d: [c for _a, _b, c in d[0]], data)  # a kernel that writes nothing
+    assert not ok and msg

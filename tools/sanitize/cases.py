@@ -47,12 +47,7 @@ def main(argv):
 
     wrong = 0
     for i, (g, ms, ns, ks) in enumerate(shapes):
-        data = R.generate_input(ms, ns, ks, g, 100 + i, device="cuda")
-        ref = R.ref_kernel(R.clone_outputs(data))
-        R.poison(data)
-        out = _C.fast_launch(data)
-        torch.cuda.synchronize()
-        ok, msg = R.check(out, ref)
+        ok, msg = R.run_checked(_C.fast_launch, R.generate_input(ms, ns, ks, g, 100 + i, device="cuda"))
         wrong += not ok
         print(f"{argv[1]} {i}: G={g} M={ms[:4]} N={ns[:4]} K={ks[:4]}: {'ok' if ok else 'WRONG ' + msg}")
     if argv[1] == "masked":
