@@ -365,7 +365,11 @@ class Tree:
         if kind <= 3:  # a tensor position: a variant of its tensor
             lvl, i = rng.choice(sorted(FIELDS))
             grp = self.group(lvl, g)
-            if grp is not None and i < len(grp) and isinstance(grp[i], torch.Tensor):
+            t = grp[i] if grp is not None and i < len(grp) else None
+            # a variant of a plain dense CPU tensor (a sparse, nested, meta or subclass one from an earlier
+            # mutation has no such views)
+            if (type(t) in (torch.Tensor, torch.nn.Parameter) and t.layout == torch.strided and not t.is_nested
+                    and t.device.type == "cpu"):
                 _, shape, strides, *_ = expected_layout(self.ms[g], self.ns[g], self.ks[g])[FIELDS[lvl, i]]
                 grp[i] = variant(rng, grp[i], shape, strides)
         elif kind == 4:  # a size
