@@ -228,6 +228,7 @@ struct Sm90State {
   CUfunction reduce_fn = {};      // ... and the kernel that sums their parts into C
   // launches of few A rows per group (kernels/sm90/plan/skinny.h), by build and lanes per row
   CUfunction skinny_fn[sm90::kNumSkinnyBuilds][sm90::kNumSkinnyLanes] = {};
+  CUfunction skinny_masked_fn[sm90::kNumSkinnyBuilds][sm90::kNumSkinnyLanes] = {};  // ... of the masked form
   // FASTLAUNCH_SM90_WCAP / _SHARE / _HALF / _NARROW / _MID (experiments, tests), read at set-up
   sm90::PlanForce force;
   // FASTLAUNCH_SM90_SKINNY / _SKINNY_SPLIT / _SKINNY_LANES (experiments, tests): the skinny kernel

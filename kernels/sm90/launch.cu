@@ -49,18 +49,18 @@ int prepare_build(CUfunction (&fn)[2][4], Error& err) {
 }
 
 // The skinny kernel's builds (kernels/sm90/plan/skinny.h: kSkinnyBuilds' row counts by kSkinnyLanes' lanes per row), each
-// allowed the most shared memory a launch may ask of it.
-template <int I = 0>
+// allowed the most shared memory a launch may ask of it; MASKED: the masked form's (skinny_gemm_masked).
+template <bool MASKED, int I = 0>
 int prepare_skinny(CUfunction (&fn)[sm90::kNumSkinnyBuilds][sm90::kNumSkinnyLanes], Error& err) {
   if constexpr (I == sm90::kNumSkinnyBuilds * sm90::kNumSkinnyLanes) {
     return FL_OK;
   } else {
     constexpr int b = I / sm90::kNumSkinnyLanes, l = I % sm90::kNumSkinnyLanes;
-    if (int rc = kernel_handle(
-            reinterpret_cast<const void*>(&sm90::skinny_gemm<sm90::kSkinnyBuilds[b], sm90::kSkinnyLanes[l]>),
-            (uint32_t)sm90::kSkinnySmemMax, &fn[b][l], err))
-      return rc;
-    return prepare_skinny<I + 1>(fn, err);
+    constexpr int rows = sm90::kSkinnyBuilds[b], lanes = sm90::kSkinnyLanes[l];
+    const void* sym = MASKED ? reinterpret_cast<const void*>(&sm90::skinny_gemm_masked<rows, lanes>)
+                             : reinterpret_cast<const void*>(&sm90::skinny_gemm<rows, lanes>);
+    if (int rc = kernel_handle(sym, (uint32_t)sm90::kSkinnySmemMax, &fn[b][l], err)) return rc;
+    return prepare_skinny<MASKED, I + 1>(fn, err);
   }
 }
 
@@ -328,11 +328,14 @@ int launch_chunk(const DeviceState& dev, const int64_t* buf, int G, int g0, int 
 }
 
 // Groups g0 .. g0+gc-1 (gc <= kGroupsSmall) of buf's G on the skinny kernel with their plan `sp`
-// (kernels/sm90/plan/skinny.h): one grid, no workspace; clusters of sp.split CTAs where it splits K.
+// (kernels/sm90/plan/skinny.h): one grid, no workspace; clusters of sp.split CTAs where it splits K. `masked` (the
+// masked form, or null): the G groups' rows on the device, for its kernel.
 int launch_skinny(const DeviceState& dev, const int64_t* buf, int G, int g0, int gc, const sm90::SkinnyPlan& sp,
-                  cudaStream_t stream, Error& err) {
+                  const int32_t* masked, cudaStream_t stream, Error& err) {
   const Sm90State& st = dev.sm90;
-  sm90::SkinnyParams p{};
+  sm90::MaskedSkinnyParams mp{};  // the masked form's; the task form's kernel reads the SkinnyParams in it
+  sm90::SkinnyParams& p = mp;     // (its first base: at the same address, so &p serves both kernels)
+  mp.masked_m = masked ? masked + g0 : nullptr;
   int64_t items = 0;
   for (int i = 0; i < gc; ++i) {
     const int g = g0 + i;
@@ -361,14 +364,16 @@ int launch_skinny(const DeviceState& dev, const int64_t* buf, int G, int g0, int
     cfg.attrs = attrs;
     cfg.numAttrs = 2;
   }
-  const CUfunction fn = st.skinny_fn[sp.build][sm90::skinny_lanes_index(sp.lanes)];
+  const CUfunction fn = (masked ? st.skinny_masked_fn : st.skinny_fn)[sp.build][sm90::skinny_lanes_index(sp.lanes)];
   FL_LAUNCH_TRY(err, dev.drv, dev.drv.launch_kernel_ex(&cfg, fn, args, nullptr));
   return FL_OK;
 }
 
 // Few A rows per group (up to kGroupsPerLaunch groups of valid sizes): the skinny kernel, one launch per run
-// of up to kGroupsSmall groups, where it is estimated faster than the wgmma plan (or forced). Sets *taken.
-int try_skinny(const DeviceState& dev, const int64_t* buf, int G, cudaStream_t stream, bool* taken, Error& err) {
+// of up to kGroupsSmall groups, where it is estimated faster than the wgmma plan under `force` (or forced).
+// `masked`: as launch_skinny's. Sets *taken.
+int try_skinny(const DeviceState& dev, const int64_t* buf, int G, const sm90::PlanForce& force, const int32_t* masked,
+               cudaStream_t stream, bool* taken, Error& err) {
   *taken = false;
   if (dev.sm90.skinny == 2 || dev.sm90.only != 0) return FL_OK;
   sm90::SkinnyPlan runs[sm90::kMaxSkinnyRuns];
@@ -378,13 +383,13 @@ int try_skinny(const DeviceState& dev, const int64_t* buf, int G, cudaStream_t s
                         dev.sm90.skinny_lanes);
   if (count == 0) return FL_OK;
   if (dev.sm90.skinny != 1) {
-    const sm90::LaunchPlan& wgmma = launch_plan(buf + 5 * G, buf + 6 * G, buf + 7 * G, G, dev.sm_count, dev.sm90.force);
+    const sm90::LaunchPlan& wgmma = launch_plan(buf + 5 * G, buf + 6 * G, buf + 7 * G, G, dev.sm_count, force);
     if (!sm90::skinny_wins(est, wgmma.est_ns)) return FL_OK;
   }
   *taken = true;
   for (int r = 0; r < count; ++r) {
     const int g0 = r * sm90::kGroupsSmall, gc = sm90::skinny_run_groups(G, r);
-    if (int rc = launch_skinny(dev, buf, G, g0, gc, runs[r], stream, err)) return rc;
+    if (int rc = launch_skinny(dev, buf, G, g0, gc, runs[r], masked, stream, err)) return rc;
   }
   return FL_OK;
 }
@@ -397,7 +402,8 @@ int sm90_init(DeviceState& dev, Error& err) {
   init_launch_config(&st.convert_config, st.attr, sm90::kConvertThreads);
   init_launch_config(&st.reduce_config, st.attr, sm90::kReduceThreads);
   init_launch_config(&st.skinny_config, st.attr, sm90::kSkinnyThreads);
-  if (int rc = prepare_skinny(st.skinny_fn, err)) return rc;
+  if (int rc = prepare_skinny<false>(st.skinny_fn, err)) return rc;
+  if (int rc = prepare_skinny<true>(st.skinny_masked_fn, err)) return rc;
   static_assert(sm90::kNumBuilds == 3, "a build prepared below for each");
   if (int rc = prepare_build<sm90::kBuildMain>(st.fn[sm90::kBuildMain], err)) return rc;
   if (int rc = prepare_build<sm90::kBuildNarrow>(st.fn[sm90::kBuildNarrow], err)) return rc;
@@ -602,7 +608,7 @@ int sm90_launch(const DeviceState& dev, const int64_t* buf, int G, const int* sr
       valid = check_group_sizes(buf[5 * G + g], buf[6 * G + g], buf[7 * G + g], g, quiet) == FL_OK;
     if (valid && few_rows) {
       bool taken = false;
-      if (int rc = try_skinny(dev, buf, G, stream, &taken, err)) return rc;
+      if (int rc = try_skinny(dev, buf, G, dev.sm90.force, nullptr, stream, &taken, err)) return rc;
       if (taken) return FL_OK;
     }
     if (valid && G <= sm90::kGroupsSmall) {
@@ -646,9 +652,15 @@ int sm90_launch_masked(const DeviceState& dev, const fl_masked_args& a, cudaStre
     buf[4 * G + g] = reinterpret_cast<int64_t>(a.sfb) + g * sfb_stride;
     buf[5 * G + g] = a.max_m, buf[6 * G + g] = a.n, buf[7 * G + g] = a.k;
   }
-  // Its kernels: whole and split tiles of the main and narrow builds.
+  // Its kernels: whole and split tiles of the main and narrow builds, and the skinny kernel where every group
+  // may take it (max_m rows at most kSkinnyMaxM, up to kGroupsPerLaunch groups) and it is estimated faster.
   sm90::PlanForce force = dev.sm90.force;
   force.half = 2, force.mid = 2, force.reduce = 2;
+  if (a.max_m <= sm90::kSkinnyMaxM && G <= sm90::kGroupsPerLaunch) {
+    bool taken = false;
+    if (int rc = try_skinny(dev, buf.data(), G, force, a.masked_m, stream, &taken, err)) return rc;
+    if (taken) return FL_OK;
+  }
   return launch_groups(dev, buf.data(), G, nullptr, force, a.masked_m, stream, alloc, err);
 }
 

@@ -63,6 +63,12 @@ struct SkinnyParams {
   SkinnyGroup groups[kGroupsSmall];
 };
 
+// The masked form's parameters (skinny_gemm_masked): the task form's, then the counts: group g of the launch
+// computes rows 0 .. masked_m[g] - 1 (at most its planned m) and stores no other row.
+struct MaskedSkinnyParams : SkinnyParams {
+  const int32_t* masked_m;
+};
+
 namespace skinny {
 
 constexpr uint32_t kScale2e13 = 0x70007000u;  // (2^13, 2^13) as f16x2
@@ -137,16 +143,16 @@ __device__ __forceinline__ void copy_scales(const SkinnyGroup& gr, int64_t n0, i
   ptx::cp_async_commit();
 }
 
-// Units u0 .. u0 + units - 1 of group g's A rows into shared memory (as units 0 ..): per (unit, row) entry
-// 16 f16x2 (value x 2^12) in the order the B pairs come out of a word (pairs J = 0..3 of each of the unit's
-// four words), then the unit's two scales x 4.
+// Units u0 .. u0 + units - 1 of group g's first `rows` A rows into shared memory (as units 0 ..; the other rows of
+// the build's MB zero): per (unit, row) entry 16 f16x2 (value x 2^12) in the order the B pairs come out of a word
+// (pairs J = 0..3 of each of the unit's four words), then the unit's two scales x 4.
 template <int MB>
-__device__ __forceinline__ void load_a(const SkinnyGroup& gr, uint8_t* smem, int u0, int units) {
+__device__ __forceinline__ void load_a(const SkinnyGroup& gr, int rows, uint8_t* smem, int u0, int units) {
   for (int e = threadIdx.x; e < units * MB; e += kSkinnyThreads) {
     const int u = e / MB, m = e % MB, gu = u0 + u;
     uint4 v[4] = {};
     float2 s = make_float2(0.f, 0.f);
-    if (m < gr.m) {  // rows < 128: the first 128-row block of the scales
+    if (m < rows) {  // rows < 128: the first 128-row block of the scales
       const uint4 w = *reinterpret_cast<const uint4*>(gr.a + (int64_t)m * (gr.k / 2) + gu * 16);
       const uint32_t ws[4] = {w.x, w.y, w.z, w.w};
 #pragma unroll
@@ -243,9 +249,9 @@ __device__ __forceinline__ void lane_units(const uint8_t* row, const uint8_t* sf
 
 }  // namespace skinny
 
-template <int MB, int L>
-__global__ void __launch_bounds__(kSkinnyThreads, MB <= kSkinnyTwoCtaRows ? 2 : 1)
-    skinny_gemm(const __grid_constant__ SkinnyParams p) {
+// The body of both kernels below. MASKED: the masked form (p is a MaskedSkinnyParams).
+template <int MB, int L, bool MASKED>
+__device__ __forceinline__ void skinny_body(const SkinnyParams& p) {
   constexpr int kRows = skinny_rows(L);
   extern __shared__ __align__(16) uint8_t smem[];
   // The inputs and C may be written by the grid before this one: wait for it.
@@ -266,6 +272,18 @@ __global__ void __launch_bounds__(kSkinnyThreads, MB <= kSkinnyTwoCtaRows ? 2 : 
   for (int64_t item = first; item < last; ++item) {
     while (item >= p.groups[g].item_end) ++g;
     const SkinnyGroup& gr = p.groups[g];
+    // the rows the group computes: its m, or in the masked form its count, clamped to 0 .. m (written by an
+    // earlier grid: read after griddepcontrol.wait); a group of none loads and multiplies no B
+    [[maybe_unused]] int count = 0;
+    if constexpr (MASKED) {
+      const int mm = __ldg(static_cast<const MaskedSkinnyParams&>(p).masked_m + g);
+      count = mm < 0 ? 0 : mm < gr.m ? mm : gr.m;
+    }
+    const auto rows = [&]() -> int {
+      if constexpr (MASKED) return count;
+      else return gr.m;
+    };
+    const bool work = !MASKED || rows() > 0;
     const int64_t group_first = g ? p.groups[g - 1].item_end : 0;
     const bool fresh = item == first || item == group_first;  // A's rows of this group to load
     if (fresh || kSharedScales) {  // at 32 lanes every item (fewer registers live across items)
@@ -281,13 +299,13 @@ __global__ void __launch_bounds__(kSkinnyThreads, MB <= kSkinnyTwoCtaRows ? 2 : 
     const uint8_t* sf_row = gr.sfb + (n / 128) * steps * kSfBlockBytes + sf_row_offset((int)(n % 128)) +
                             (int64_t)(u0 / 2) * kSfBlockBytes;
     skinny::FirstUnits firsts{};
-    if (s < units) firsts = skinny::first_units<L>(row, sf_row, s, units);
+    if (work && s < units) firsts = skinny::first_units<L>(row, sf_row, s, units);
     const int buf = (int)(item - first) & 1;
     // the run's first item copies its own scales; each later one's were copied during the item before
     if (kSharedScales && item == first) skinny::copy_scales<L>(gr, n0, u0, units, scale_bufs);
     if (fresh) {
       if (item != first) __syncthreads();  // the previous group's A rows are no longer read
-      skinny::load_a<MB>(gr, smem, u0, units);
+      skinny::load_a<MB>(gr, rows(), smem, u0, units);
       if (!kSharedScales) {
         __syncthreads();
         FL_SKINNY_MARK(2);  // A's rows in shared memory
@@ -312,7 +330,7 @@ __global__ void __launch_bounds__(kSkinnyThreads, MB <= kSkinnyTwoCtaRows ? 2 : 
 #pragma unroll
     for (int m = 0; m < MB; ++m) acc[m] = 0.f;
     const uint8_t* sfs = scale_bufs + buf * p.scale_buf + row_item * 4;  // this row's scales (kSharedScales)
-    if (s < units) skinny::lane_units<MB, L>(row, sf_row, sfs, smem, s, units, firsts, acc);
+    if (work && s < units) skinny::lane_units<MB, L>(row, sf_row, sfs, smem, s, units, firsts, acc);
     FL_SKINNY_MARK(4);  // the warp's units done
     // The row's lanes' sums, added in a fixed order (the same result for the same inputs every call).
 #pragma unroll
@@ -323,7 +341,7 @@ __global__ void __launch_bounds__(kSkinnyThreads, MB <= kSkinnyTwoCtaRows ? 2 : 
     if (split == 1) {
 #pragma unroll
       for (int m = 0; m < MB; ++m)
-        if (s == 0 && m < gr.m && row_n < gr.n) gr.c[(int64_t)m * gr.n + row_n] = __float2half_rn(acc[m]);
+        if (s == 0 && m < rows() && row_n < gr.n) gr.c[(int64_t)m * gr.n + row_n] = __float2half_rn(acc[m]);
       FL_SKINNY_MARK(6);  // stores issued
       continue;
     }
@@ -339,12 +357,26 @@ __global__ void __launch_bounds__(kSkinnyThreads, MB <= kSkinnyTwoCtaRows ? 2 : 
       if (m % split != rank) continue;
       float v = 0.f;
       for (int q = 0; q < split; ++q) v += ptx::ld_shared_cluster_f32(ptx::map_shared_rank(sums + e, (uint32_t)q));
-      if (m < gr.m && n0 + r < gr.n) gr.c[(int64_t)m * gr.n + n0 + r] = __float2half_rn(v);
+      if (m < rows() && n0 + r < gr.n) gr.c[(int64_t)m * gr.n + n0 + r] = __float2half_rn(v);
     }
     ptx::cluster_sync();  // every part's sums read: free for the next item
     FL_SKINNY_MARK(6);
   }
   ptx::griddep_launch_dependents();
+}
+
+// The skinny kernel of the task's layout: every size from the host.
+template <int MB, int L>
+__global__ void __launch_bounds__(kSkinnyThreads, MB <= kSkinnyTwoCtaRows ? 2 : 1)
+    skinny_gemm(const __grid_constant__ SkinnyParams p) {
+  skinny_body<MB, L, false>(p);
+}
+
+// The masked form on the skinny kernel (every group planned at its largest m; MaskedSkinnyParams::masked_m).
+template <int MB, int L>
+__global__ void __launch_bounds__(kSkinnyThreads, MB <= kSkinnyTwoCtaRows ? 2 : 1)
+    skinny_gemm_masked(const __grid_constant__ MaskedSkinnyParams p) {
+  skinny_body<MB, L, true>(p);
 }
 
 }  // namespace fl::sm90

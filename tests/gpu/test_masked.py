@@ -99,3 +99,21 @@ def test_masked_forced_plans(env):
                          text=True, timeout=600, env={**os.environ, **env})
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.count(": ok") == len(cases), out.stdout
+
+
+@pytest.mark.parametrize("env", [{"FASTLAUNCH_SM90_SKINNY": "1"}, {"FASTLAUNCH_SM90_SKINNY": "1",
+                                                                   "FASTLAUNCH_SM90_SKINNY_SPLIT": "2"},
+                                 {"FASTLAUNCH_SM90_SKINNY": "1", "FASTLAUNCH_SM90_SKINNY_LANES": "32"},
+                                 {"FASTLAUNCH_SM90_SKINNY": "0"}],
+                         ids=lambda e: ",".join(f"{k[15:]}={v}" for k, v in e.items()))
+def test_masked_decode_on_the_skinny_kernel(env):
+    # max_m <= 16: the skinny kernel forced (its K split, its lanes) or ruled out; experts of count 0 included, and
+    # more than 16 experts (one skinny launch per 16)
+    seed = fresh_seed()
+    rng = random.Random(seed)
+    cases = [(8, 8, 2048, 1024, [rng.randrange(0, 9) for _ in range(8)]), (3, 16, 512, 2048, [16, 0, 5]),
+             (40, 4, 256, 512, [rng.randrange(0, 5) for _ in range(40)]), (1, 1, 8, 64, [1])]
+    out = subprocess.run([sys.executable, "-c", CHILD, str(seed), json.dumps(cases)], cwd=ROOT, capture_output=True,
+                         text=True, timeout=600, env={**os.environ, **env})
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.count(": ok") == len(cases), out.stdout
