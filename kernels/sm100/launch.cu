@@ -21,6 +21,7 @@ template <int MAXG>
 int launch_chunk(const DeviceState& dev, int which, const int64_t* buf, int G, int g0, int gc, cudaStream_t stream,
                  Error& err) {
   Params<MAXG> p;
+  p.wait_cycles = sm100::kWaitCycles;
   std::memcpy(&p.tmpl, &dev.sm100.tmpl, sizeof(CUtensorMap));
   int64_t tiles = 0;
   for (int i = 0; i < gc; ++i) {
