@@ -1,14 +1,11 @@
 // Host side of the sm_100a kernel: one-time set-up per device (with the kernel's self-check) and the per-call
 // launch. Compiled for sm_100a only (setup.py builds this file apart from the sm_90a sources).
-#include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <thread>
-#include <vector>
 
 #include "launcher_impl.h"
 #include "sm100/gemm.cuh"
-#include "sm100/self_check.h"
+#include "sm100/self_check_run.h"
 
 namespace fl {
 namespace {
@@ -79,162 +76,6 @@ constexpr uint64_t kCheckWaitCycles = uint64_t{1} << 27;
 // work on the device that holds the SMs first.
 constexpr double kCheckSeconds = 10.0;
 
-// Waits up to `seconds` for `ev`: cudaSuccess, cudaErrorNotReady where the time ran out, or the query's error.
-cudaError_t wait_bounded(cudaEvent_t ev, double seconds) {
-  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  for (;;) {
-    const cudaError_t rc = cudaEventQuery(ev);
-    if (rc != cudaErrorNotReady) return rc;
-    (void)cudaGetLastError();  // the runtime may keep cudaErrorNotReady as the thread's last error: it is this query's
-    if (std::chrono::steady_clock::now() > end) return cudaErrorNotReady;
-    std::this_thread::sleep_for(std::chrono::microseconds(50));
-  }
-}
-
-// The check's stream, event and device memory, given back stream-ordered: safe while its kernels still run (after a
-// timeout), they are released when the work queued before completes.
-struct CheckResources {
-  cudaStream_t stream = nullptr;
-  cudaEvent_t done = nullptr;
-  uint8_t* mem = nullptr;
-  ~CheckResources() {
-    cudaError_t rc[3] = {cudaSuccess, cudaSuccess, cudaSuccess};
-    if (mem) rc[0] = cudaFreeAsync(mem, stream);
-    if (done) rc[1] = cudaEventDestroy(done);
-    if (stream) rc[2] = cudaStreamDestroy(stream);
-    for (cudaError_t r : rc)
-      if (r != cudaSuccess && !is_sticky(r)) (void)cudaGetLastError();  // (these calls' own errors)
-  }
-};
-
-// A CUDA call before the check's first launch failed: a set-up failure like any other (device_state keeps it, or
-// tries again where it is transient, e.g. out of memory).
-int check_not_started(Error& err, cudaError_t rc, const char* call) {
-  err.cuda_error = (int)rc;
-  if (!is_sticky((int)rc)) (void)cudaGetLastError();
-  return err.set(FL_ERR_CUDA, "the sm_100a kernel's self-check could not start: %s failed: %s (%s)", call,
-                 cudaGetErrorString(rc), cudaGetErrorName(rc));
-}
-
-// The kernel failed the check: FL_ERR_UNSUPPORTED with ck::failure's message, kept for every later call.
-int check_failed(Error& err, int device, const char* what) {
-  char msg[1024];
-  ck::failure(msg, sizeof(msg), device, what);
-  return err.set(FL_ERR_UNSUPPORTED, "%s", msg);
-}
-
-// After the check's launches were queued: a CUDA error of theirs, or of a call waiting for them.
-int check_cuda_failed(Error& err, int device, cudaError_t rc) {
-  err.cuda_error = (int)rc;
-  const bool sticky = is_sticky((int)rc);
-  if (!sticky) (void)cudaGetLastError();
-  char what[512];
-  ck::describe_cuda_error(what, sizeof(what), cudaGetErrorName(rc), cudaGetErrorString(rc), sticky);
-  return check_failed(err, device, what);
-}
-
-// Runs the kernels on the self-check's groups (kernels/sm100/self_check.h) and compares every C with the values
-// computed on the host. FL_OK (dev.note says what passed), else the error every later call on the device repeats.
-// Runs in the device's primary context, on a stream of its own, with the thread's stream-capture mode relaxed for
-// the duration (a call made while the caller's stream is captured sets the device up too; nothing here is captured).
-int self_check_run(DeviceState& dev, Error& err) {
-  const int device = dev.device;
-  const auto t0 = std::chrono::steady_clock::now();
-  const ck::Layout lay = ck::layout();
-  std::vector<uint8_t> image(lay.inputs_bytes);
-  ck::make_inputs(lay, image.data());
-
-  CheckResources res;
-  if (cudaError_t rc = cudaStreamCreateWithFlags(&res.stream, cudaStreamNonBlocking))
-    return check_not_started(err, rc, "cudaStreamCreateWithFlags");
-  if (cudaError_t rc = cudaEventCreateWithFlags(&res.done, cudaEventDisableTiming))
-    return check_not_started(err, rc, "cudaEventCreateWithFlags");
-  if (cudaError_t rc = cudaMallocAsync(reinterpret_cast<void**>(&res.mem), lay.total_bytes, res.stream)) {
-    res.mem = nullptr;
-    return check_not_started(err, rc, "cudaMallocAsync");
-  }
-  if (cudaError_t rc = cudaMemcpyAsync(res.mem, image.data(), lay.inputs_bytes, cudaMemcpyHostToDevice, res.stream))
-    return check_not_started(err, rc, "cudaMemcpyAsync (the inputs)");
-  if (cudaError_t rc = cudaMemsetAsync(res.mem + lay.c_begin, ck::kFill, lay.total_bytes - lay.c_begin, res.stream))
-    return check_not_started(err, rc, "cudaMemsetAsync (the outputs)");
-
-  // The launcher's buffer ([a b c sfa sfb m n k] x G) of each launch: the same inputs, its own Cs.
-  constexpr int G = ck::kNumGroups;
-  static_assert(G <= sm100::kGroupsSmall, "the self-check's groups fit the small parameter block");
-  for (int i = 0; i < ck::kNumLaunches; ++i) {
-    int64_t buf[8 * G];
-    for (int g = 0; g < G; ++g) {
-      const auto at = [&](size_t off) { return (int64_t)reinterpret_cast<uintptr_t>(res.mem + off); };
-      buf[0 * G + g] = at(lay.a[g]);
-      buf[1 * G + g] = at(lay.b[g]);
-      buf[2 * G + g] = at(lay.c[i][g]);
-      buf[3 * G + g] = at(lay.sfa[g]);
-      buf[4 * G + g] = at(lay.sfb[g]);
-      buf[5 * G + g] = ck::kGroups[g].m;
-      buf[6 * G + g] = ck::kGroups[g].n;
-      buf[7 * G + g] = ck::kGroups[g].k;
-    }
-    const ck::LaunchSpec& ls = ck::kLaunches[i];
-    const Pick pick{ls.persistent, ls.grid, kCheckWaitCycles};
-    char why[512] = "";
-    Error launch_err{why, sizeof(why)};
-    const int rc = ls.large ? launch_chunk<sm100::kGroupsPerLaunch>(dev, 1, buf, G, 0, G, res.stream, launch_err, &pick)
-                            : launch_chunk<sm100::kGroupsSmall>(dev, 0, buf, G, 0, G, res.stream, launch_err, &pick);
-    if (rc) {
-      err.cuda_error = launch_err.cuda_error;
-      if (launch_err.cuda_error == CUDA_ERROR_OUT_OF_MEMORY)  // transient: device_state tries the set-up again
-        return err.set(FL_ERR_CUDA, "the sm_100a kernel's self-check could not queue its launches: %s", why);
-      char launch[160], what[768];
-      ck::describe_launch(launch, sizeof(launch), i);
-      std::snprintf(what, sizeof(what), "%s could not be queued: %s", launch, why);
-      return check_failed(err, device, what);
-    }
-  }
-  if (cudaError_t rc = cudaEventRecord(res.done, res.stream)) return check_cuda_failed(err, device, rc);
-
-  // The expected C, while the device runs.
-  ck::Expected want;
-  char why[512] = "";
-  if (!ck::reference(lay, image.data(), want, why, sizeof(why))) {
-    char what[640];
-    std::snprintf(what, sizeof(what), "its inputs do not make every sum exact (%s), a defect of the check itself", why);
-    return check_failed(err, device, what);
-  }
-
-  const cudaError_t waited = wait_bounded(res.done, kCheckSeconds);
-  if (waited == cudaErrorNotReady) {
-    char what[512];
-    ck::describe_timeout(what, sizeof(what), kCheckSeconds);
-    return check_failed(err, device, what);
-  }
-  if (waited != cudaSuccess) return check_cuda_failed(err, device, waited);
-
-  std::vector<uint8_t> cpart(lay.total_bytes - lay.c_begin);
-  if (cudaError_t rc = cudaMemcpyAsync(cpart.data(), res.mem + lay.c_begin, cpart.size(), cudaMemcpyDeviceToHost,
-                                       res.stream))
-    return check_cuda_failed(err, device, rc);
-  if (cudaError_t rc = cudaEventRecord(res.done, res.stream)) return check_cuda_failed(err, device, rc);
-  const cudaError_t copied = wait_bounded(res.done, kCheckSeconds);
-  if (copied != cudaSuccess) return check_cuda_failed(err, device, copied);
-
-  ck::Mismatch m;
-  if (ck::compare(lay, cpart.data(), want, &m)) {
-    char what[768];
-    ck::describe_mismatch(what, sizeof(what), m);
-    return check_failed(err, device, what);
-  }
-  int64_t elements = 0;
-  int32_t kmax = 0;
-  for (const ck::GroupSpec& g : ck::kGroups) elements += (int64_t)g.m * g.n, kmax = g.k > kmax ? g.k : kmax;
-  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  std::snprintf(dev.note, sizeof(dev.note),
-                "the sm_100a kernel passed its self-check on cuda:%d: %d launches (one tile per CTA and persistent, "
-                "16- and 256-group parameter blocks) of %d groups, %lld tiles, K up to %d; all %lld C elements of "
-                "each equal to the exact values, the guards around them untouched (%.0f ms)",
-                device, ck::kNumLaunches, G, (long long)ck::total_tiles(), kmax, (long long)elements, ms);
-  return FL_OK;
-}
-
 // FASTLAUNCH_SM100_SELF_CHECK: 0 skips the check (for testing the kernel itself), 1 (the default) runs it.
 int self_check(DeviceState& dev, Error& err) {
   if (const char* env = std::getenv("FASTLAUNCH_SM100_SELF_CHECK")) {
@@ -251,13 +92,14 @@ int self_check(DeviceState& dev, Error& err) {
                      "the default)",
                      env);
   }
-  cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
-  if (cudaError_t rc = cudaThreadExchangeStreamCaptureMode(&mode))
-    return check_not_started(err, rc, "cudaThreadExchangeStreamCaptureMode");
-  const int rc = self_check_run(dev, err);
-  const cudaError_t back = cudaThreadExchangeStreamCaptureMode(&mode);
-  if (back != cudaSuccess && rc == FL_OK) return check_not_started(err, back, "cudaThreadExchangeStreamCaptureMode");
-  return rc;
+  static_assert(ck::kNumGroups <= sm100::kGroupsSmall, "the self-check's groups fit the small parameter block");
+  const auto launch = [&dev](int i, const int64_t* buf, int G, cudaStream_t stream, Error& launch_err) {
+    const ck::LaunchSpec& ls = ck::kLaunches[i];
+    const Pick pick{ls.persistent, ls.grid, kCheckWaitCycles};
+    return ls.large ? launch_chunk<sm100::kGroupsPerLaunch>(dev, 1, buf, G, 0, G, stream, launch_err, &pick)
+                    : launch_chunk<sm100::kGroupsSmall>(dev, 0, buf, G, 0, G, stream, launch_err, &pick);
+  };
+  return ck::run(dev.device, kCheckSeconds, launch, dev.note, sizeof(dev.note), err);
 }
 
 }  // namespace
