@@ -1,7 +1,7 @@
 // The sm_100a kernel's self-check, host side, in plain C++ (no CUDA types: tests/cpp/sm100_self_check_probe.cpp
 // builds it with the host compiler): the launches and groups it runs, their input bytes, the exact C expected from
-// those bytes, the comparison with what the kernel wrote, and the messages. sm100_self_check
-// (kernels/sm100/launch.cu) allocates, launches, waits and calls these, once per device, at set-up.
+// those bytes, the comparison with what the kernel wrote, and the messages. kernels/sm100/self_check_run.h allocates,
+// launches, waits and calls these; kernels/sm100/launch.cu runs that once per device, at set-up.
 //
 // Exact by construction: every 16-element block of an operand row takes one (E2M1 magnitude, E4M3 scale) pair
 // whose product is its family's value, 1 or 1.5, and each element is that value with a random sign, or +0 or -0.

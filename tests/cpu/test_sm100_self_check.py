@@ -1,8 +1,8 @@
 """CPU tests of the sm_100a kernel's self-check (kernels/sm100/self_check.h), through a C++ probe built with the host
 compiler (tests/cpp/sm100_self_check_probe.cpp): what its launches cover, that its expected C is exact and agrees with
 fastlaunch.reference on the same bytes, that a wrong or missing element or a write outside C is named with its launch,
-group, row and column, and the failure messages. The launches themselves run only on a B200 (none here): that part,
-kernels/sm100/launch.cu sm100_self_check, is not exercised by these tests.
+group, row and column, and the failure messages. The device side (kernels/sm100/self_check_run.h) needs a GPU:
+tests/gpu/test_sm100_self_check_host.py runs it with stand-in kernels; the sm_100a kernel itself only a B200 runs.
 """
 import math
 
