@@ -946,7 +946,7 @@ PyObject* grouped_mm_masked(PyObject*, PyObject* const* args, Py_ssize_t nargs) 
                                reinterpret_cast<const void*>(ptr[2]), reinterpret_cast<const void*>(ptr[3]),
                                reinterpret_cast<const int32_t*>(ptr[4]), reinterpret_cast<void*>(ptr[5]),
                                G, max_m, n, k};
-    char err[512];
+    char err[1024];
     const int rc = fl_launch_masked(&margs, stream, dev, &fl_torch_allocator, err, sizeof(err));
     if (FL_UNLIKELY(rc != FL_OK)) return err_launch(rc, err);
     Py_INCREF(args[5]);
@@ -954,6 +954,18 @@ PyObject* grouped_mm_masked(PyObject*, PyObject* const* args, Py_ssize_t nargs) 
   } catch (const std::exception& e) {
     return err_cpp(e.what());
   }
+}
+
+// setup_device(device) -> str: the device set up as its first call does (on sm_100a: the kernel's self-check); what
+// the set-up found, or the error every call on the device raises.
+PyObject* setup_device(PyObject*, PyObject* arg) {
+  const long device = PyLong_AsLong(arg);
+  if (device == -1 && PyErr_Occurred()) return nullptr;
+  if (device < 0 || device > 1 << 20) return raise(PyExc_ValueError, "setup_device: no device %ld", device);
+  char note[512] = "", err[1024] = "";
+  const int rc = fl_setup_device((int)device, note, sizeof(note), err, sizeof(err));
+  if (rc != FL_OK) return err_launch(rc, err);
+  return PyUnicode_FromString(note);
 }
 
 // plan_m(m) -> int: the representative of m's planning class (kernels/sm90/plan/plan_class.h): launches whose
@@ -1030,6 +1042,10 @@ PyMethodDef kMethods[] = {
      "the reduce kernel). rows: B rows per tile (128, or 64 for half tiles). reduce: parts per tile of reduced "
      "tiles (a tile of fewer K steps: one per step; each tile's parts are consecutive CTAs, their sums added "
      "by a third kernel), 0 for none."},
+    {"setup_device", setup_device, METH_O,
+     "setup_device(device) -> str\n\nSets CUDA device `device` up as the first call on it does, launching nothing "
+     "else (on sm_100a this runs the kernel's self-check), and returns what the set-up found (the self-check's "
+     "outcome; '' where there is nothing to report); raises the error every call on the device raises."},
     {"plan_m", plan_m, METH_O,
      "plan_m(m) -> int\n\nThe representative M of m's planning class: groups whose M's share a class (and N, K) are "
      "planned alike, and the launcher's memo of plans is keyed by it (m itself above 4096)."},

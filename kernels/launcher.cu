@@ -77,6 +77,7 @@ bool transient(int status, int cuda_error, cudaStream_t stream) {
 // The architecture's set-up, run in the device's primary context (retained here: the device is the one
 // the caller's data is on), with the caller's context current again after.
 int init_device(int device, DeviceState& dev, Error& err) {
+  dev.device = device;
   if (int rc = load_driver(dev.drv, err)) return rc;
   FL_CUDA_TRY(err, cudaDeviceGetAttribute(&dev.cc_major, cudaDevAttrComputeCapabilityMajor, device));
   FL_CUDA_TRY(err, cudaDeviceGetAttribute(&dev.cc_minor, cudaDevAttrComputeCapabilityMinor, device));
@@ -119,7 +120,7 @@ int device_state(int device, void* stream, DeviceState** out, Error& err) {
     std::lock_guard<std::mutex> lock(g_init_mutex);
     status = dev.status.load(std::memory_order_relaxed);
     if (status < 0) {
-      char why[512] = "";
+      char why[1024] = "";
       Error init_err{why, sizeof(why)};
       status = init_device(device, dev, init_err);
       if (status == FL_OK) {
@@ -290,6 +291,15 @@ extern "C" int fl_launch_repeat(const int64_t* buf, int num_groups, void* stream
   return FL_OK;
 }
 
+extern "C" int fl_setup_device(int device, char* note, size_t notelen, char* err, size_t errlen) {
+  fl::Error e{err, errlen};
+  fl::DeviceState* dev = nullptr;
+  if (int rc = fl::device_state(device, nullptr, &dev, e)) return rc;
+  if (note && notelen) std::snprintf(note, notelen, "%s", dev->note);
+  return FL_OK;
+}
+
 extern "C" const char* fl_supported_archs(void) {
-  return "sm_90a (H100, H200), sm_100a (B200, GB200; compiled and inspected, not yet run on hardware)";
+  return "sm_90a (H100, H200), sm_100a (B200, GB200; compiled and inspected, not yet run on hardware; checks itself "
+         "on each device before its first use)";
 }

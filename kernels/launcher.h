@@ -81,6 +81,11 @@ int fl_launch_masked(const fl_masked_args* args, void* stream, int device, const
 int fl_launch_repeat(const int64_t* buf, int num_groups, void* stream, int device, const fl_allocator* alloc,
                      int iters, double* ns_per_launch, char* err, size_t errlen);
 
+/* Sets `device` up as the first call on it does (on sm_100a: the kernel's self-check), launching nothing else.
+ * Returns FL_OK with what the set-up found written to note[0 .. notelen) (the sm_100a self-check's outcome; ""
+ * where there is nothing to report), or the error that every call on the device returns, written to err. */
+int fl_setup_device(int device, char* note, size_t notelen, char* err, size_t errlen);
+
 /* Architectures with a kernel in this build, e.g. "sm_90a". */
 const char* fl_supported_archs(void);
 

@@ -264,7 +264,9 @@ using LaunchMaskedFn = int (*)(const DeviceState&, const fl_masked_args&, cudaSt
 
 struct DeviceState {
   std::atomic<int> status{-1};  // -1 not initialised, else the fl_status of initialisation
-  char message[512] = {0};      // initialisation error, repeated on every later call
+  char message[1024] = {0};     // initialisation error, repeated on every later call
+  char note[512] = {0};         // what a successful set-up found (the sm_100a self-check's outcome), for fl_setup_device
+  int device = -1;              // the CUDA device index
   CUcontext ctx = nullptr;      // the device's primary context (retained for the life of the process)
   int cc_major = 0, cc_minor = 0, sm_count = 0;
   Driver drv;

@@ -1,5 +1,8 @@
 """One command for a B200 (compute capability 10.0): is the sm_100a kernel right, and how fast is it?
 
+  self-check   first: the outcome of the kernel's own check, which the set-up of a device's first call runs
+               (kernels/sm100/self_check.h: every kernel variant on small groups whose exact C is known). Where it
+               fails, every call on the device raises its message, and nothing else is run
   correctness  every task test shape (fastlaunch.shapes.TEST_SHAPES) plus shapes that reach the sm_100a
                kernel's own paths (partial last K stage, one tile per CTA vs persistent, more than 16 and
                more than 256 groups, M = 1, rows past a 128-row tile): fresh input, outputs poisoned with
@@ -49,6 +52,17 @@ def refuse_unless_b200() -> str | None:
     return None
 
 
+def self_check(device: int, setup=None) -> tuple[bool, str]:
+    """(passed, message) of the sm_100a kernel's self-check on `device`: fastlaunch._C.setup_device sets the device up
+    as a first call does, which runs the check once per process (FASTLAUNCH_SM100_SELF_CHECK=0 skips it: then the
+    message says so)."""
+    setup = setup or fastlaunch._C.setup_device
+    try:
+        return True, setup(device)
+    except (RuntimeError, ValueError) as e:
+        return False, str(e)
+
+
 def check_shape(shape, seed, full_range):
     g, ms, ns, ks = shape
     data = R.generate_input(ms, ns, ks, g, seed=seed, device="cuda", full_range=full_range)
@@ -69,7 +83,16 @@ def time_shape(shape, seed, flush):
     return ok, msg, us
 
 
-def run(json_path=None) -> int:
+def run(json_path=None, setup=None, device=None) -> int:
+    device = torch.cuda.current_device() if device is None else device
+    passed, message = self_check(device, setup)
+    print(f"sm_100a self-check on cuda:{device}: {'pass' if passed else 'FAIL'}: {message}")
+    if not passed:
+        print("every call on this device raises that error: no shape was checked or timed")
+        if json_path:
+            with open(json_path, "w") as f:
+                json.dump({"self_check": {"ok": False, "message": message}, "rows": []}, f, indent=1)
+        return 1
     rows = []
     for i, shape in enumerate(TEST_SHAPES):
         ok, msg = check_shape(shape, 4242 + i, False)
@@ -95,13 +118,14 @@ def run(json_path=None) -> int:
             print(f"FAIL {r['shape']}: {r['message']}")
     if json_path:
         with open(json_path, "w") as f:
-            json.dump({"device": torch.cuda.get_device_name(), "rows": rows}, f, indent=1)
+            json.dump({"device": torch.cuda.get_device_name(), "self_check": {"ok": True, "message": message},
+                       "rows": rows}, f, indent=1)
     return 0 if all(r["ok"] for r in rows) else 1
 
 
 def dry_run() -> int:
-    if "sm_100a" not in fastlaunch.supported_archs:
-        print(f"this build has no sm_100a kernel: {fastlaunch.supported_archs}")
+    if "sm_100a" not in fastlaunch.supported_archs or not hasattr(fastlaunch._C, "setup_device"):
+        print(f"this build has no sm_100a kernel or no self-check: {fastlaunch.supported_archs}")
         return 1
     for i, (g, ms, ns, ks) in enumerate(TEST_SHAPES + EXTRA_SHAPES[:3]):
         data = R.generate_input(ms, ns, ks, g, seed=i, device="cpu", full_range=i >= len(TEST_SHAPES))
@@ -109,8 +133,8 @@ def dry_run() -> int:
         ok, msg = R.check(R.ref_kernel(data), ref)
         assert ok, msg
     print(f"dry run: build has {fastlaunch.supported_archs}; inputs and reference of {len(TEST_SHAPES) + 3} "
-          f"shapes checked on the CPU; on a B200 this checks {len(TEST_SHAPES) + len(EXTRA_SHAPES)} shapes and "
-          f"times {len(BENCH_SHAPES)}; no GPU, nothing run")
+          f"shapes checked on the CPU; on a B200 this reports the kernel's self-check, then checks "
+          f"{len(TEST_SHAPES) + len(EXTRA_SHAPES)} shapes and times {len(BENCH_SHAPES)}; no GPU, nothing run")
     return 0
 
 

@@ -2,6 +2,8 @@
 #pragma once
 #include <cstdint>
 
+#include "ptx/timer.cuh"
+
 namespace fl::ptx {
 
 __device__ __forceinline__ uint32_t smem_u32(const void* p) {
@@ -55,6 +57,27 @@ __device__ __forceinline__ bool mbar_try_wait(uint32_t bar, uint32_t parity) {
 // (non-existent) previous phase, parity 1, as complete: producers start by waiting on parity 1.
 __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
   while (!mbar_try_wait(bar, parity)) {
+  }
+}
+
+// The most one turn of mbar_wait_bounded's loop counts, in SM clock cycles (about 8 ms at 2 GHz). %clock64 is
+// per SM; a CTA moved to another SM (compute preemption) may see it jump either way, and such a jump counts as one
+// turn at most: the limit measures cycles spent waiting, not the time a CTA was off the GPU.
+constexpr uint64_t kWaitTurnCycles = uint64_t{1} << 24;
+
+// mbar_wait with a limit: where the phase has not completed after about `limit` cycles of this SM's clock spent
+// in the wait, the thread executes trap, so a stuck pipeline ends the kernel with an error the host sees (at its
+// next synchronisation; a sticky one: the context is unusable after it) instead of spinning forever. The first try
+// is mbar_wait's; the clock is read only after it fails. Choose `limit` far above the longest legitimate wait.
+__device__ __forceinline__ void mbar_wait_bounded(uint32_t bar, uint32_t parity, uint64_t limit) {
+  if (mbar_try_wait(bar, parity)) return;
+  uint64_t waited = 0, last = ptx::clock64();
+  while (!mbar_try_wait(bar, parity)) {
+    const uint64_t now = ptx::clock64();
+    const uint64_t turn = now - last;  // huge where the counter went back
+    last = now;
+    waited += turn < kWaitTurnCycles ? turn : kWaitTurnCycles;
+    if (waited > limit) __trap();
   }
 }
 

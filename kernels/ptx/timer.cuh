@@ -1,4 +1,5 @@
-// Clocks for in-kernel timing experiments (trace points; never on a path that results depend on).
+// Clocks: for in-kernel timing experiments (trace points) and the time limit of bounded barrier waits
+// (mbarrier.cuh mbar_wait_bounded); never on a path that results depend on.
 #pragma once
 #include <cstdint>
 

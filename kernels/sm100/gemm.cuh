@@ -41,8 +41,18 @@ struct Params {
   CUtensorMap tmpl;    // any valid map with the 128 x 128-byte box; address, extents, stride rewritten
   int32_t num_groups;
   int32_t num_tiles;
+  uint64_t wait_cycles;  // limit of a barrier wait for one pipeline step (kWaitCycles; the self-check's is lower)
   Group groups[MAXG];
 };
+
+// Bounded barrier waits (ptx::mbar_wait_bounded): a stuck pipeline traps instead of spinning forever. A wait for one
+// pipeline step (a stage loaded, a stage consumed, an accumulator drained) lasts microseconds, milliseconds under
+// heavy contention from other work; kWaitCycles, 2^34 cycles of the SM clock (about 9 s at 1.9 GHz, longer at lower
+// clocks), is over a thousand times the longest of those, so a wait that reaches it is a hang. The epilogue's wait for
+// a tile's accumulator spans the tile's whole K loop, one step per K stage: it is allowed (stages + 1) such limits.
+// Waits of this kernel outside its mbarriers (griddepcontrol.wait on the previous grid, the tensor-map pool, the
+// tensor-memory allocation) are not bounded: what they wait for is other work, which may legitimately run for long.
+constexpr uint64_t kWaitCycles = uint64_t{1} << 34;
 
 // Shared memory (bytes): a 1024-byte header, then the stages (1024-byte aligned for the swizzle).
 constexpr uint32_t kTileBytes = kTileB * kBlockK / 2;  // also kTileA rows: 16 KB
@@ -115,7 +125,7 @@ __device__ __forceinline__ void tma_warp(const Params<MAXG>& p, const Smem& sm, 
     const int ks = kstages(gr.k);
     for (int kc = 0; kc < ks; ++kc, ++it) {
       const int s = it % kStages;
-      ptx::mbar_wait(sm.empty(s), ((it / kStages) & 1) ^ 1);
+      ptx::mbar_wait_bounded(sm.empty(s), ((it / kStages) & 1) ^ 1, p.wait_cycles);
       if (lane == 0) {
         const uint32_t st = sm.stage(s);
         const uint32_t sf_bytes = (kc + 1 < ks ? kChunks : last_chunks(gr.k)) * kSfBlockBytes;
@@ -143,13 +153,13 @@ __device__ __forceinline__ void mma_warp(const Params<MAXG>& p, const Smem& sm, 
     const Group& gr = p.groups[tc.g];
     const uint32_t idesc = idesc_mxf4nvf4(kTileB, mma_n(gr.m, tc.m0));
     const uint32_t buf = acc_buf<kPersistent>(i);
-    if (kPersistent) ptx::mbar_wait(sm.acc_empty(buf), ((i / kAccBuffers) & 1) ^ 1);
+    if (kPersistent) ptx::mbar_wait_bounded(sm.acc_empty(buf), ((i / kAccBuffers) & 1) ^ 1, p.wait_cycles);
     ptx::tcgen05_fence_after();
     const uint32_t d = tmem + acc_col(buf);
     const int ks = kstages(gr.k);
     for (int kc = 0; kc < ks; ++kc, ++it) {
       const int s = it % kStages;
-      ptx::mbar_wait(sm.full(s), (it / kStages) & 1);
+      ptx::mbar_wait_bounded(sm.full(s), (it / kStages) & 1, p.wait_cycles);
       ptx::tcgen05_fence_after();
       if (lane == 0) {
         const uint32_t st = sm.stage(s);
@@ -183,7 +193,7 @@ __device__ __forceinline__ void epilogue_warps(const Params<MAXG>& p, const Smem
     hint = tc.g;
     const Group& gr = p.groups[tc.g];
     const uint32_t buf = acc_buf<kPersistent>(i);
-    ptx::mbar_wait(sm.acc_full(buf), (i / kAccBuffers) & 1);
+    ptx::mbar_wait_bounded(sm.acc_full(buf), (i / kAccBuffers) & 1, p.wait_cycles * (uint64_t)(kstages(gr.k) + 1));
     ptx::tcgen05_fence_after();
     const int n = mma_n(gr.m, tc.m0);
     const int64_t col = (int64_t)tc.n0 + 32 * warp + lane;

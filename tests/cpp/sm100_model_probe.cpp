@@ -15,6 +15,7 @@
 // warps, 4 the TMA warp, 5 the MMA warp, 9 set-up before the roles split):
 //   cfg SMEM_BASE SMEM_BYTES GRID PERSISTENT TILES BOX_BYTES BOX_ROWS SWIZZLE_BYTES   (CTA -1, once)
 //   init BAR COUNT | wait BAR PARITY | expect BAR BYTES | arrive BAR | commit BAR
+//     (the kernel's waits are bounded, trapping after a time limit; the model has no time, and its waits have none)
 //   patch RING OPERAND(a|b) GROUP ROW_BYTES ROWS          tensor map pair RING's OPERAND map rewritten
 //   tma DST RING OPERAND X Y BAR                          2D tile load of map RING.OPERAND at (X, Y)
 //   bulk DST OPERAND(sfa|sfb) GROUP SRC_OFFSET BYTES BAR  bulk copy from the group's scale buffer

@@ -74,3 +74,24 @@ def test_a_failed_set_up_is_kept_and_named_on_later_calls():
     assert first[0] == second[0] == third[0] == str(FL_ERR_CUDA)
     assert first[1].startswith("could not set up cuda:63: ") and " failed: " in first[1], first[1]
     assert second[1] == third[1] == first[1] + " (the set-up failed on an earlier call and is not tried again)"
+
+
+def test_setup_device_reports_the_kept_set_up_failure():
+    # fastlaunch._C.setup_device (tools/b200_check.py's first step) sets a device up as a first call does and raises
+    # what every call on it raises: here the failed set-up of device 63, kept.
+    lines = run_child("""
+        import fastlaunch
+        for device in (63, 63):
+            try:
+                fastlaunch._C.setup_device(device)
+            except RuntimeError as e:
+                print(str(e))
+        try:
+            fastlaunch._C.setup_device(-1)
+        except ValueError as e:
+            print(str(e))
+    """)
+    first, second, bad = lines
+    assert first.startswith("could not set up cuda:63: ") and " failed: " in first, first
+    assert second == first + " (the set-up failed on an earlier call and is not tried again)"
+    assert bad == "setup_device: no device -1"

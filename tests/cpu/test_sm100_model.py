@@ -682,7 +682,7 @@ MIRRORED = {
         "const void* map_a = g_pool_maps[slot][ring]; const void* map_b = g_pool_maps[slot][ring] + 128;",
         "const uint8_t* sfa = gr.sfa + (int64_t)(tc.m0 / kTileA) * blocks_k * kSfBlockBytes;",
         "const uint8_t* sfb = gr.sfb + (int64_t)(tc.n0 / kTileB) * blocks_k * kSfBlockBytes;",
-        "ptx::mbar_wait(sm.empty(s), ((it / kStages) & 1) ^ 1);",
+        "ptx::mbar_wait_bounded(sm.empty(s), ((it / kStages) & 1) ^ 1, p.wait_cycles);",
         "const uint32_t sf_bytes = (kc + 1 < ks ? kChunks : last_chunks(gr.k)) * kSfBlockBytes;",
         "const int64_t sf_off = (int64_t)kc * kChunks * kSfBlockBytes;",
         "ptx::mbar_arrive_expect_tx(sm.full(s), 2 * kTileBytes + 2 * sf_bytes);",
@@ -692,9 +692,9 @@ MIRRORED = {
         "ptx::bulk_load(st + kOffSfb, sfb + sf_off, sf_bytes, sm.full(s), gr.policy_b);",
         # mma_warp
         "const uint32_t idesc = idesc_mxf4nvf4(kTileB, mma_n(gr.m, tc.m0));",
-        "if (kPersistent) ptx::mbar_wait(sm.acc_empty(buf), ((i / kAccBuffers) & 1) ^ 1);",
+        "if (kPersistent) ptx::mbar_wait_bounded(sm.acc_empty(buf), ((i / kAccBuffers) & 1) ^ 1, p.wait_cycles);",
         "const uint32_t d = tmem + acc_col(buf);",
-        "ptx::mbar_wait(sm.full(s), (it / kStages) & 1);",
+        "ptx::mbar_wait_bounded(sm.full(s), (it / kStages) & 1, p.wait_cycles);",
         "const int chunks = kc + 1 < ks ? kChunks : last_chunks(gr.k);",
         "ptx::tmem_cp_32x128b_warpx4(tmem + sf_col(s, 0, c), smem_desc_scales(st + kOffSfb + c * kSfBlockBytes));",
         "ptx::tmem_cp_32x128b_warpx4(tmem + sf_col(s, 1, c), smem_desc_scales(st + kOffSfa + c * kSfBlockBytes));",
@@ -703,7 +703,8 @@ MIRRORED = {
         "ptx::tcgen05_commit(sm.empty(s));",
         "if (lane == 0) ptx::tcgen05_commit(sm.acc_full(buf));",
         # epilogue_warps
-        "ptx::mbar_wait(sm.acc_full(buf), (i / kAccBuffers) & 1);",
+        "ptx::mbar_wait_bounded(sm.acc_full(buf), (i / kAccBuffers) & 1, "
+        "p.wait_cycles * (uint64_t)(kstages(gr.k) + 1));",
         "const int n = mma_n(gr.m, tc.m0);",
         "const int64_t col = (int64_t)tc.n0 + 32 * warp + lane;",
         "for (int j0 = 0; j0 < n; j0 += 16) {",

@@ -4,6 +4,10 @@ No Blackwell GPU runs here, so this disassembles the extension (cuobjdump, from 
 nvidia-cuda-cuobjdump with nvidia-cuda-nvdisasm, both in requirements.txt) and checks the SASS:
 UTCOMMA.4X is tcgen05.mma .kind::mxf4nvf4 .block16 (4 scale factors per 64 K), UTCCP tcgen05.cp, LDTM
 tcgen05.ld, UTCBAR tcgen05.commit, UTMALDG a TMA tile load. The sm_90a code must keep its HGMMA.
+
+Every mbarrier wait of the sm_100a kernels is bounded (ptx::mbar_wait_bounded): a first try, then a loop that reads
+the SM clock and traps past the limit. In SASS each wait is two SYNCS.PHASECHK.TRANS64.TRYWAIT (the first try and the
+loop's), two reads of SR_CLOCKLO and one BPT.TRAP (ptxas adds 3 BPT.TRAP of its own to each kernel besides).
 """
 import collections
 import re
@@ -39,3 +43,22 @@ def test_sm90_code_unchanged_in_kind(sass):
     ops = _opcodes(sass["sm_90a"])
     assert ops.get("HGMMA", 0) > 0, "the sm_90a kernel lost its wgmma"
     assert ops.get("UTCOMMA", 0) == 0
+
+
+def _kernels(text):
+    """{kernel name: its SASS} of the sm_100a kernel family."""
+    parts = re.split(r"Function : (\S+)", text)[1:]
+    return {name: body for name, body in zip(parts[::2], parts[1::2]) if KERNEL in name}
+
+
+def test_sm100_barrier_waits_are_bounded(sass):
+    kernels = _kernels(sass["sm_100a"])
+    assert len(kernels) == 4, list(kernels)
+    for name, body in kernels.items():
+        tries = body.count("SYNCS.PHASECHK.TRANS64.TRYWAIT")
+        clocks = len(re.findall(r"CS2R\s+R\d+,\s+SR_CLOCKLO", body))
+        traps = _opcodes(body).get("BPT", 0)
+        # 3 waits in the one-tile-per-CTA kernel, 4 in the persistent one (its MMA warp waits for a free accumulator)
+        waits = 4 if "Lb1E" in name else 3
+        assert tries == 2 * waits and clocks == 2 * waits, (name, tries, clocks)
+        assert traps >= waits, (name, traps)
