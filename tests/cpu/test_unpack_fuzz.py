@@ -371,7 +371,10 @@ class Tree:
             if (type(t) in (torch.Tensor, torch.nn.Parameter) and t.layout == torch.strided and not t.is_nested
                     and t.device.type == "cpu"):
                 _, shape, strides, *_ = expected_layout(self.ms[g], self.ns[g], self.ks[g])[FIELDS[lvl, i]]
-                grp[i] = variant(rng, grp[i], shape, strides)
+                try:
+                    grp[i] = variant(rng, grp[i], shape, strides)
+                except RuntimeError:
+                    pass  # torch cannot make that view of this tensor (an earlier mutation's strides): keep it
         elif kind == 4:  # a size
             grp = self.group(3, g)
             if grp:
