@@ -7,8 +7,8 @@ tiles stored; beside each kind, what two models predict for it:
   their flags are up, and a partner raises its flag after its next unit's K loop, or at its end if it
   has no other unit (a middle part of a tile); so that CTA's end is the later of its own work and its
   latest partner's flag, plus the reads and the store.
-The costs are tools/tuning/fit_sm90.py's fit on fd8de6a's traces of benchmarks 1-3 (the fit row before v120 in
-docs/history/sm90_kernel_notes.md; `--costs 37633fb` takes the earlier fit on a0e69d6's kernels); the critical
+The costs are tools/tuning/fit_sm90.py's fit on the traces of benchmarks 1-3 of commit fd8de6a's kernels (`--costs
+37633fb` takes an earlier fit, on commit a0e69d6's kernels; the fits are logged in docs/history/); the critical
 path reads at --read-ns (1300: its best on benchmark 3's traces, the cta_balance row).
 
 Beside the table: each CTA's first unit's K loop over its K steps (ns and cycles per step, the median
@@ -36,7 +36,7 @@ from trace_sm90 import EVENTS, shape_list  # noqa: E402
 
 # ns, tools/tuning/fit_sm90.py's fits: a CTA's start, a K step and a tile's store by tile width, a split tile's
 # partial sums written and read. fd8de6a: 396 CTAs of benchmarks 1-3 under the planner; 37633fb: 2050 CTAs
-# of benchmarks 1-4 under four modes (a0e69d6's kernels, before v87's shorter 128-wide step).
+# of benchmarks 1-4 under four modes (a0e69d6's kernels, whose 128-wide step was longer).
 FITS = {
     "fd8de6a": {"const": 2470, "step": {128: 362, 192: 474}, "store": {128: 299, 192: 816}, "write": 1260, "read": 1977},
     "37633fb": {"const": 1456, "step": {128: 359, 192: 457}, "store": {128: 534, 192: 1108}, "write": 2761, "read": 2308},

@@ -1,7 +1,7 @@
 """The sm90 GEMM's K loops in SASS: for every kernel variant, each loop whose body holds wgmma (a backward
 branch over HGMMA), with its wgmma width, HGMMA count, instructions, instructions per 64-wide K step (four
 k16 wgmma each) and R2UR count (a descriptor or ring position moved from a vector into a uniform register
-inside the loop: v87 in docs/history/sm90_kernel_notes.md). The loops the kernel runs per tile width are the short
+inside the loop: 9% more instructions per step). The loops the kernel runs per tile width are the short
 ones; longer ones are outer loops (over units) that contain them.
 
 Input: a cuobjdump listing of the built extension, e.g.
@@ -65,8 +65,7 @@ def inner_loops(body):
 def hand_over_runs(body):
     """The split tiles' hand-over reads in one function (kernels/sm90/stream_k.cuh add_partials: 128-bit strong loads of
     the partners' sums, then their adds): the length of each run of such loads before the next FADD, in
-    program order. The main build keeps a half's 8-12 in flight; fewer means more round trips per read
-    (d121 in docs/history/sm90_kernel_notes.md)."""
+    program order. The main build keeps a half's 8-12 in flight; fewer means more round trips per read."""
     runs, cur = [], 0
     for line in body.splitlines():
         if re.search(r"\bLDG\.E\.128\.STRONG\.GPU\b", line):

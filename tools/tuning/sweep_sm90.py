@@ -47,7 +47,7 @@ HAND_SHAPES = [(1, [m], [1024], [4096]) for m in (16, 64, 128, 192)]
 # single groups with few tiles and a long K, slower than cuBLAS in random draws (seed 255658716)
 SLOW_SHAPES = [(1, [23], [409], [3392]), (1, [289], [1632], [1600])]
 # random draws (seeds 255658716 and 1-10) on which the planner took half tiles with a long K, measured
-# up to ~2x their estimate per K step (docs/history/sm90_kernel_notes.md, the diag after v69b): the data for
+# up to ~2x their estimate per K step (docs/history/sm90_kernel_notes.md): the data for
 # refitting the half tiles' cost against reduced and split tiles
 LONGK_SHAPES = [(1, [289], [1632], [1600]), (1, [464], [192], [1536]), (2, [193, 382], [400, 258], [512, 1728]),
                 (3, [21, 301, 438], [1701, 488, 182], [384, 3136, 2752]),
@@ -90,10 +90,10 @@ FAR_BASES = [(7, [448, 499, 512, 135, 503, 371, 398], [1574, 1945, 1817, 997, 11
              (1, [505], [1552], [2752])]
 FAR_PAIRS = 3  # the first three beside their twins
 FAR_SHAPES = with_twins(FAR_BASES[:FAR_PAIRS]) + FAR_BASES[FAR_PAIRS:]
-# One group of 40-128 rows over 128 tiles of a long K (v107 in docs/history/sm90_kernel_notes.md): every tile's A box
+# One group of 40-128 rows over 128 tiles of a long K: every tile's A box
 # reaches past the group's rows; before the workspace's padding rows, past the tensor map too.
 ROWS_SHAPES = [(1, [m], [16384], [7168]) for m in (40, 64, 96, 128)]
-# Decode-like launches (v108 in docs/history/sm90_kernel_notes.md): groups of 1-32 rows (tokens routed to each
+# Decode-like launches: groups of 1-32 rows (tokens routed to each
 # expert), the benchmarks' N and K; their time is the B bytes and their dequantisation.
 DECODE_SHAPES = [(8, [1] * 8, [4096] * 8, [7168] * 8), (8, [16] * 8, [4096] * 8, [7168] * 8),
                  (8, [1, 3, 7, 12, 18, 24, 29, 32], [7168] * 8, [2048] * 8), (32, [8] * 32, [2048] * 32, [7168] * 32),
