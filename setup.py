@@ -55,7 +55,6 @@ common_nvcc_flags += EXPERIMENT_DEFINES
 nvcc_flags = [*common_nvcc_flags, *GENCODE]
 
 
-
 class Sm100Build(BuildExtension):
     """Compiles SM100_SOURCES for sm_100a only and links the objects into fastlaunch._C."""
 

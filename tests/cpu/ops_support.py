@@ -4,8 +4,6 @@ import contextlib
 
 import torch
 
-from conftest import fresh_seed
-
 import fastlaunch
 from fastlaunch import reference as R
 
@@ -13,11 +11,6 @@ from fastlaunch import reference as R
 OPCHECK_UTILS = ("test_schema", "test_autograd_registration", "test_faketensor", "test_aot_dispatch_static",
                  "test_aot_dispatch_dynamic")
 _BYTE_DTYPES = (torch.float8_e4m3fn, torch.float4_e2m1fn_x2)
-
-
-def new_seed() -> int:
-    """The run's next seed (tests/conftest.py fresh_seed: printed; FASTLAUNCH_TEST_SEED repeats a run)."""
-    return fresh_seed()
 
 
 def task_args(data):

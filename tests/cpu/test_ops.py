@@ -11,7 +11,8 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 import fastlaunch
 from fastlaunch import _C, ops
 from fastlaunch import reference as R
-from ops_support import moe_block, moe_expected, moe_inputs, new_seed, opcheck_all, task_args
+from conftest import fresh_seed
+from ops_support import moe_block, moe_expected, moe_inputs, opcheck_all, task_args
 
 GG = torch.ops.fastlaunch.grouped_gemm.default
 MM = torch.ops.fastlaunch.grouped_mm_masked.default
@@ -31,7 +32,7 @@ def test_schemas_and_exports():
 
 @pytest.mark.parametrize("fp4_dtype", [True, False], ids=["fp4", "uint8"])
 def test_opcheck_grouped_gemm(fp4_dtype):
-    data = R.generate_input([96, 40, 1], [128, 200, 72], [256, 512, 64], 3, new_seed(), device="cpu",
+    data = R.generate_input([96, 40, 1], [128, 200, 72], [256, 512, 64], 3, fresh_seed(), device="cpu",
                             fp4_dtype=fp4_dtype)
     opcheck_all(GG, task_args(data))
 
@@ -39,7 +40,7 @@ def test_opcheck_grouped_gemm(fp4_dtype):
 @pytest.mark.parametrize("fp4_dtype", [True, False], ids=["fp4", "uint8"])
 def test_opcheck_grouped_mm_masked(fp4_dtype):
     # out random (not NaN): the aot_dispatch checks compare the mutated out with assert_close, NaN != NaN.
-    args = R.generate_masked_input(4, 130, 72, 128, [0, 130, 17, 1], new_seed(), device="cpu", out_init="randn",
+    args = R.generate_masked_input(4, 130, 72, 128, [0, 130, 17, 1], fresh_seed(), device="cpu", out_init="randn",
                                    fp4_dtype=fp4_dtype)
     opcheck_all(MM, args)
 
@@ -72,7 +73,7 @@ def _random_task_shapes(rng, count):
 
 
 def test_grouped_gemm_cpu_matches_the_reference():
-    seed = new_seed()
+    seed = fresh_seed()
     rng = random.Random(seed)
     for i, (g, ms, ns, ks) in enumerate(_random_task_shapes(rng, 4)):
         data = R.generate_input(ms, ns, ks, g, seed + i, device="cpu", full_range=i % 2 == 1,
@@ -87,7 +88,7 @@ def test_grouped_gemm_cpu_matches_the_reference():
 
 
 def test_grouped_gemm_op_passes_fast_launch_the_same_buffers():
-    data = R.generate_input([96, 40], [128, 200], [256, 512], 2, new_seed(), device="cpu")
+    data = R.generate_input([96, 40], [128, 200], [256, 512], 2, fresh_seed(), device="cpu")
     assert fastlaunch.pack(ops._task_data(*task_args(data))) == fastlaunch.pack(data)
     # The CUDA kernel builds the same tuple and hands it to fast_launch, which here stops at the device check.
     with pytest.raises(ValueError, match=r"^group 0: a must be on a CUDA device, got cpu$"):
@@ -108,7 +109,7 @@ def _masked_cases(rng, count):
 
 @pytest.mark.parametrize("out_init", ["nan", "randn"])
 def test_grouped_mm_masked_cpu_matches_the_reference_and_leaves_masked_rows(out_init):
-    seed = new_seed()
+    seed = fresh_seed()
     rng = random.Random(seed)
     for i, (g, max_m, n, k, mm) in enumerate(_masked_cases(rng, 4)):
         a, sfa, b, sfb, masked_m, out = R.generate_masked_input(
@@ -123,7 +124,7 @@ def test_grouped_mm_masked_cpu_matches_the_reference_and_leaves_masked_rows(out_
 
 
 def test_grouped_mm_masked_cpu_rejects_counts_outside_0_to_max_m():
-    a, sfa, b, sfb, masked_m, out = R.generate_masked_input(2, 8, 16, 64, 3, new_seed(), device="cpu")
+    a, sfa, b, sfb, masked_m, out = R.generate_masked_input(2, 8, 16, 64, 3, fresh_seed(), device="cpu")
     for bad, msg in ((9, r"^masked_m\[1\] is 9, expected 0\.\.8 \(max_m\)$"),
                      (-1, r"^masked_m\[1\] is -1, expected 0\.\.8 \(max_m\)$")):
         masked_m[1] = bad
@@ -134,7 +135,7 @@ def test_grouped_mm_masked_cpu_rejects_counts_outside_0_to_max_m():
 def test_masked_cuda_kernel_missing_from_the_extension_raises():
     if hasattr(_C, "grouped_mm_masked"):
         pytest.skip("this build of fastlaunch._C has grouped_mm_masked (tests/gpu/test_ops_gpu.py runs it)")
-    args = R.generate_masked_input(2, 8, 16, 64, 3, new_seed(), device="cpu")
+    args = R.generate_masked_input(2, 8, 16, 64, 3, fresh_seed(), device="cpu")
     with pytest.raises(RuntimeError, match=r"^fastlaunch\._C has no grouped_mm_masked"):
         ops._grouped_mm_masked_cuda(*args)
 
@@ -297,7 +298,7 @@ def _op_calls(gm, name):
 
 def test_compiled_moe_block_matches_eager_without_graph_breaks():
     torch._dynamo.reset()
-    seed = new_seed()
+    seed = fresh_seed()
     tokens, hidden, experts, n, k = 40, 16, 6, 136, 256
     inputs = moe_inputs(tokens, hidden, experts, n, k, seed, "cpu")
     graphs = []
@@ -326,7 +327,7 @@ def test_compiled_moe_block_matches_eager_without_graph_breaks():
 
 def test_compiled_grouped_gemm_matches_eager():
     torch._dynamo.reset()
-    data = R.generate_input([40, 1, 130], [72, 128, 16], [128, 64, 192], 3, new_seed(), device="cpu")
+    data = R.generate_input([40, 1, 130], [72, 128, 16], [128, 64, 192], 3, fresh_seed(), device="cpu")
     ref = R.ref_kernel(R.clone_outputs(data))
     R.poison(data)
     a, b, sfa, sfb, c = task_args(data)

@@ -3,7 +3,7 @@ rule, the generator, the fp32 reference against an independent float64 computati
 import torch
 
 from fastlaunch import reference as R
-from ops_support import new_seed
+from conftest import fresh_seed
 
 
 def _rule_lookup(blocked, rows, kb):
@@ -15,7 +15,7 @@ def _rule_lookup(blocked, rows, kb):
 
 
 def test_block_scales_follow_the_index_rule_and_unblock_inverts_them():
-    seed = new_seed()
+    seed = fresh_seed()
     gen = torch.Generator().manual_seed(seed)
     for rows, kb in ((1, 4), (32, 8), (128, 4), (129, 12), (300, 16)):
         plain = torch.randint(0, 256, (rows, kb), dtype=torch.uint8, generator=gen).view(torch.float8_e4m3fn)
@@ -33,7 +33,7 @@ def test_block_scales_follow_the_index_rule_and_unblock_inverts_them():
 
 
 def test_unreorder_scales_inverts_the_task_layout():
-    data = R.generate_input([300, 1, 128], [200, 72, 129], [192, 64, 256], 3, new_seed(), device="cpu",
+    data = R.generate_input([300, 1, 128], [200, 72, 129], [192, 64, 256], 3, fresh_seed(), device="cpu",
                             full_range=True, scale_pad=0x7F)
     for (sfa, sfb), (sfa_r, sfb_r), (m, n, _k, _l) in zip(data[1], data[2], data[3]):
         assert torch.equal(R.unreorder_scales(sfa_r, m).view(torch.uint8), sfa[:, :, 0].view(torch.uint8))
@@ -41,7 +41,7 @@ def test_unreorder_scales_inverts_the_task_layout():
 
 
 def test_masked_generator_layouts_and_values():
-    seed = new_seed()
+    seed = fresh_seed()
     a, sfa, b, sfb, masked_m, out = R.generate_masked_input(3, 200, 72, 256, [0, 200, 17], seed, device="cpu")
     assert a.dtype == torch.float4_e2m1fn_x2 and a.shape == (3, 200, 128) and a.is_contiguous()
     assert b.dtype == torch.float4_e2m1fn_x2 and b.shape == (3, 72, 128) and b.is_contiguous()
@@ -74,7 +74,7 @@ def test_masked_generator_full_range_keeps_outputs_finite():
         assert k * (6 * hi) ** 2 <= 65504  # the worst dot product stays finite
         above = values[values > hi].min().item()
         assert k * (6 * above) ** 2 > 65504  # and hi is the largest scale that does so
-    a, sfa, b, sfb, masked_m, _out = R.generate_masked_input(2, 300, 100, 512, [300, 120], new_seed(), device="cpu",
+    a, sfa, b, sfb, masked_m, _out = R.generate_masked_input(2, 300, 100, 512, [300, 120], fresh_seed(), device="cpu",
                                                              full_range=True)
     raw = a.view(torch.uint8)
     assert len(torch.cat([raw & 0xF, raw >> 4]).unique()) == 16
@@ -84,7 +84,7 @@ def test_masked_generator_full_range_keeps_outputs_finite():
 
 
 def test_ref_masked_against_float64_by_the_index_rule():
-    seed = new_seed()
+    seed = fresh_seed()
     g, max_m, n, k = 3, 150, 40, 192
     a, sfa, b, sfb, masked_m, _out = R.generate_masked_input(g, max_m, n, k, [150, 0, 61], seed, device="cpu",
                                                              full_range=True)
@@ -109,7 +109,7 @@ def test_ref_masked_against_float64_by_the_index_rule():
 def test_ref_masked_agrees_with_the_task_reference():
     # The same operands as a task input (expert g = group g with masked_m[g] rows) and in the masked layout.
     ms, n, k = [37, 128, 1], 72, 256
-    data = R.generate_input(ms, n, k, 3, new_seed(), device="cpu", full_range=True)
+    data = R.generate_input(ms, n, k, 3, fresh_seed(), device="cpu", full_range=True)
     task = R.ref_kernel(R.clone_outputs(data))
     max_m = 130
     a = torch.zeros(3, max_m, k // 2, dtype=torch.uint8)
@@ -126,7 +126,7 @@ def test_ref_masked_agrees_with_the_task_reference():
 
 
 def test_check_masked_catches_each_kind_of_error():
-    a, sfa, b, sfb, masked_m, out = R.generate_masked_input(2, 20, 24, 64, [5, 0], new_seed(), device="cpu")
+    a, sfa, b, sfb, masked_m, out = R.generate_masked_input(2, 20, 24, 64, [5, 0], fresh_seed(), device="cpu")
     before = out.clone()
     ref = R.ref_masked(a, sfa, b, sfb, masked_m)
     out[0, :5] = ref[0, :5].half()

@@ -60,15 +60,15 @@ def test_bench_kernels_rejects_bad_shapes(text):
     assert isinstance(fresh.seed, int)  # drawn fresh, printed by the run
 
 
-@pytest.mark.parametrize("argv", [["--only"], ["--random", "-1"], ["--random", "x"]])
-def test_bench_kernels_rejects_bad_options(argv, capsys):
-    bk = load_tool("bench_kernels")
+@pytest.mark.parametrize("tool,argv", [("bench_kernels", a) for a in (["--only"], ["--random", "-1"], ["--random", "x"])]
+                         + [("bench_scaling", a) for a in (["--nk", "4096:100"], ["--nk", "4096"], ["--m", "0,4"],
+                                                           ["--g", "x"], ["--sets", "0"], ["--reps", "0"],
+                                                           ["--max-rows", "0"], ["--check-rows", "-1"])])
+def test_benchmarks_reject_bad_options(tool, argv, capsys):
     with pytest.raises(SystemExit) as e:
-        bk.parse_args(argv)
+        load_tool(tool).parse_args(argv)
     assert e.value.code == 2
     assert "error" in capsys.readouterr().err
-
-
 
 
 def test_fp16_gemms_computes_every_group():
@@ -390,7 +390,6 @@ def test_half_fit_data_and_replay():
     assert geo <= statistics.geometric_mean([d["us"]["auto"] for d in draws])
 
 
-
 def test_device_us_sets_cycles_through_the_sets(monkeypatch):
     # the timed calls read input sets 0, 1, 2, 0, 1, ... (device_us stood in for: it needs CUDA events)
     from fastlaunch import timing
@@ -433,16 +432,6 @@ def test_bench_scaling_plan():
                                       (1, 6, 256, 512)}, [(4, 3, 256, 512)],
                                      [((2, 1, 256, 512), (1, 2, 256, 512)), ((2, 3, 256, 512), (1, 6, 256, 512)),
                                       ((4, 1, 256, 512), (1, 4, 256, 512))])
-
-
-@pytest.mark.parametrize("argv", [["--nk", "4096:100"], ["--nk", "4096"], ["--m", "0,4"], ["--g", "x"],
-                                  ["--sets", "0"], ["--reps", "0"], ["--max-rows", "0"], ["--check-rows", "-1"]])
-def test_bench_scaling_rejects_bad_options(argv, capsys):
-    bs = load_tool("bench_scaling")
-    with pytest.raises(SystemExit) as e:
-        bs.parse_args(argv)
-    assert e.value.code == 2
-    assert "error" in capsys.readouterr().err
 
 
 def small_scaling_input(bs, g, m, n, k, seed=1):

@@ -18,7 +18,6 @@ from conftest import fresh_seed, requires_cuda
 pytestmark = requires_cuda
 
 
-
 def with_sentinel_outputs(data, sentinel):
     """data with each empty group's c (no elements) a view into `sentinel` (its data pointer inside live memory),
     so that a write through it would show there."""

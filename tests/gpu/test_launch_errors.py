@@ -21,7 +21,6 @@ pytestmark = requires_cuda
 FL_ERR_CUDA, FL_ERR_OUT_OF_MEMORY = 2, 4
 
 
-
 def child(code, *args, env=None):
     r = subprocess.run([sys.executable, "-c", textwrap.dedent(code), *map(str, args)], capture_output=True, text=True,
                        timeout=300, env=env)

@@ -20,7 +20,6 @@ pytestmark = [requires_cuda,
               pytest.mark.skipif(not HAS_CUDA or torch.cuda.device_count() < 2, reason="needs two CUDA devices")]
 
 
-
 SHAPES = [([96, 0, 200], [128, 64, 256], [256, 128, 512]),  # the GEMM (a workspace from torch's allocator)
           ([1, 2, 0, 1], [512] * 4, [1024] * 4)]  # few rows: the skinny kernel (no workspace)
 

@@ -16,7 +16,7 @@ from fastlaunch import _C
 from fastlaunch import reference as R
 from fastlaunch.shapes import TEST_SHAPES, describe
 
-from conftest import HAS_CUDA, requires_cuda
+from conftest import HAS_CUDA, fresh_seed, requires_cuda
 
 
 def _load_support():
@@ -47,7 +47,7 @@ def _u8(t):
 
 @pytest.mark.parametrize("fp4_dtype", [True, False], ids=["fp4", "uint8"])
 def test_opcheck_grouped_gemm_cuda(fp4_dtype):
-    data = R.generate_input([96, 40, 1], [128, 200, 72], [256, 512, 64], 3, S.new_seed(), device="cuda",
+    data = R.generate_input([96, 40, 1], [128, 200, 72], [256, 512, 64], 3, fresh_seed(), device="cuda",
                             fp4_dtype=fp4_dtype)
     S.opcheck_all(GG, S.task_args(data))
 
@@ -55,7 +55,7 @@ def test_opcheck_grouped_gemm_cuda(fp4_dtype):
 @pytest.mark.parametrize("shape", TEST_SHAPES, ids=describe)
 def test_grouped_gemm_op_cuda_matches_the_reference(shape):
     g, ms, ns, ks = shape
-    data = R.generate_input(ms, ns, ks, g, S.new_seed(), device="cuda")
+    data = R.generate_input(ms, ns, ks, g, fresh_seed(), device="cuda")
     ref = R.ref_kernel(R.clone_outputs(data))
     R.poison(data)
     a, b, sfa, sfb, c = S.task_args(data)
@@ -68,7 +68,7 @@ def test_grouped_gemm_op_cuda_matches_the_reference(shape):
 
 def test_grouped_gemm_op_replays_in_a_cuda_graph_with_new_data():
     ms, ns, ks = [96, 40, 200], [128, 200, 256], [256, 512, 128]
-    seed = S.new_seed()
+    seed = fresh_seed()
     data = R.generate_input(ms, ns, ks, 3, seed, device="cuda")
     a, b, sfa, sfb, c = S.task_args(data)
     side = torch.cuda.Stream()
@@ -97,7 +97,7 @@ def test_grouped_gemm_op_replays_in_a_cuda_graph_with_new_data():
 @needs_masked
 @pytest.mark.parametrize("fp4_dtype", [True, False], ids=["fp4", "uint8"])
 def test_opcheck_grouped_mm_masked_cuda(fp4_dtype):
-    args = R.generate_masked_input(4, 130, 72, 128, [0, 130, 17, 1], S.new_seed(), device="cuda", out_init="randn",
+    args = R.generate_masked_input(4, 130, 72, 128, [0, 130, 17, 1], fresh_seed(), device="cuda", out_init="randn",
                                    fp4_dtype=fp4_dtype)
     S.opcheck_all(MM, args)
 
@@ -117,7 +117,7 @@ def _masked_cases(rng):
 
 @needs_masked
 def test_grouped_mm_masked_cuda_matches_the_reference_and_leaves_masked_rows():
-    seed = S.new_seed()
+    seed = fresh_seed()
     rng = random.Random(seed)
     for i, (g, max_m, n, k, mm) in enumerate(_masked_cases(rng)):
         a, sfa, b, sfb, masked_m, out = R.generate_masked_input(g, max_m, n, k, mm, seed + i, device="cuda",
@@ -134,7 +134,7 @@ def test_grouped_mm_masked_cuda_matches_the_reference_and_leaves_masked_rows():
 @needs_masked
 def test_grouped_mm_masked_replays_in_a_cuda_graph_with_new_counts():
     g, max_m, n, k = 8, 64, 2048, 1024
-    seed = S.new_seed()
+    seed = fresh_seed()
     a, sfa, b, sfb, masked_m, out = R.generate_masked_input(g, max_m, n, k, [3, 0, 64, 1, 17, 64, 40, 9], seed,
                                                             device="cuda")
     side = torch.cuda.Stream()
@@ -172,7 +172,7 @@ def _moe_bound(rows_ref, weights):
 @needs_masked
 def test_compiled_moe_block_cuda():
     torch._dynamo.reset()
-    seed = S.new_seed()
+    seed = fresh_seed()
     tokens, hidden, experts, n, k = 64, 32, 8, 512, 1024
     inputs = S.moe_inputs(tokens, hidden, experts, n, k, seed, "cuda")
     # Eager first, with any host synchronisation an error: the block decides every size on the device.
