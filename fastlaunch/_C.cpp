@@ -629,9 +629,9 @@ PyObject* launch_repeat(PyObject*, PyObject* args) {
   }
 }
 
-// plan(sizes, sm_count, share=0, cap=0, parts=0, half=0) -> (groups, starts, est_us, rows, reduce): the
+// plan(sizes, sm_count, share=0, cap=0, parts=0, half=0) -> (groups, starts, est_us, rows, reduce, wave): the
 // sm90 kernel's plan for sizes = [(m, n, k), ...] on a GPU with sm_count multiprocessors (share: 1 whole
-// tiles only, 2 split only, 3 reduced tiles where allowed; cap: the widest tile, as FASTLAUNCH_SM90_WCAP;
+// tiles only, 2 split only, 3 reduced tiles where allowed, 4 a wave plan where allowed; cap: the widest tile, as FASTLAUNCH_SM90_WCAP;
 // parts: with share 2, CTAs per tile, as FASTLAUNCH_SM90_SHARE=split:S, with share 3 parts per tile, as
 // reduce:S; half: 1 half tiles where allowed, 2 never, as FASTLAUNCH_SM90_HALF=1/0).
 // groups: per group (width, chunks, tiles_n, rank): `chunks` tiles of `width` A rows along M, `tiles_n`
@@ -639,7 +639,8 @@ PyObject* launch_repeat(PyObject*, PyObject* args) {
 // ...) one per CTA and a last (tiles, 0): CTA b runs the K steps from starts[b] up to starts[b + 1].
 // est_us: the estimated time of the busiest CTA (reduced tiles: and of the reduce kernel). rows: 128, or 64
 // for half tiles. reduce: reduced tiles' parts per tile (a tile of fewer K steps: one per step; each
-// tile's parts are consecutive CTAs), 0 for none.
+// tile's parts are consecutive CTAs), 0 for none. wave: a wave plan (kernels/sm90/plan/planner.h share_wave:
+// tile t on CTA t mod len(starts) - 1, a group's tiles along N fastest; starts[b] is then (b, 0), CTA b's first).
 // The arguments plan(), cuts() and mma_n() share: (sizes, sm_count, share=0, cap=0, parts=0, half=0, narrow=0,
 // mid=0; narrow: 1 the narrow build where allowed, 2 never, as FASTLAUNCH_SM90_NARROW=1/0; mid: the same for
 // the mid build, as FASTLAUNCH_SM90_MID=1/0).
@@ -662,8 +663,9 @@ bool plan_args(PyObject* args, const char* format, PlanArgs& a) {
     return raise(PyExc_ValueError, "%s: mid must be 0 (either), 1 (the mid build) or 2 (never)", name), false;
   if (half < 0 || half > 2)
     return raise(PyExc_ValueError, "%s: half must be 0 (either), 1 (half tiles) or 2 (never)", name), false;
-  if (share < 0 || share > 3)
-    return raise(PyExc_ValueError, "%s: share must be 0 (either), 1 (whole), 2 (split) or 3 (reduced)", name), false;
+  if (share < 0 || share > 4)
+    return raise(PyExc_ValueError, "%s: share must be 0 (any), 1 (whole), 2 (split), 3 (reduced) or 4 (wave)", name),
+           false;
   if (parts < 0 || parts > 64 || (parts && share != 2 && share != 3))
     return raise(PyExc_ValueError, "%s: parts must be 0, or 1..64 with share 2 (split) or 3 (reduced)", name), false;
   if (cap != 0 && fl::sm90::width_index(cap) < 0)
@@ -699,7 +701,7 @@ PyObject* plan(PyObject*, PyObject* args) {
   for (Py_ssize_t i = 0; i < G; ++i) rank[p.order[i]] = (int)i;
   PyObject* groups = PyTuple_New(G);
   PyObject* starts = PyTuple_New(p.ctas + 1);
-  PyObject* out = groups && starts ? PyTuple_New(5) : nullptr;
+  PyObject* out = groups && starts ? PyTuple_New(6) : nullptr;
   bool ok = out != nullptr;
   for (Py_ssize_t g = 0; ok && g < G; ++g) {
     const fl::sm90::GroupTiles& gt = p.group[g];
@@ -715,7 +717,9 @@ PyObject* plan(PyObject*, PyObject* args) {
   PyObject* est = ok ? PyFloat_FromDouble(p.est_ns / 1000.0) : nullptr;
   PyObject* rows = est ? PyLong_FromLong(p.half ? fl::sm90::kHalfBlockN : fl::sm90::kBlockN) : nullptr;
   PyObject* reduce = rows ? PyLong_FromLong(p.reduce) : nullptr;
-  if (!reduce) {
+  PyObject* wave = reduce ? PyBool_FromLong(p.wave) : nullptr;
+  if (!wave) {
+    Py_XDECREF(reduce);
     Py_XDECREF(rows);
     Py_XDECREF(est);
     Py_XDECREF(groups);
@@ -728,6 +732,7 @@ PyObject* plan(PyObject*, PyObject* args) {
   PyTuple_SET_ITEM(out, 2, est);
   PyTuple_SET_ITEM(out, 3, rows);
   PyTuple_SET_ITEM(out, 4, reduce);
+  PyTuple_SET_ITEM(out, 5, wave);
   return out;
 }
 
@@ -1028,9 +1033,9 @@ PyMethodDef kMethods[] = {
      "launch_repeat(data, iters) -> float\n\nHost ns per launch of the launcher called from a C loop on a "
      "buffer unpacked once (the floor for fast_launch)."},
     {"plan", plan, METH_VARARGS,
-     "plan(sizes, sm_count, share=0, cap=0, parts=0, half=0, narrow=0, mid=0) -> (groups, starts, est_us, rows, reduce)\n\nThe sm90 "
-     "kernel's plan for sizes [(m, n, k), ...] on a GPU with sm_count multiprocessors (share: 0 either, 1 whole "
-     "tiles only, 2 split tiles only, 3 reduced tiles where allowed (up to 16 groups); cap: 0 any, else the widest "
+     "plan(sizes, sm_count, share=0, cap=0, parts=0, half=0, narrow=0, mid=0) -> (groups, starts, est_us, rows, reduce, wave)\n\nThe sm90 "
+     "kernel's plan for sizes [(m, n, k), ...] on a GPU with sm_count multiprocessors (share: 0 any, 1 whole "
+     "tiles only, 2 split tiles only, 3 reduced tiles where allowed (up to 16 groups), 4 a wave plan; cap: 0 any, else the widest "
      "tile; parts: 0 one CTA per SM, else with share 2 that many CTAs per tile, with share 3 that many parts per "
      "tile; half: 0 either, 1 half tiles where allowed (up to 16 groups, not split), 2 never; narrow: 0 either, 1 "
      "the narrow build (a narrower wgmma N where a group's tiles hold few rows; not with half or reduced tiles), "
@@ -1041,7 +1046,8 @@ PyMethodDef kMethods[] = {
      "from starts[b] up to starts[b + 1]. est_us: the estimated time of the busiest CTA (with reduced tiles, plus "
      "the reduce kernel). rows: B rows per tile (128, or 64 for half tiles). reduce: parts per tile of reduced "
      "tiles (a tile of fewer K steps: one per step; each tile's parts are consecutive CTAs, their sums added "
-     "by a third kernel), 0 for none."},
+     "by a third kernel), 0 for none. wave: a wave plan (share 4, or the planner's choice where the launch's A "
+     "outgrows L2): tile t runs on CTA t mod (len(starts) - 1), a group's tiles along N fastest, starts[b] = (b, 0)."},
     {"setup_device", setup_device, METH_O,
      "setup_device(device) -> str\n\nSets CUDA device `device` up as the first call on it does, launching nothing "
      "else (on sm_100a this runs the kernel's self-check), and returns what the set-up found (the self-check's "

@@ -121,7 +121,7 @@ def skinny_lanes(text):
 def plan_args(cap, share, half):
     """fastlaunch._C.plan's (share, cap, parts, half) for a setting's environment (kernels/sm90/plan/planner.h PlanForce)."""
     kind, _, parts = share.partition(":")
-    code = {"": 0, "whole": 1, "split": 2, "reduce": 3}[kind]
+    code = {"": 0, "whole": 1, "split": 2, "reduce": 3, "wave": 4}[kind]
     return code, int(cap or 0), int(parts or 0), {"": 0, "1": 1, "0": 2}[half]
 
 
@@ -135,7 +135,7 @@ def hang_report(traced, case, setting, plan=None, narrow=False, mid=False):
         plan = fastlaunch._C.plan
     g, ms, ns, ks = case
     share, cap, parts, half = plan_args(*setting)
-    groups, starts, _est, rows, _reduce = plan(list(zip(ms, ns, ks)), traced["sm_count"], share, cap, parts, half,
+    groups, starts, _est, rows, _reduce, _wave = plan(list(zip(ms, ns, ks)), traced["sm_count"], share, cap, parts, half,
                                                1 if narrow else 0, 1 if mid else 0)
     ctas = len(starts) - 1
     reached = {int(b): tuple(e) for b, e in traced["reached"].items()}

@@ -545,6 +545,9 @@ __device__ __forceinline__ void group_gemm(const Params<MAXG>& p) {
       };
       RingPos<kStages> ra;
       bool first = true;
+      // A stays in L2 for the CTAs that read it later; in a wave plan they read it at about the same time,
+      // and L2 keeps the group's B blocks for the next wave instead
+      const uint64_t a_hint = p.wave_tiles ? ptx::kEvictNormal : ptx::kEvictLast;
       Unit w = share.unit<kBN>(p, 0);  // (a CTA of the plan has at least one unit)
       int a_row = p.groups[w.tile.g].a16_row + w.tile.m0;
       const CUtensorMap* map;
@@ -567,7 +570,7 @@ __device__ __forceinline__ void group_gemm(const Params<MAXG>& p) {
           ptx::mbar_wait(sm.empty(ra.s), ra.ph ^ 1);
           if (lane == 0) {
             ptx::mbar_arrive_expect_tx(sm.full(ra.s), bytes);
-            ptx::tma_load_2d(sm.a_stage(ra.s), map, kc * kA16RowBytes, a_row, sm.full(ra.s), ptx::kEvictLast);
+            ptx::tma_load_2d(sm.a_stage(ra.s), map, kc * kA16RowBytes, a_row, sm.full(ra.s), a_hint);
             if (first) trace(p.trace, kTrFirstTma);
           }
           first = false;

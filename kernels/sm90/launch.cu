@@ -263,6 +263,7 @@ int launch_chunk(const DeviceState& dev, const int64_t* buf, int G, int g0, int 
   std::memcpy(p.start_tile, plan.start_tile, sizeof(int32_t) * (plan.ctas + 1));
   std::memcpy(p.start_k, plan.start_k, sizeof(int32_t) * (plan.ctas + 1));
   p.a16_pitch = (int32_t)kmax;
+  p.wave_tiles = plan.wave ? (int32_t)plan.tiles : 0;
   p.trace = st.trace;
   mp.masked_m = masked ? masked + g0 : nullptr;
   void* args[1] = {&p};
@@ -436,7 +437,7 @@ int sm90_init(DeviceState& dev, Error& err) {
   }
   if (const char* env = std::getenv("FASTLAUNCH_SM90_SHARE")) {
     // whole, split (one CTA per SM), split:S (S CTAs per tile, 1..64), reduce (reduced tiles where a launch
-    // may take them) or reduce:S (S parts per tile)
+    // may take them), reduce:S (S parts per tile) or wave (wave plans)
     int parts = 0;
     char tail = 0;
     if (std::strcmp(env, "whole") == 0) st.force.share = 1;
@@ -444,13 +445,18 @@ int sm90_init(DeviceState& dev, Error& err) {
     else if (std::sscanf(env, "split:%d%c", &parts, &tail) == 1 && parts >= 1 && parts <= 64)
       st.force.share = 2, st.force.parts = parts;
     else if (std::strcmp(env, "reduce") == 0) st.force.share = 3;
+    else if (std::strcmp(env, "wave") == 0) st.force.share = 4;
     else if (std::sscanf(env, "reduce:%d%c", &parts, &tail) == 1 && parts >= 1 && parts <= sm90::kMaxReduceParts)
       st.force.share = 3, st.force.parts = parts;
     else
       return err.set(FL_ERR_VALUE,
-                     "FASTLAUNCH_SM90_SHARE=%s: expected whole, split, split:S (S in 1..64), reduce or reduce:S (S in "
-                     "1..%d)",
+                     "FASTLAUNCH_SM90_SHARE=%s: expected whole, split, split:S (S in 1..64), reduce, reduce:S (S in "
+                     "1..%d) or wave",
                      env, sm90::kMaxReduceParts);
+  }
+  if (const char* env = std::getenv("FASTLAUNCH_SM90_WAVE")) {  // 0: never a wave plan (1: the planner's choice)
+    st.force.wave = std::strcmp(env, "1") == 0 ? 0 : std::strcmp(env, "0") == 0 ? 2 : -1;
+    if (st.force.wave < 0) return err.set(FL_ERR_VALUE, "FASTLAUNCH_SM90_WAVE=%s: expected 0 or 1", env);
   }
   if (const char* env = std::getenv("FASTLAUNCH_SM90_HALF")) {
     st.force.half = std::strcmp(env, "1") == 0 ? 1 : std::strcmp(env, "0") == 0 ? 2 : -1;

@@ -50,6 +50,8 @@ struct Params {
   int32_t num_ctas;     // the grid
   int32_t num_units;
   int32_t a16_pitch;    // fp16 elements between workspace rows: the launch's largest K
+  int32_t wave_tiles;   // a wave plan (kernels/sm90/plan/planner.h share_wave): its tiles, CTA b taking b, b +
+                        // num_ctas, ...; 0: the stream-K shares of start_tile/start_k
   uint8_t* b_maps;      // workspace: one B map (kMapBytes) per group, in `groups` order, written by the conversion
   int32_t* flags;       // workspace: per CTA and consumer warp, its partial sums are written (the conversion zeroes them)
   float* partials;      // workspace: kPartialBytes per CTA, the sums of the tile it ends inside

@@ -16,9 +16,10 @@ struct Tile {
   int kstages;
 };
 
-// Tile t (BN B rows: kBlockN, or kHalfBlockN for half tiles). Inside a group the M chunks of one
-// B block are adjacent, so CTAs running at the same time share B tiles in L2. `g` is a hint (the group
-// of a nearby tile).
+// Tile t (BN B rows: kBlockN, or kHalfBlockN for half tiles). In the stream-K shares the M chunks of one
+// B block are adjacent inside a group, so a CTA's run of tiles reads each B block once; in a wave plan
+// (Params::wave_tiles) the B blocks of one M chunk are, so the CTAs running at one time read one band of A
+// chunks (kernels/sm90/plan/planner.h share_wave). `g` is a hint (the group of a nearby, earlier tile).
 template <int BN, int MAXG>
 __device__ __forceinline__ Tile decode_tile(const Params<MAXG>& p, int t, int g) {
   while (g > 0 && t < p.tile_end[g - 1]) --g;
@@ -27,8 +28,14 @@ __device__ __forceinline__ Tile decode_tile(const Params<MAXG>& p, int t, int g)
   const int local = t - (g ? p.tile_end[g - 1] : 0);
   Tile tile;
   tile.g = g;
-  tile.m0 = (local % gr.chunks) * gr.width;
-  tile.n0 = (local / gr.chunks) * BN;
+  if (p.wave_tiles) {
+    const int tn = (gr.n + BN - 1) / BN;
+    tile.m0 = (local / tn) * gr.width;
+    tile.n0 = (local % tn) * BN;
+  } else {
+    tile.m0 = (local % gr.chunks) * gr.width;
+    tile.n0 = (local / gr.chunks) * BN;
+  }
   tile.kstages = gr.k / kBlockK;
   return tile;
 }
@@ -40,20 +47,29 @@ struct Unit {
   __device__ bool ends_tile() const { return k1 == tile.kstages; }
 };
 
-// CTA b's share (Params::start_tile/start_k), one unit per tile, taken from the last tile backwards.
+// CTA b's share: in a stream-K plan (Params::start_tile/start_k) one unit per tile, taken from the last tile
+// backwards; in a wave plan (Params::wave_tiles) tiles b, b + num_ctas, ... whole, in that order.
 struct Share {
-  int first_t, first_k;  // the share's first step
+  int first_t, first_k;  // the share's first step (a wave plan: its first tile, and 0)
   int last_t, end_k;     // its last tile, and where its steps end in it (0: at the tile's end)
+  int stride;            // a wave plan: the grid (tiles apart); 0 for stream-K shares
   int g = 0;             // decode hint
   template <int MAXG>
-  __device__ Share(const Params<MAXG>& p, int b)
-      : first_t(p.start_tile[b]), first_k(p.start_k[b]),
-        last_t(p.start_k[b + 1] > 0 ? p.start_tile[b + 1] : p.start_tile[b + 1] - 1), end_k(p.start_k[b + 1]) {}
-  __device__ int units() const { return last_t - first_t + 1; }
+  __device__ Share(const Params<MAXG>& p, int b) {
+    stride = p.wave_tiles ? p.num_ctas : 0;
+    if (stride) {
+      first_t = b, first_k = 0, end_k = 0;
+      last_t = b + (p.wave_tiles - 1 - b) / stride * stride;  // (b < wave_tiles: the grid is at most the tiles)
+    } else {
+      first_t = p.start_tile[b], first_k = p.start_k[b], end_k = p.start_k[b + 1];
+      last_t = end_k > 0 ? p.start_tile[b + 1] : p.start_tile[b + 1] - 1;
+    }
+  }
+  __device__ int units() const { return stride ? (last_t - first_t) / stride + 1 : last_t - first_t + 1; }
   template <int BN = kBlockN, int MAXG>
   __device__ Unit unit(const Params<MAXG>& p, int u) {
     Unit w;
-    w.t = last_t - u;
+    w.t = stride ? first_t + u * stride : last_t - u;
     w.tile = decode_tile<BN>(p, w.t, g);
     g = w.tile.g;
     w.k1 = u == 0 && end_k > 0 ? end_k : w.tile.kstages;

@@ -26,9 +26,9 @@ def _plan(family, **settings):
 
 
 def test_each_family_runs_its_kind():
-    for sizes, (_groups, starts, _est, _rows, reduce), _mma in _plan("split", share=2):
+    for sizes, (_groups, starts, _est, _rows, reduce, _wave), _mma in _plan("split", share=2):
         assert any(k > 0 for _t, k in starts), sizes  # a CTA starts inside a tile
-    for sizes, (_groups, starts, _est, _rows, reduce), _mma in _plan("whole", share=1):
+    for sizes, (_groups, starts, _est, _rows, reduce, _wave), _mma in _plan("whole", share=1):
         assert all(k == 0 for _t, k in starts) and reduce == 0, sizes
     for sizes, plan, _mma in _plan("reduce", share=3):
         assert plan[4] > 0, sizes

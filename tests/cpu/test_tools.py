@@ -346,7 +346,7 @@ def test_stress_hang_report_groups_ctas_by_the_points_they_reached():
     assert stress.plan_args("128", "split:3", "") == (2, 128, 3, 0)
     assert stress.plan_args("", "reduce", "0") == (3, 0, 0, 2) and stress.plan_args("", "", "1") == (0, 0, 0, 1)
     case = (2, [300, 40], [8192, 4096], [256, 128])  # test_gpu's case with more tiles than SMs
-    _groups, starts, _est, rows, _red = fastlaunch._C.plan(list(zip(*case[1:])), 132, 0, 0, 0, 1)
+    _groups, starts, _est, rows, _red, _wave = fastlaunch._C.plan(list(zip(*case[1:])), 132, 0, 0, 0, 1)
     ctas = len(starts) - 1
     assert rows == 64 and ctas > 8
     everything = list(range(10)) + [10, 11]

@@ -258,7 +258,7 @@ def test_split_shares_stay_in_order_when_the_last_group_is_short(parts):
     plan = fastlaunch._C.plan
     for sizes in ([(196, 2066, 320), (339, 204, 64)], [(36, 85, 192), (332, 2853, 64), (48, 2305, 448), (231, 2075, 256)],
                   [(304, 2444, 64), (93, 2035, 1280)], [(388, 2853, 64), (127, 710, 1792), (475, 546, 128)]):
-        groups, starts, _, rows, red = plan(sizes, 132, 2, 0, parts)
+        groups, starts, _, rows, red, _wave = plan(sizes, 132, 2, 0, parts)
         assert rows == 128 and not red
         order = sorted(range(len(sizes)), key=lambda g: groups[g][3])
         tile_steps = [sizes[g][2] // 64 for g in order for _ in range(groups[g][1] * groups[g][2])]
@@ -289,7 +289,7 @@ def test_half_plans_priced_by_the_ctas_sharing_the_chip():
     plan, load = fastlaunch._C.plan, COST["half_load"]
     assert 0 < load < 1
     for sizes, sms in (([(100, 640, 1024)], 132), ([(100, 640, 1024)], 20), ([(200, 256, 512)], 132)):
-        groups, starts, est, rows, _ = plan(sizes, sms, 0, 0, 0, 1)
+        groups, starts, est, rows, _, _wave = plan(sizes, sms, 0, 0, 0, 1)
         ctas = len(starts) - 1
         assert rows == 64 and ctas == groups[0][1] * groups[0][2]  # one half tile per CTA
         w, k, n = groups[0][0], sizes[0][2], sizes[0][1]
@@ -308,7 +308,7 @@ def test_plan_widths_chunks_and_order():
     widths = fastlaunch._C.tile_widths  # compiled (kernels/sm90/plan/planner.h kWidths)
     assert widths == tuple(sorted(widths)) and widths[-1] == fastlaunch._C.max_width
     for sizes in PLAN_CASES:
-        out, _starts, _est, _rows, _red = plan(sizes, 132)
+        out, _starts, _est, _rows, _red, _wave = plan(sizes, 132)
         assert sorted(r for *_, r in out) == list(range(len(sizes)))  # a permutation
         cap = max(w for w, *_ in out)
         cost = {}
@@ -322,7 +322,7 @@ def test_plan_widths_chunks_and_order():
     assert plan([(1, 1, 64)], 132)[:2] == (((128, 1, 1, 0),), ((0, 0), (1, 0)))
     # benchmark 4: one round of 128 whole tiles (no tile split: splitting them over the 4 other SMs
     # would save less than the partial sums cost)
-    groups, starts, _, _, _ = plan([(128, 4096, 1536), (384, 4096, 1536)], 132)
+    groups, starts, _, _, _, _wave = plan([(128, 4096, 1536), (384, 4096, 1536)], 132)
     assert groups == ((128, 1, 32, 0), (128, 3, 32, 1)) and starts == tuple((t, 0) for t in range(129))
     # one SM: the cheapest cut wins (320 rows: two tiles of 192 or three of 128)
     w, chunks = (192, 2) if 2 * step_cost(192) < 3 * step_cost(128) else (128, 3)
@@ -354,7 +354,7 @@ def test_cuts_where_the_cut_launch_is_estimated_cheaper():
 
 @pytest.mark.parametrize("fn", ["plan", "cuts"])
 @pytest.mark.parametrize("args, exc, text", [
-    (([(1, 1, 64)], 132, 4), ValueError, "share must be"), (([(1, 1, 64)], 132, 0, 100), ValueError, "cap 100"),
+    (([(1, 1, 64)], 132, 5), ValueError, "share must be"), (([(1, 1, 64)], 132, 0, 100), ValueError, "cap 100"),
     (([(1, 1, 64)], 132, 0, 0, 2), ValueError, "parts must be"), (([(1, 1, 64)], 132, 0, 0, 0, 3), ValueError, "half"),
     (([], 132), ValueError, "need 1.."), (([(1, 1, 64)], 0), ValueError, "sm_count"),
     (([(1, 1, 63)], 132), ValueError, "group 0 has unsupported sizes"),
@@ -377,7 +377,7 @@ def test_plan_shares_cover_every_step_once(sm_count, share, parts):
     # each.
     plan = fastlaunch._C.plan
     for sizes in PLAN_CASES:
-        groups, starts, est, rows, red = plan(sizes, sm_count, share, 0, parts)
+        groups, starts, est, rows, red, _wave = plan(sizes, sm_count, share, 0, parts)
         mma_n = fastlaunch._C.mma_n(sizes, sm_count, share, 0, parts)
         order = sorted(range(len(sizes)), key=lambda g: groups[g][3])
         tile_steps, tile_width, tile_n, tile_mma_n = [], [], [], []
@@ -484,16 +484,16 @@ def test_plan_partial_sums_cost_by_valid_rows():
     # The planner's own choice is no worse (by its estimate) than any forced number of CTAs per split tile,
     # and a long K over few narrow tiles is split over fewer CTAs than SMs.
     for sizes in ([(16, 1024, 4096)], [(23, 409, 3392)], [(100, 300, 2048), (20, 700, 1024)], [(64, 4096, 512)]):
-        _, starts, est, rows, _ = plan(sizes, 132)
+        _, starts, est, rows, _, _wave = plan(sizes, 132)
         assert all(est <= plan(sizes, 132, 2, 0, parts)[2] * 1.001 for parts in range(1, 17))
-    _, starts, _, rows, red = plan([(16, 1024, 4096)], 132, 2)
+    _, starts, _, rows, red, _wave = plan([(16, 1024, 4096)], 132, 2)
     assert rows == 128 and red == 0 and 8 < len(starts) - 1 < 132 and any(k for _, k in starts)
 
 
     with pytest.raises(ValueError):
         plan([(0, 5, 64)], 132)
     with pytest.raises(ValueError):
-        plan([(1, 1, 64)], 132, 4)
+        plan([(1, 1, 64)], 132, 5)
     with pytest.raises(ValueError):
         plan([(1, 1, 64)], 132, 0, 100)  # not a compiled width
     for share, parts in ((2, -1), (2, 65), (3, 65), (0, 2), (1, 2)):  # parts: 1..64, split or reduced tiles only
@@ -510,7 +510,7 @@ def test_plan_reduced_tiles_where_a_long_k_meets_few_tiles():
     from fastlaunch.shapes import BENCH_SHAPES, TEST_SHAPES
     plan = fastlaunch._C.plan
     for sizes in ([(23, 409, 3392)], [(16, 1024, 4096)]):
-        _, starts, est, rows, red = plan(sizes, 132)
+        _, starts, est, rows, red, _wave = plan(sizes, 132)
         assert red >= 2 and rows == 128 and est <= plan(sizes, 132, 2)[2]
     for g, ms, ns, ks in BENCH_SHAPES + TEST_SHAPES:
         assert plan(list(zip(ms, ns, ks)), 132)[4] == 0
@@ -528,7 +528,7 @@ def test_plan_whole_tiles_smallest_busiest_share(sm_count):
     cases = [[(64, 512, 256), (200, 384, 128), (150, 256, 512)], [(m, 128 * (1 + m % 4), 64 * (1 + m % 3)) for m in
                                                                   range(8, 400, 53)]]
     for sizes in cases:
-        groups, starts, est, rows, _ = plan(sizes, sm_count, 1)
+        groups, starts, est, rows, _, _wave = plan(sizes, sm_count, 1)
         mma_n = fastlaunch._C.mma_n(sizes, sm_count, 1)
         order = sorted(range(len(sizes)), key=lambda g: groups[g][3])
         cost = []
@@ -575,7 +575,7 @@ def test_fit_tool_counts_each_ctas_work():
             heads = fastlaunch._C.cuts(given, 132, share, 0, 0, 2, 0, 2)
             cut_any |= any(heads)
             sizes = cut_sizes(given, heads)
-            groups, starts, _, rows_n, _ = fastlaunch._C.plan(sizes, 132, share, 0, 0, 2, 0, 2)
+            groups, starts, _, rows_n, _, _ = fastlaunch._C.plan(sizes, 132, share, 0, 0, 2, 0, 2)
             assert rows_n == 128
             rows = fit.features(given, 132, share, 0, widths, 0, 2)
             assert len(rows) == len(starts) - 1
@@ -598,7 +598,7 @@ def test_split_plans_cut_for_the_critical_path():
 
     g, ms, ns, ks = BENCH_SHAPES[2]
     sizes = cut_sizes(list(zip(ms, ns, ks)), fastlaunch._C.cuts(list(zip(ms, ns, ks)), 132))
-    groups, starts, _, rows, red = fastlaunch._C.plan(sizes, 132)
+    groups, starts, _, rows, red, _ = fastlaunch._C.plan(sizes, 132)
     assert rows == 128 and not red and len(starts) - 1 <= 132
     parts = {}
     for (t0, k0), (t1, k1) in zip(starts, starts[1:]):

@@ -138,12 +138,14 @@ EVERY_SHAPE_CASES = [(3, [257, 1, 100], [131, 384, 1001], [64, 448, 1024]), (2, 
 @pytest.mark.parametrize("cap, share, half", [("128", "", ""), ("192", "", ""), ("", "whole", ""), ("", "split", ""),
                                               ("128", "split", ""), ("", "split:2", ""), ("", "split:3", ""),
                                               ("", "", "1"), ("", "", "0"), ("128", "whole", "1"), ("", "reduce", ""),
-                                              ("", "reduce:1", ""), ("", "reduce:5", ""), ("128", "reduce:3", "")])
+                                              ("", "reduce:1", ""), ("", "reduce:5", ""), ("128", "reduce:3", ""),
+                                              ("", "wave", ""), ("128", "wave", "")])
 def test_every_width_cap_and_share(cap, share, half):
     # The planner picks the widest tile, whether to split tiles between CTAs and whether to take half
     # tiles (64 B rows) per launch from the costs; force each (a new process: they are read at set-up;
     # split:S cuts S CTAs per tile; half 1: half tiles for every launch of up to 16 groups; reduce:S
-    # reduced tiles, S parts each summed by the reduce kernel, where the launch may take them). With cap
+    # reduced tiles, S parts each summed by the reduce kernel, where the launch may take them; wave: whole tiles
+    # round-robin over the CTAs, a group's tiles along N fastest). With cap
     # 192 the groups of 257, 180 and 100 rows get tiles of 192 (2), 192 (1) and 128 rows.
     env = dict(os.environ)
     if cap:
@@ -442,7 +444,7 @@ def test_tensors_on_two_devices_are_refused():
 
 
 @pytest.mark.parametrize("setting", ["WCAP=100", "SHARE=halves", "SHARE=split:0", "SHARE=split:2x", "SHARE=reduce:65",
-                                     "HALF=yes", "NARROW=2", "SKINNY=on", "SKINNY_SPLIT=9",
+                                     "HALF=yes", "NARROW=2", "WAVE=2", "SKINNY=on", "SKINNY_SPLIT=9",
                                      "SKINNY_SPLIT=0", "SKINNY_LANES=16", "SKINNY_LANES=8x", "ONLY=both"])
 def test_bad_experiment_setting_is_reported(setting):
     # The experiment settings are read when the device is first used; a bad one is a ValueError naming it.

@@ -87,7 +87,8 @@ for i, (g, max_m, n, k, counts) in enumerate(cases):
 
 @pytest.mark.parametrize("env", [{"FASTLAUNCH_SM90_SHARE": "whole"}, {"FASTLAUNCH_SM90_SHARE": "split"},
                                  {"FASTLAUNCH_SM90_SHARE": "split:4"}, {"FASTLAUNCH_SM90_NARROW": "1"},
-                                 {"FASTLAUNCH_SM90_NARROW": "0"}, {"FASTLAUNCH_SM90_WCAP": "128"}],
+                                 {"FASTLAUNCH_SM90_NARROW": "0"}, {"FASTLAUNCH_SM90_WCAP": "128"},
+                                 {"FASTLAUNCH_SM90_SHARE": "wave"}],
                          ids=lambda e: ",".join(f"{k[15:]}={v}" for k, v in e.items()))
 def test_masked_forced_plans(env):
     # whole tiles, split tiles (skipped tiles must leave the split tiles' hand-overs consistent), the narrow build

@@ -46,7 +46,7 @@ def plan_tiles(sizes, sm_count, share=0, cap=0, half=2, narrow=0, mid=0):
     from fastlaunch.shapes import cut_sizes
 
     sizes = cut_sizes(sizes, fastlaunch._C.cuts(sizes, sm_count, share, cap, 0, half, narrow, mid))
-    groups, starts, _, rows, red = fastlaunch._C.plan(sizes, sm_count, share, cap, 0, half, narrow, mid)
+    groups, starts, _, rows, red, _ = fastlaunch._C.plan(sizes, sm_count, share, cap, 0, half, narrow, mid)
     if rows != 128 or red:
         raise ValueError(f"a plan of {'reduced tiles' if red else f'{rows}-row tiles'}: only 128-row tiles are covered")
     mma_n = fastlaunch._C.mma_n(sizes, sm_count, share, cap, 0, half, narrow, mid)

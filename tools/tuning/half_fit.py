@@ -34,7 +34,7 @@ def kind_plan(sizes, sm_count, half):
     cut groups."""
     plan, cuts = fastlaunch._C.plan, fastlaunch._C.cuts
     cut = cut_sizes(sizes, cuts(sizes, sm_count, 0, 0, 0, half))
-    _groups, starts, est, rows, red = plan(cut, sm_count, 0, 0, 0, half)
+    _groups, starts, est, rows, red, _wave = plan(cut, sm_count, 0, 0, 0, half)
     split = any(k > 0 for _t, k in starts[:-1]) or len(starts) - 1 > starts[-1][0]
     kind = "half" if rows == 64 else f"reduce:{red}" if red else "split" if split else "whole"
     return est, len(starts) - 1, rows, kind

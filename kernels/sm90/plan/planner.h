@@ -54,17 +54,18 @@ constexpr int64_t kMinPartSteps = 2;  // no part of a split tile is shorter than
 // planner's own choice.
 struct PlanForce {
   int cap = 0;    // the widest tile (a compiled width)
-  int share = 0;  // 1 whole tiles only, 2 split tiles only, 3 reduced tiles (below)
+  int share = 0;  // 1 whole tiles only, 2 split tiles only, 3 reduced tiles (below), 4 wave plans (below)
   int parts = 0;  // with split tiles only: min(parts x tiles, steps, SMs) CTAs instead of one per SM
   int half = 0;   // 1 half tiles only (where a launch may take them), 2 never
   int narrow = 0; // 1 the narrow build for every plan but half and reduced tiles, 2 never
   int mid = 0;    // 1 the mid build for every plan but half and reduced tiles where it fits (mid_fits), 2 never
   int reduce = 0; // 2 never reduced tiles (share 3 then takes the planner's choice of the others)
+  int wave = 0;   // 2 never a wave plan (share 4 then takes the planner's choice of the others)
   // share 3: reduced tiles only where a launch may take them (else the planner's choice), `parts` per
   // tile (0: the planner's number)
   bool operator==(const PlanForce& o) const {
     return cap == o.cap && share == o.share && parts == o.parts && half == o.half && narrow == o.narrow &&
-           mid == o.mid && reduce == o.reduce;
+           mid == o.mid && reduce == o.reduce && wave == o.wave;
   }
 };
 
@@ -78,6 +79,7 @@ struct LaunchPlan {
   bool half = false;       // half tiles (kHalfBlockN B rows; whole tiles only)
   int build = kBuildMain;  // the kernel build (kBuildNarrow, kBuildMid: GroupTiles::mma_n)
   int reduce = 0;          // reduced tiles: the parts per tile (0: none)
+  bool wave = false;       // a wave plan (share_wave): tile t runs on CTA t mod ctas; no start arrays
   double est_ns = 0;       // estimated time of the busiest CTA
   int order[kGroupsPerLaunch];        // launch order -> group index (launch-local)
   GroupTiles group[kGroupsPerLaunch];  // by group index
@@ -122,9 +124,10 @@ struct TileRows {
   int64_t rows;
   int width;
 };
-// ... for the group's tile `local` (its index among the group's tiles)
-inline TileRows group_tile_rows(const GroupTiles& g, int64_t local) {
-  const int64_t m0 = (local % g.chunks) * g.width;
+// ... for the group's tile `local` (its index among the group's tiles); `wave`: in a wave plan's order (along N
+// fastest, share_wave)
+inline TileRows group_tile_rows(const GroupTiles& g, int64_t local, bool wave = false) {
+  const int64_t m0 = (wave ? local / g.tiles_n : local % g.chunks) * g.width;
   return {g.m - m0 < g.width ? g.m - m0 : g.width, g.width};
 }
 // ... with `w` at tile t's group
@@ -469,6 +472,52 @@ inline void share_reduce(LaunchPlan& p, int64_t parts) {
   p.est_ns = busiest + kReduceNs + kReduceNsPerKB * kb;
 }
 
+// Wave plans: whole tiles handed out round-robin, tile t to CTA t mod ctas, each CTA's tiles in order, and a
+// group's tiles numbered along N fastest (Tile decode in kernels/sm90/stream_k.cuh). The CTAs running at one
+// time then hold consecutive tiles: a band of a few M chunks of one group against all its B blocks, which L2
+// keeps while the band's CTAs read them. The stream-K shares give each CTA a contiguous run of tiles, so the
+// CTAs running at one time read A chunks of every group at once: past L2's size, each tile reads its A from
+// DRAM again (8 groups x 2048 rows x 4096 x 7168: ~9 GB moved for ~0.5 GB of operands). The order is computed
+// on the device from the tile count alone, so the same walk serves sizes known only there.
+// Fills ctas (min(tiles, ctas)), est_ns (the busiest CTA's tiles), start arrays (CTA b's first tile, b; read by
+// no kernel) and no splits.
+inline void share_wave(LaunchPlan& p, int ctas) {
+  if (ctas > p.tiles) ctas = (int)p.tiles;
+  double load[kMaxCtas] = {};
+  int64_t t0 = 0;
+  for (int i = 0; i < p.groups; ++i) {
+    const GroupTiles& g = p.group[p.order[i]];
+    const int64_t n = g.chunks * g.tiles_n, full = n / ctas, rest = n % ctas;
+    const int first = (int)(t0 % ctas);
+    if (full)
+      for (int b = 0; b < ctas; ++b) load[b] += (double)full * g.tile_ns;
+    for (int64_t j = 0; j < rest; ++j) load[(first + j) % ctas] += g.tile_ns;
+    t0 += n;
+  }
+  p.est_ns = 0;
+  for (int b = 0; b < ctas; ++b) {
+    if (load[b] > p.est_ns) p.est_ns = load[b];
+    p.start_tile[b] = b, p.start_k[b] = 0;
+  }
+  p.ctas = ctas;
+  p.start_tile[ctas] = (int32_t)p.tiles, p.start_k[ctas] = 0;
+  p.splits = 0;
+  p.wave = true;
+}
+
+// Where the planner takes a wave plan by itself: the launch's fp16 A (as tiled: chunks x width rows of each group)
+// is over kWaveA16Bytes, so the stream-K shares' CTAs cannot find one another's A chunks in L2, and the wave plan's
+// estimate is within kWaveSlack of the best other plan's (the estimates know nothing of L2: the wave plan's only
+// loss they see is its last wave's idle CTAs). Class-invariant (kernels/sm90/plan/plan_class.h): tiled rows, not M.
+constexpr double kWaveA16Bytes = 24.0 * (1 << 20);
+constexpr double kWaveSlack = 1.08;
+inline double tiled_a16_bytes(const LaunchPlan& p) {
+  double bytes = 0;
+  for (int g = 0; g < p.groups; ++g)
+    bytes += (double)(p.group[g].chunks * p.group[g].width) * (double)(p.group[g].kst * kBlockK) * 2;
+  return bytes;
+}
+
 // A plan's groups before it is shared out: each group's widest even tiles under `cap` (half: half
 // tiles), their tiles and K steps in all, and the launch order (by tile cost, costliest first; equal
 // costs keep group order).
@@ -478,6 +527,7 @@ inline void set_groups(LaunchPlan& p, const int64_t* m, const int64_t* n, const 
   p.half = half;
   p.build = build;
   p.tiles = p.steps = 0;
+  p.wave = false;
   for (int g = 0; g < groups; ++g) {
     p.group[g] = group_tiles(m[g], n[g], k[g], cap, half, build);
     p.tiles += p.group[g].chunks * p.group[g].tiles_n;
@@ -544,6 +594,8 @@ inline void plan_launch(const int64_t* m, const int64_t* n, const int64_t* k, in
   // reduced tiles: launches of up to kGroupsSmall groups (a GEMM kernel of their own)
   const bool may_reduce = groups <= kGroupsSmall && force.half != 1 && force.reduce != 2;
   bool reduced = false;  // force.share 3: a reduced plan taken (no other kind replaces it)
+  LaunchPlan wave;       // the best wave plan (share_wave), if any
+  bool have_wave = false;
   for (int kind = first_kind; kind <= last_kind; ++kind) {
     const bool half = kind == 1;
     for (int i = kNumWidths - 1; i >= 0; --i) {
@@ -562,6 +614,11 @@ inline void plan_launch(const int64_t* m, const int64_t* n, const int64_t* k, in
         if (build == kBuildNarrow && force.narrow != 1 && !narrower(cand)) continue;  // the same plan as without
         if (build == kBuildMid && !mid_fits(cand)) continue;  // a tile the build cannot run, or none it speeds
         const bool nar = build != kBuildMain;  // (reduced tiles: the main build only)
+        if (!half && force.wave != 2 && force.share != 1 && force.share != 2 && force.share != 3) {
+          share_wave(cand, (int)most);
+          if (!have_wave || cand.est_ns < wave.est_ns * 0.999) wave = cand, have_wave = true;
+          cand.wave = false;
+        }
         for (int whole = 1; whole >= 0; --whole) {
           // (share 3 forces reduced tiles where allowed; these plans stay the fallback)
           if ((force.share == 1 || force.share == 2) && force.share != 2 - whole) continue;
@@ -597,6 +654,12 @@ inline void plan_launch(const int64_t* m, const int64_t* n, const int64_t* k, in
         cand.reduce = 0;
       }
     }
+  }
+  // a wave plan where forced, or where the launch's A is too large for L2 and its estimate is close (share_wave)
+  if (have_wave && (force.share == 4 || (force.share == 0 && !reduced && tiled_a16_bytes(wave) > kWaveA16Bytes &&
+                                         wave.est_ns <= best * kWaveSlack))) {
+    out = wave;
+    return;
   }
   // split plans (not forced to S CTAs per tile): cut again for the critical path where that is shorter
   if (!out.half && !out.reduce && !force.parts && out.splits > 0) cut_for_critical_path(out, out.ctas < most);
