@@ -19,11 +19,15 @@ are generated once per input set and shared by its shapes; A is generated per sh
 --quick: M in 1, 16, 128, 1024, 4096 and the first (N, K) only, 2 input sets, 20 timed calls (unless given).
 --check-rows R: in groups of more than R rows, check R random rows against the reference (and every element for
 NaN) instead of every row; the seed is printed.
+--dram: also the DRAM bytes one call moves (all its kernels: the A conversion and the GEMM), read by Nsight Compute
+(ncu, its dram__bytes_read/write counters, caches flushed before each kernel) in a child process per shape, against
+the unique bytes (NVFP4 A and B, their scales, fp16 C): the column shows how often operands are read again from DRAM
+for want of L2 hits. Needs ncu on the PATH; about 10 s per shape.
 --dry-run (no GPU needed): lists the shapes the run would time and the skipped ones, generates one input of each
 (G, N, K) with M = 1 on the CPU and checks that it unpacks.
 
 python benchmarks/bench_scaling.py [--nk N:K ...] [--g G,G,..] [--m M,M,..] [--max-rows R] [--quick]
-                                   [--json out.json] [--png chart.png] [--dry-run]
+                                   [--dram] [--json out.json] [--png chart.png] [--dry-run]
 """
 from __future__ import annotations
 
@@ -31,7 +35,10 @@ import argparse
 import datetime
 import json
 import math
+import csv
+import io
 import os
+import shutil
 import subprocess
 import sys
 from typing import NamedTuple
@@ -99,6 +106,9 @@ def parse_args(argv=None):
     p.add_argument("--check-rows", type=int, default=0, metavar="R",
                    help="check R random rows of each group of more than R rows (default 0: every row)")
     p.add_argument("--quick", action="store_true", help="a subset: fewer M values, the first (N, K), fewer calls")
+    p.add_argument("--dram", action="store_true",
+                   help="also the DRAM bytes per call, read by ncu in a child process per shape (ncu on the PATH)")
+    p.add_argument("--dram-child", nargs=4, type=int, metavar=("G", "M", "N", "K"), help=argparse.SUPPRESS)
     p.add_argument("--json")
     p.add_argument("--png")
     p.add_argument("--dry-run", action="store_true",
@@ -283,6 +293,54 @@ def bench_shape(shape, b_set, b16, flush, peak, bw, args, device="cuda") -> dict
     }
 
 
+DRAM_METRICS = ("dram__bytes_read.sum", "dram__bytes_write.sum")
+
+
+def dram_child(g: int, m: int, n: int, k: int) -> None:
+    """Under ncu (--profile-from-start off): one call of the shape inside the profiled range, after a first call
+    outside it (set-up, plans and tensor maps)."""
+    data = compose(a_sides(g, m, k, 1, "cuda")[0], b_sides(g, n, k, 1, "cuda")[0], "cuda")
+    fastlaunch.fast_launch(data)
+    torch.cuda.synchronize()
+    torch.cuda.profiler.start()
+    fastlaunch.fast_launch(data)
+    torch.cuda.synchronize()
+    torch.cuda.profiler.stop()
+
+
+def parse_ncu_bytes(text: str) -> tuple:
+    """ncu --csv --page raw --print-units base output -> (kernels, DRAM bytes read + written over them)."""
+    lines = [ln for ln in text.splitlines() if ln.startswith('"')]
+    rows = list(csv.DictReader(io.StringIO("\n".join(lines))))
+    kernels, total = 0, 0.0
+    for r in rows:
+        vals = [r.get(name, "") for name in DRAM_METRICS]
+        try:
+            nums = [float(v.replace(",", "")) for v in vals]
+        except ValueError:
+            continue  # the units row
+        kernels += 1
+        total += sum(nums)
+    return kernels, total
+
+
+def dram_bytes(shape) -> tuple:
+    """(kernels, DRAM bytes) of one call of `shape` under ncu, or (0, nan) where ncu is missing or fails."""
+    ncu = shutil.which("ncu")
+    if ncu is None:
+        return 0, float("nan")
+    g, m, n, k = shape
+    cmd = [ncu, "--profile-from-start", "off", "--metrics", ",".join(DRAM_METRICS), "--csv", "--page", "raw",
+           "--print-units", "base", sys.executable, os.path.abspath(__file__), "--dram-child", str(g), str(m), str(n),
+           str(k)]
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    except subprocess.TimeoutExpired:
+        return 0, float("nan")
+    kernels, total = parse_ncu_bytes(out.stdout)
+    return (kernels, total) if out.returncode == 0 and kernels else (0, float("nan"))
+
+
 def failed_row(shape, err: Exception) -> dict:
     g, m, n, k = shape
     nan = float("nan")
@@ -331,15 +389,17 @@ def pair_rows(p: Plan, by_shape: dict) -> list:
 def print_tables(rows: list, pairs: list) -> None:
     ratio = {(q["g"], q["m"], q["n"], q["k"]): q["ratio"] for q in pairs}
     print()
+    dram = any("dram_bytes" in r for r in rows)
     print("| N | K | G | M | fastlaunch us | TFLOP/s | x floor | floor us | cuBLAS fp16 us | cuBLAS path | "
-          "speed-up over cuBLAS | x one group of G*M |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "speed-up over cuBLAS | x one group of G*M |" + (" DRAM GB | x unique bytes |" if dram else ""))
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|" + ("---|---|" if dram else ""))
     for r in rows:
         key = (r["g"], r["m"], r["n"], r["k"])
         print(f"| {r['n']} | {r['k']} | {r['g']} | {r['m']}{'' if r['ok'] else ' **FAIL**'} | "
               f"{r['fastlaunch_us']:.1f} | {r['tflops']:.0f} | {r['x_floor']:.2f} | "
               f"{r['floor_us']:.1f} ({r['floor_kind']}) | {r['cublas_us']:.1f} | {r['cublas_path']} | "
-              f"{r['speedup']:.2f}x | {f'{ratio[key]:.2f}' if key in ratio else ''} |")
+              f"{r['speedup']:.2f}x | {f'{ratio[key]:.2f}' if key in ratio else ''} |"
+              + (f" {r['dram_bytes'] / 1e9:.3f} | {r['dram_bytes'] / r['unique_bytes']:.2f} |" if dram else ""))
     if pairs:
         print()
         print("many groups against one group of as many rows (ratio: G groups' time / one group's time)")
@@ -448,6 +508,9 @@ def dry_run(args) -> int:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    if args.dram_child:
+        dram_child(*args.dram_child)
+        return 0
     if args.dry_run:
         return dry_run(args)
     if not torch.cuda.is_available():
@@ -466,6 +529,14 @@ def main(argv=None) -> int:
     print_plan(p, args)
 
     rows = sweep(p, args, flush, peak, bw)
+    if args.dram:
+        for r in rows:
+            shape = (r["g"], r["m"], r["n"], r["k"])
+            r["dram_kernels"], r["dram_bytes"] = dram_bytes(shape)
+            r["unique_bytes"] = nvfp4_bytes(full(shape))
+            print(f"{describe(shape)}: {r['dram_bytes'] / 1e9:.3f} GB moved by {r['dram_kernels']} kernels, "
+                  f"{r['dram_bytes'] / r['unique_bytes']:.2f}x the unique {r['unique_bytes'] / 1e9:.3f} GB",
+                  file=sys.stderr, flush=True)
     pairs = pair_rows(p, {(r["g"], r["m"], r["n"], r["k"]): r for r in rows})
     print_tables(rows, pairs)
     summ = summary(rows, pairs, p, args)

@@ -616,3 +616,16 @@ def test_bench_ext_parameter_blocks_and_bare_launch_arguments():
     if not torch.cuda.is_available():
         with pytest.raises(RuntimeError):
             bench.bare_launch_ns(gemm[0][1], 1, 1)
+
+
+def test_bench_scaling_reads_ncu_dram_bytes():
+    # ncu --csv --page raw --print-units base: a header, a units row, then one row per kernel; its own ==PROF== lines
+    bs = load_tool("bench_scaling")
+    text = ("==PROF== Connected to process 1\n"
+            '"ID","Process ID","Kernel Name","dram__bytes_read.sum","dram__bytes_write.sum"\n'
+            '"","","","byte","byte"\n'
+            '"0","1","convert_a_small","1,000","2000"\n'
+            '"1","1","nvfp4_group_gemm","5000","250.5"\n'
+            "==PROF== Disconnected from process 1\n")
+    assert bs.parse_ncu_bytes(text) == (2, 8250.5)
+    assert bs.parse_ncu_bytes("==ERROR== no kernels were profiled\n") == (0, 0.0)
