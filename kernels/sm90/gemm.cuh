@@ -80,9 +80,13 @@ constexpr int kFit = (int)((kSmemLimit - kHeaderBytes - kEpiBytes) / (kAStageByt
 constexpr int kStages = kFit < kMaxStages ? kFit : kMaxStages;
 constexpr uint32_t kOffB = kOffA + kStages * kAStageBytes;
 constexpr uint32_t kOffEpi = kOffB + kStages * kBStageBytes;
-constexpr uint32_t kSmemBytes = kOffEpi + kEpiBytes;
+// The masked form's wave plans: each group's tile end in the tiles that hold rows this call (from masked_m, on
+// the device: group_gemm's prologue), after the epilogue buffers.
+constexpr uint32_t kOffRowTileEnds = kOffEpi + kEpiBytes;
+constexpr uint32_t kSmemBytes = kOffRowTileEnds + kGroupsPerLaunch * 4;
 
 static_assert(kStages >= 4, "pipeline depth");
+static_assert(kSmemBytes <= kSmemLimit, "shared memory");
 static_assert(kOffEpi % 1024 == 0 && kEpiWgBytes % 1024 == 0,
               "epilogue buffers in the 128-byte swizzle's alignment (TMA stores)");
 static_assert(kAStageBytes % 1024 == 0 && kOffA % 1024 == 0, "A stages keep the 128-byte swizzle's alignment");
@@ -476,6 +480,36 @@ __device__ __forceinline__ void group_gemm(const Params<MAXG>& p) {
     }
     ptx::fence_mbar_init();
   }
+  // The masked form's wave plans hand out only the tiles that hold rows this call: every thread waits for the
+  // grid that wrote masked_m, group g's tiles (its planned width and B blocks, the rows it has) go to
+  // shared memory, and warp 0 sums them up into each group's tile end.
+  const int32_t* row_ends = p.tile_end;  // (read by the masked form's Share only)
+  if constexpr (MASKED) {
+    if (p.wave_tiles) {
+      int32_t* ends = reinterpret_cast<int32_t*>(smem + kOffRowTileEnds);
+      ptx::griddep_wait();
+      for (int g = threadIdx.x; g < p.num_groups; g += kThreads) {
+        const Group& gr = p.groups[g];
+        ends[g] = (call_rows<true>(p, g) + gr.width - 1) / gr.width * ((gr.n + kBlockN - 1) / kBlockN);
+      }
+      __syncthreads();
+      if (threadIdx.x < 32) {
+        int32_t carry = 0;
+        for (int g0 = 0; g0 < p.num_groups; g0 += 32) {
+          const int g = g0 + (int)threadIdx.x;
+          int32_t v = g < p.num_groups ? ends[g] : 0;
+#pragma unroll
+          for (int d = 1; d < 32; d *= 2) {
+            const int32_t up = __shfl_up_sync(0xffffffffu, v, d);
+            if ((int)threadIdx.x >= d) v += up;
+          }
+          if (g < p.num_groups) ends[g] = carry + v;
+          carry += __shfl_sync(0xffffffffu, v, 31);
+        }
+      }
+      row_ends = ends;
+    }
+  }
   __syncthreads();
   if (threadIdx.x == 0) trace(p.trace, kTrInit);
   // The next grid in the stream (the next call's conversion) may start; it waits for this one.
@@ -483,7 +517,7 @@ __device__ __forceinline__ void group_gemm(const Params<MAXG>& p) {
 
   if (wg == 0) {
     ptx::setmaxnreg_dec<kProducerRegs>();
-    Share share(p, blockIdx.x);
+    Share<MASKED> share(p, blockIdx.x, row_ends);
     if (warp == 0) {
       // ---------------------------------------------------------- B producer
       // The B maps come from the kernel parameters, or else from the conversion kernel: wait for it.
@@ -493,7 +527,7 @@ __device__ __forceinline__ void group_gemm(const Params<MAXG>& p) {
       // (the masked form reads masked_m, which an earlier grid may write, before its first load)
       if (!kParamMaps || MASKED) ptx::griddep_wait();
       if (p.trace) {  // trace: the share's bounds are in registers
-        asm volatile("" ::"r"(share.first_t), "r"(share.last_t), "r"(share.end_k));
+        asm volatile("" ::"r"(share.first_t), "r"(share.count), "r"(share.end_k));
         if (lane == 0) trace(p.trace, kTrBShare);
       }
       int cur_g = -1;
@@ -548,7 +582,8 @@ __device__ __forceinline__ void group_gemm(const Params<MAXG>& p) {
       // A stays in L2 for the CTAs that read it later; in a wave plan they read it at about the same time,
       // and L2 keeps the group's B blocks for the next wave instead
       const uint64_t a_hint = p.wave_tiles ? ptx::kEvictNormal : ptx::kEvictLast;
-      Unit w = share.unit<kBN>(p, 0);  // (a CTA of the plan has at least one unit)
+      // (a CTA of a plan has at least one unit; in the masked form's wave plans it may have none this call)
+      Unit w = share.units() > 0 ? share.unit<kBN>(p, 0) : Unit{};
       int a_row = p.groups[w.tile.g].a16_row + w.tile.m0;
       const CUtensorMap* map;
       uint32_t bytes;
@@ -588,7 +623,7 @@ __device__ __forceinline__ void group_gemm(const Params<MAXG>& p) {
     const int wq = warp % 4;        // warp inside the warpgroup: 16 rows each
     const int c = lane % 4;         // K block of the stage this thread dequantises
     const int r0 = (HALF ? 0 : 64 * cw) + 16 * wq + lane / 4;  // tile-local B rows r0 and r0 + 8
-    Share share(p, blockIdx.x);
+    Share<MASKED> share(p, blockIdx.x, row_ends);
     ConsumerPos pos;  // the place in the ring
     uint64_t* tr = threadIdx.x == 128 ? p.trace : nullptr;
     int32_t* pending = nullptr;  // the flag of partial sums written, not yet raised

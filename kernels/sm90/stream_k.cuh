@@ -20,12 +20,14 @@ struct Tile {
 // B block are adjacent inside a group, so a CTA's run of tiles reads each B block once; in a wave plan
 // (Params::wave_tiles) the B blocks of one M chunk are, so the CTAs running at one time read one band of A
 // chunks (kernels/sm90/plan/planner.h share_wave). `g` is a hint (the group of a nearby, earlier tile).
+// `tile_end`: the groups' tile ends (Params::tile_end, or in the masked form's wave plans those of the tiles that
+// hold rows this call).
 template <int BN, int MAXG>
-__device__ __forceinline__ Tile decode_tile(const Params<MAXG>& p, int t, int g) {
-  while (g > 0 && t < p.tile_end[g - 1]) --g;
-  while (t >= p.tile_end[g]) ++g;
+__device__ __forceinline__ Tile decode_tile(const Params<MAXG>& p, int t, int g, const int32_t* tile_end) {
+  while (g > 0 && t < tile_end[g - 1]) --g;
+  while (t >= tile_end[g]) ++g;
   const Group& gr = p.groups[g];
-  const int local = t - (g ? p.tile_end[g - 1] : 0);
+  const int local = t - (g ? tile_end[g - 1] : 0);
   Tile tile;
   tile.g = g;
   if (p.wave_tiles) {
@@ -48,29 +50,33 @@ struct Unit {
 };
 
 // CTA b's share: in a stream-K plan (Params::start_tile/start_k) one unit per tile, taken from the last tile
-// backwards; in a wave plan (Params::wave_tiles) tiles b, b + num_ctas, ... whole, in that order.
+// backwards; in a wave plan (Params::wave_tiles) tiles b, b + num_ctas, ... whole, in that order. ROWS: the
+// masked form, whose wave plans' tiles are those that hold rows this call (`ends`: their groups' tile ends, in
+// shared memory; Params::tile_end in its stream-K plans); else the groups' tile ends are Params::tile_end. The grid and the wave flag are read from the
+// parameters where used (no registers held for them across the K loops).
+template <bool ROWS = false>
 struct Share {
   int first_t, first_k;  // the share's first step (a wave plan: its first tile, and 0)
-  int last_t, end_k;     // its last tile, and where its steps end in it (0: at the tile's end)
-  int stride;            // a wave plan: the grid (tiles apart); 0 for stream-K shares
+  int count, end_k;      // its units, and where its steps end in its last tile (0: at the tile's end)
   int g = 0;             // decode hint
+  const int32_t* ends;   // ROWS: the tile ends of the tiles that hold rows
   template <int MAXG>
-  __device__ Share(const Params<MAXG>& p, int b) {
-    stride = p.wave_tiles ? p.num_ctas : 0;
-    if (stride) {
+  __device__ Share(const Params<MAXG>& p, int b, const int32_t* row_ends = nullptr) : ends(row_ends) {
+    if (p.wave_tiles) {
+      const int tiles = ROWS ? ends[p.num_groups - 1] : p.wave_tiles;
       first_t = b, first_k = 0, end_k = 0;
-      last_t = b + (p.wave_tiles - 1 - b) / stride * stride;  // (b < wave_tiles: the grid is at most the tiles)
+      count = b < tiles ? (tiles - 1 - b) / p.num_ctas + 1 : 0;
     } else {
       first_t = p.start_tile[b], first_k = p.start_k[b], end_k = p.start_k[b + 1];
-      last_t = end_k > 0 ? p.start_tile[b + 1] : p.start_tile[b + 1] - 1;
+      count = (end_k > 0 ? p.start_tile[b + 1] : p.start_tile[b + 1] - 1) - first_t + 1;
     }
   }
-  __device__ int units() const { return stride ? (last_t - first_t) / stride + 1 : last_t - first_t + 1; }
+  __device__ int units() const { return count; }
   template <int BN = kBlockN, int MAXG>
   __device__ Unit unit(const Params<MAXG>& p, int u) {
     Unit w;
-    w.t = stride ? first_t + u * stride : last_t - u;
-    w.tile = decode_tile<BN>(p, w.t, g);
+    w.t = p.wave_tiles ? first_t + u * p.num_ctas : first_t + count - 1 - u;
+    w.tile = decode_tile<BN>(p, w.t, g, ROWS ? ends : p.tile_end);
     g = w.tile.g;
     w.k1 = u == 0 && end_k > 0 ? end_k : w.tile.kstages;
     w.k0 = w.t == first_t ? first_k : 0;
