@@ -19,7 +19,7 @@
 //   no_delay     the step's own stage after wgmma_wait<0>, __syncwarp, lane 0 (no wgmma left in flight)
 //   proxy_fence  lane0 with fence.proxy.async.shared::cta by every lane before the __syncwarp
 //   all          every variant in turn (a plain run; under racecheck run one variant per process)
-// Each consumer thread compares every accumulator with the exact sum of its unit (stage k holds B nibbles, B
+// Each consumer thread compares every accumulator with the sum of its unit, to 1e-4 (stage k holds B nibbles, B
 // scales and A values that depend on k: a stage read before its copy landed, or overwritten before it was read,
 // gives another sum). Prints "probe <variant>: ok" or "probe <variant>: WRONG ..."; exits 1 on a wrong sum.
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I kernels -o /tmp/probe
@@ -49,6 +49,7 @@ constexpr int kUnitSteps = 2 * kStages + 3;  // odd and past two turns of the ri
 constexpr int kSteps = kUnits * kUnitSteps;
 constexpr int kCtas = 2;
 constexpr int kConsumers = kThreads - 128;
+constexpr float kTolerance = 1e-4f;  // relative; the sums are exact in fp32, the tolerance leaves the MMA's rounding
 
 struct ProbeParams {
   CUtensorMap map_a, map_b;
@@ -162,7 +163,7 @@ __global__ void __launch_bounds__(kThreads, 1) probe_kernel(const __grid_constan
       probe_unit<R>(sm, all, pos, r0, c, lane);
 #pragma unroll
       for (int i = 0; i < kW / 2; ++i) {
-        if (all[i] != p.expect[u]) {
+        if (!(fabsf(all[i] - p.expect[u]) <= kTolerance * p.expect[u])) {
           if (!wrong) first_bad = all[i];
           ++wrong;
         }
@@ -173,22 +174,19 @@ __global__ void __launch_bounds__(kThreads, 1) probe_kernel(const __grid_constan
   }
 }
 
-// Step k's data: B's bytes (both nibbles one E2M1 code, values 1..6), B's scale (E4M3 1 or 2) and A's value (fp16
-// 0.5, 1, 2 or 3); a stage kStages steps old holds other values.
-uint8_t b_byte(int k) { return (uint8_t)((2 + k % 6) * 0x11); }
-uint8_t sf_byte(int k) { return (k / 6) % 2 ? 0x40 : 0x38; }
-uint16_t a_half(int k) {
-  const uint16_t v[5] = {0x3C00, 0x4000, 0x3800, 0x4200, 0x3C00};
-  return v[k % 5];
-}
+// Step k's data: B's bytes (both nibbles one E2M1 code: 1, 2 or 4), B's scale (E4M3 1 or 2) and A's value (fp16 1 or
+// 2), all powers of two; each of the three differs between step k and step k +- kStages (the same stage one turn of
+// the ring apart), so a stage read stale or overwritten early moves its unit's sum by 1/480 of it or more, far past
+// the check's tolerance.
+int turn(int k) { return k / kStages; }
+uint8_t b_byte(int k) { return (uint8_t)((2 + 2 * ((k + turn(k)) % 3)) * 0x11); }
+uint8_t sf_byte(int k) { return turn(k) % 2 ? 0x40 : 0x38; }
+uint16_t a_half(int k) { return turn(k) % 2 ? 0x3C00 : 0x4000; }
 double e2m1_value(int code) {
   const double v[8] = {0, 0.5, 1, 1.5, 2, 3, 4, 6};
   return v[code & 7];
 }
-double a_value(int k) {
-  const double v[5] = {1, 2, 0.5, 3, 1};
-  return v[k % 5];
-}
+double a_value(int k) { return turn(k) % 2 ? 1.0 : 2.0; }
 
 typedef CUresult (*EncodeTiled)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
                                 const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
@@ -234,7 +232,7 @@ int run_variant(const ProbeParams& base, int* wrong_d, float* bad_d) {
                 kVariantNames[R], threads, (int)wrong.size(), first, wrong[first], bad[first]);
     return 1;
   }
-  std::printf("probe %s: ok (%d CTAs, %d units of %d K steps through %d stages, every accumulator exact)\n",
+  std::printf("probe %s: ok (%d CTAs, %d units of %d K steps through %d stages, every accumulator right)\n",
               kVariantNames[R], kCtas, kUnits, kUnitSteps, kStages);
   return 0;
 }
@@ -273,7 +271,7 @@ int main(int argc, char** argv) {
   }
   ProbeParams p{};
   // every accumulator: 64 products per step of (E2M1 value * 2^-14 * scale) (the dequantisation's fp16, the
-  // epilogue's 2^28 not applied) and A's value; exact in fp32
+  // epilogue's 2^28 not applied) and A's value
   for (int u = 0; u < kUnits; ++u) {
     double sum = 0;
     for (int k = u * kUnitSteps; k < (u + 1) * kUnitSteps; ++k)
