@@ -2,6 +2,7 @@
 
 generate_input(m, n, k, g, seed, device=...) -> data = (abc, sf, sf_reordered, sizes)
 ref_kernel(data) -> list of c tensors, by fp32 dequantise-and-matmul (written in place)
+scales_as_read(data) -> data with its plain scales rebuilt from the reordered ones (the bytes the kernel reads)
 check(out, ref) -> (ok, message) with |out - ref| <= 1e-3 + 1e-3 |ref| and NaN/Inf agreeing
 
 The serving (masked) layout: a [G, max_m, K//2], sfa [G, ceil(max_m/128), K//64, 32, 4, 4], b [G, N, K//2],
@@ -179,6 +180,16 @@ def check(out: Sequence[torch.Tensor], ref: Sequence[torch.Tensor], atol: float 
             return False, (f"group {g}: {nbad} of {o.numel()} elements differ; first at {idx}: "
                            f"got {o[idx].item()}, expected {r[idx].item()}")
     return True, "ok"
+
+
+def scales_as_read(data):
+    """The same input with its plain scales rebuilt from its reordered ones (on their device): the scale bytes the
+    kernel reads. A reference built from this stays right after the reordered scales were rewritten in place (a CUDA
+    graph replayed on new data), where ref_kernel on the input as generated would still read its first plain scales."""
+    abc, _sf, sf_r, sizes = data
+    sf = [(unreorder_scales(sa, m).unsqueeze(-1), unreorder_scales(sb, n).unsqueeze(-1))
+          for (sa, sb), (m, n, _k, _l) in zip(sf_r, sizes)]
+    return abc, sf, sf_r, sizes
 
 
 def clone_outputs(data):

@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # One call on a GPU machine: build, inspect SASS, then the named steps (default: all).
 #   tools/gpu_check.sh [diag] [tests] [stress] [main] [bench] [extra] [launch] [serving] [eval] [sweep]
+#                      [sanitize] [soak]
 # (extra: bench_kernels on the task's test shapes and EXTRA_RANDOM random shapes (default 8, seed
 # EXTRA_SEED or a fresh one), against cuBLAS; stress: every forced kind of plan repeated on fresh data,
 # tools/stress_sm90.py, STRESS_REPS times each, default 20; sanitize: compute-sanitizer's memcheck, racecheck,
 # synccheck and initcheck over every plan family of tools/sanitize/cases.py (SANITIZE_TOOLS, SANITIZE_FAMILIES to
-# narrow them) and racecheck over tools/sanitize/racecheck_probe.cu, one table of error and hazard counts)
+# narrow them), one table of error and hazard counts (also $OUT/sanitize.md), then racecheck over each variant of
+# tools/sanitize/racecheck_probe.cu (PROBE_VARIANTS to narrow them), a line each; soak: tools/soak.py for SOAK_MINUTES
+# (default 10) with SOAK_THREADS threads (default 3), seed SOAK_SEED or a fresh one, its JSON to $OUT/soak.json)
 # JSON and PNG results go to $OUT (default ./out), logs (build, SASS, each step's output) to $LOGS
 # (default: $OUT too). Uses the machine's own python3 and torch.
 set -u -o pipefail  # a step fails when its command does, not only its tee
@@ -36,8 +39,8 @@ fi
 sanitize() {
   local tools=${SANITIZE_TOOLS:-memcheck racecheck synccheck initcheck} fam env line t n bad=0
   command -v compute-sanitizer >/dev/null || { echo "compute-sanitizer not found"; return 1; }
-  printf '| family |'; for t in $tools; do printf ' %s |' "$t"; done; echo
-  printf '|---|'; for t in $tools; do printf -- '---|'; done; echo
+  { printf '| family |'; for t in $tools; do printf ' %s |' "$t"; done; echo
+    printf '|---|'; for t in $tools; do printf -- '---|'; done; echo; } | tee "$OUT/sanitize.md"
   while read -r fam env; do
     [ -n "${SANITIZE_FAMILIES:-}" ] && [[ " $SANITIZE_FAMILIES " != *" $fam "* ]] && continue
     line="| $fam |"
@@ -51,11 +54,23 @@ sanitize() {
       [ "${n%%,*}" = 0 ] && [ "$status" = 0 ] || bad=1
       line="$line ${n:-?} |"
     done
-    echo "$line"
+    echo "$line" | tee -a "$OUT/sanitize.md"
   done < <($PY tools/sanitize/cases.py --list)
-  if nvcc -O3 -std=c++17 -arch=sm_90a -I kernels -o /tmp/fl_racecheck_probe tools/sanitize/racecheck_probe.cu; then
-    compute-sanitizer --tool racecheck /tmp/fl_racecheck_probe > "$LOGS/sanitize_probe.log" 2>&1
-    echo "racecheck probe (bulk copy + mbarrier ring, correct by construction): $(grep -E 'RACECHECK SUMMARY|probe:' "$LOGS/sanitize_probe.log" | tr '\n' ' ')"
+  # the stage hand-off alone (tools/sanitize/racecheck_probe.cu): the kernel's protocol (lane0, elected) and
+  # variants of the consumers' release, each under racecheck in a process of its own; a line per variant
+  if nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I kernels -o /tmp/fl_racecheck_probe \
+      tools/sanitize/racecheck_probe.cu > "$LOGS/sanitize_probe_build.log" 2>&1; then
+    local v
+    for v in ${PROBE_VARIANTS:-lane0 elected all_lanes no_delay proxy_fence}; do
+      timeout 600 compute-sanitizer --tool racecheck --print-limit 5 /tmp/fl_racecheck_probe "$v" \
+        > "$LOGS/sanitize_probe_$v.log" 2>&1
+      local status=$?
+      n=$(grep -oE 'RACECHECK SUMMARY: [0-9]+' "$LOGS/sanitize_probe_$v.log" | grep -oE '[0-9]+$' | head -1)
+      echo "racecheck probe $v: ${n:-?} hazards; $(grep -E "^probe $v:" "$LOGS/sanitize_probe_$v.log" | cut -d' ' -f3-) (exit $status)" | tee -a "$OUT/sanitize.md"
+      grep -q "^probe $v: ok" "$LOGS/sanitize_probe_$v.log" || bad=1
+    done
+  else
+    echo "racecheck probe: build failed ($LOGS/sanitize_probe_build.log)"; bad=1
   fi
   return $bad
 }
@@ -75,6 +90,9 @@ for s in $steps; do
     launch) [ -f benchmarks/bench_launch.py ] && { timeout 600 $PY benchmarks/bench_launch.py --json "$OUT/bench_launch.json" --png "$OUT/bench_launch.png" 2>&1 | tee "$LOGS/launch.log" || rc=1; } ;;
     serving) [ -f benchmarks/bench_serving.py ] && { timeout 900 $PY benchmarks/bench_serving.py --json "$OUT/bench_serving.json" --png "$OUT/bench_serving.png" 2>&1 | tee "$LOGS/serving.log" || rc=1; } ;;
     sanitize) sanitize || rc=1 ;;
+    soak) timeout $(( ${SOAK_MINUTES:-10} * 60 + 600 )) $PY tools/soak.py --minutes "${SOAK_MINUTES:-10}" \
+            --threads "${SOAK_THREADS:-3}" ${SOAK_SEED:+--seed "$SOAK_SEED"} --json "$OUT/soak.json" 2>&1 \
+            | tee "$LOGS/soak.log" || rc=1 ;;
   esac
 done
 exit $rc

@@ -121,3 +121,22 @@ def test_run_checked_poisons_outputs_then_checks():
                                                                R.ref_kernel(R.clone_outputs(data)))[1])
     ok, msg = R.run_checked(lambda d: [c for _a, _b, c in d[0]], data)  # a kernel that writes nothing
     assert not ok and msg
+
+
+def test_scales_as_read_follows_reordered_scales_rewritten_in_place():
+    # a graph replayed on new data: new A, B and reordered scales copied into the captured tensors, the plain scales
+    # left as they were; scales_as_read rebuilds them from the reordered bytes, so its reference is the new data's
+    ms, ns, ks = [5, 0, 130], [256, 128, 72], [128, 64, 256]
+    data = R.generate_input(ms, ns, ks, 3, 11, device="cpu", scale_pad=0x7F)
+    fresh = R.generate_input(ms, ns, ks, 3, 12, device="cpu")
+    for (sa, sb), (plain_a, plain_b) in zip(R.scales_as_read(data)[1], data[1]):  # as generated: the same bytes
+        assert torch.equal(sa.view(torch.uint8), plain_a.view(torch.uint8))
+        assert torch.equal(sb.view(torch.uint8), plain_b.view(torch.uint8))
+        assert sa.shape == plain_a.shape and sa.dtype == plain_a.dtype
+    for (a, b, _c), (fa, fb, _fc) in zip(data[0], fresh[0]):
+        a.copy_(fa), b.copy_(fb)
+    for (sa, sb), (fsa, fsb) in zip(data[2], fresh[2]):
+        sa.copy_(fsa), sb.copy_(fsb)
+    want = R.ref_kernel(R.clone_outputs(fresh))
+    assert R.check(R.ref_kernel(R.clone_outputs(R.scales_as_read(data))), want) == (True, "ok")
+    assert not R.check(R.ref_kernel(R.clone_outputs(data)), want)[0]  # the stale plain scales give another result

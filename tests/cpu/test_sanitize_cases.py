@@ -1,6 +1,7 @@
 """tools/sanitize/cases.py: each family's shapes run the plan kind the family is named for (checked through the
 planner on the CPU with the same settings its variables force), and the racecheck probe builds for sm_90a."""
 import os
+import re
 import shutil
 import subprocess
 
@@ -60,7 +61,19 @@ def test_racecheck_probe_builds(tmp_path):
     nvcc = shutil.which("nvcc") or os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin", "nvcc")
     if not os.path.exists(nvcc):
         pytest.skip("no nvcc")
-    subprocess.run([nvcc, "-O3", "-std=c++17", "-arch=sm_90a", "-I", os.path.join(ROOT, "kernels"),
+    subprocess.run([nvcc, "-O3", "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", "-I",
+                    os.path.join(ROOT, "kernels"),
                     os.path.join(ROOT, "tools", "sanitize", "racecheck_probe.cu"), "-o", str(tmp_path / "probe")],
                    check=True)
     assert (tmp_path / "probe").stat().st_size > 0
+
+
+def test_gpu_check_runs_every_probe_variant():
+    # tools/gpu_check.sh sanitize runs the probe once per variant the probe knows, the kernel's own first
+    src = open(os.path.join(ROOT, "tools", "sanitize", "racecheck_probe.cu")).read()
+    names = re.search(r"kVariantNames\[kNumVariants\] = \{([^}]*)\}", src).group(1)
+    variants = re.findall(r'"(\w+)"', names)
+    script = open(os.path.join(ROOT, "tools", "gpu_check.sh")).read()
+    ran = re.search(r"PROBE_VARIANTS:-([\w ]+)\}", script).group(1).split()
+    assert ran == variants and ran[0] == "lane0", (ran, variants)
+    assert f"[{'|'.join(variants)}|all]" in src  # the usage line names them all

@@ -629,3 +629,125 @@ def test_bench_scaling_reads_ncu_dram_bytes():
             "==PROF== Disconnected from process 1\n")
     assert bs.parse_ncu_bytes(text) == (2, 8250.5)
     assert bs.parse_ncu_bytes("==ERROR== no kernels were profiled\n") == (0, 0.0)
+
+
+# ============================================================================ tools/soak.py
+
+class _Stream:
+    def synchronize(self):
+        pass
+
+
+class _Graph:
+    def __init__(self, call):
+        self.replay = call
+
+
+def _soak_worker(soak, kernel, masked_kernel, check_every=1):
+    """A soak worker on the CPU: the kernels replaced by the reference (the bytes a kernel reads: A, B and the
+    reordered scales) or by a broken one, no stream, no capture."""
+    import threading
+    import types
+    args = soak.parse_args(["--seed", "7", "--check-every", str(check_every)])
+    w = soak.Worker(0, args, soak.Stats(), threading.Event(), None, threading.Lock(), True)
+    w.device, w.stream = "cpu", _Stream()
+    w.fl = types.SimpleNamespace(fast_launch=kernel, _C=types.SimpleNamespace(grouped_mm_masked=masked_kernel))
+    return w
+
+
+def _good_task(data):
+    return R.ref_kernel(R.scales_as_read(data))
+
+
+def _good_masked(a, sfa, b, sfb, masked_m, out):
+    ref = R.ref_masked(a, sfa, b, sfb, masked_m)
+    for e, m in enumerate(masked_m.tolist()):
+        out[e, :m] = ref[e, :m].to(out.dtype)
+
+
+def test_soak_draws_stay_in_the_contract_and_the_budget():
+    soak = load_tool("soak")
+    rng = random.Random(3)
+    for _ in range(500):
+        g, ms, ns, ks = soak.draw_task(rng)
+        assert len(ms) == len(ns) == len(ks) == g and all(k % 64 == 0 for k in ks) and min(ms) >= 0
+        assert soak.task_bytes(ms, ns, ks) <= soak.BUDGET
+        g, max_m, n, k, counts = soak.draw_masked(rng)
+        assert n % 8 == 0 and k % 64 == 0 and len(counts) == g and all(0 <= c <= max_m for c in counts)
+        assert soak.masked_bytes(g, max_m, n, k) <= soak.BUDGET
+    args = soak.parse_args(["--minutes", "1"])
+    assert args.warmup == 20.0 and args.forms == list(soak.FORMS) and args.seed is not None
+    with pytest.raises(SystemExit):
+        soak.parse_args(["--forms", "task,nonesuch"])
+
+
+def test_soak_checks_find_right_and_wrong_outputs(monkeypatch):
+    soak = load_tool("soak")
+    monkeypatch.setattr(soak, "BUDGET", 1 << 20)  # small draws: the CPU reference is slow
+    good = _soak_worker(soak, _good_task, _good_masked)
+    for _ in range(3):
+        assert good.task(True)[1] is None
+        assert good.masked(True)[1] is None
+    lazy = _soak_worker(soak, lambda data: [c for _a, _b, c in data[0]], lambda *args: None)  # writes nothing
+    assert "differ" in lazy.task(True)[1]
+    msg = None
+    while msg is None:  # (a draw whose every masked_m is 0 has nothing to write)
+        msg = lazy.masked(True)[1]
+    assert "differ" in msg
+    assert good.task(False)[1] is None and lazy.task(False)[1] is None  # unchecked calls: errors only
+
+
+def test_soak_replays_check_the_bytes_copied_in(monkeypatch):
+    soak = load_tool("soak")
+    monkeypatch.setattr(soak, "BUDGET", 1 << 20)
+    w = _soak_worker(soak, _good_task, _good_masked)
+    g, ms, ns, ks = 3, [5, 0, 40], [128, 256, 72], [256, 64, 128]
+    static = R.generate_input(ms, ns, ks, g, 1, device="cpu")
+    w.graph = ["graph-task", _Graph(lambda: _good_task(static)), static, 3, {"g": g}]
+    for _ in range(3):  # a replay reads the captured tensors, new data copied in
+        assert w.replay("graph-task", True)[1] is None
+    snapshot = R.generate_input(ms, ns, ks, g, 1, device="cpu")  # a replay that reads the data of the capture
+    w.graph = ["graph-task", _Graph(lambda: [c.copy_(r) for (_a, _b, c), r in
+                                             zip(static[0], _good_task(R.clone_outputs(snapshot)))]), static, 3, {}]
+    assert "differ" in w.replay("graph-task", True)[1]
+    a, sfa, b, sfb, mm, out = R.generate_masked_input(4, 16, 64, 128, [3, 0, 16, 9], 2, device="cpu")
+    w.graph = ["graph-masked", _Graph(lambda: _good_masked(a, sfa, b, sfb, mm, out)), (a, sfa, b, sfb, mm, out), 5, {}]
+    for _ in range(4):
+        assert w.replay("graph-masked", True)[1] is None
+    assert w.graph[3] == 1
+
+
+def test_soak_run_pauses_counts_and_reports_on_the_cpu(monkeypatch, tmp_path, capsys):
+    # the whole run (threads, pauses for the start and end readings, the table, the JSON) with the CUDA calls
+    # stubbed and the kernels replaced by the reference on the CPU; one kernel goes wrong now and then
+    import contextlib
+    soak = load_tool("soak")
+    monkeypatch.setattr(soak, "BUDGET", 1 << 18)
+    monkeypatch.setattr(soak, "DEVICE", "cpu")
+    for name, value in (("is_available", lambda: True), ("Stream", lambda *a, **k: _Stream()),
+                        ("stream", lambda s: contextlib.nullcontext()), ("synchronize", lambda: None),
+                        ("mem_get_info", lambda: (6 << 30, 8 << 30)), ("memory_allocated", lambda: 1 << 20),
+                        ("memory_reserved", lambda: 2 << 20)):
+        monkeypatch.setattr(torch.cuda, name, value)
+    calls = [0]
+
+    def sometimes_wrong(data):
+        calls[0] += 1
+        out = _good_task(data)
+        if calls[0] % 7 == 0:
+            out[0].fill_(1.0) if out[0].numel() else None
+        return out
+    monkeypatch.setattr(fastlaunch, "fast_launch", sometimes_wrong)
+    monkeypatch.setattr(fastlaunch._C, "grouped_mm_masked", _good_masked, raising=False)
+    out = tmp_path / "soak.json"
+    rc = soak.main(["--minutes", "0.05", "--warmup", "0.5", "--threads", "2", "--check-every", "1",
+                    "--sample-every", "0.2", "--forms", "task,masked", "--seed", "11", "--hang", "60",
+                    "--json", str(out)])
+    text = capsys.readouterr().out
+    got = json.loads(out.read_text())
+    assert got["start"]["quiesced"] and got["end"]["quiesced"] and got["growth"]["device_used"] == 0
+    assert got["calls"]["task"] > 0 and got["calls"]["masked"] > 0 and got["checked"]["task"] == got["calls"]["task"]
+    assert got["errors"] == {f: 0 for f in soak.FORMS} and not got["hung"]
+    wrong = got["mismatches"]["task"]
+    assert (rc == 1 and wrong and not got["ok"]) or (rc == 0 and not wrong and got["ok"]), (rc, got)
+    assert "| task |" in text and "| host VmRSS |" in text and text.startswith("soak: seed 11")

@@ -13,7 +13,7 @@ from conftest import ROOT
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
 DRY_RUN = ["benchmarks/bench_kernels.py", "benchmarks/bench_launch.py", "benchmarks/bench_scaling.py",
            "benchmarks/bench_serving.py",
-           "benchmarks/eval.py", "tools/b200_check.py"]
+           "benchmarks/eval.py", "tools/b200_check.py", "tools/soak.py"]
 HELP = DRY_RUN + ["tools/stress_sm90.py"]
 
 

@@ -65,7 +65,11 @@ def test_graph_capture_after_memoised_calls():
             a.copy_(fa), b.copy_(fb)
         for (sa, sb), (fsa, fsb) in zip(data[2], fresh[2]):
             sa.copy_(fsa), sb.copy_(fsb)
-        ref = R.ref_kernel(R.clone_outputs(data))
+        # the reference reads what the kernel reads: the captured tensors, their plain scales rebuilt from the
+        # reordered ones just copied in (data's own plain scales are still the first input's); it is fresh's
+        ref = R.ref_kernel(R.clone_outputs(R.scales_as_read(data)))
+        ok, msg = R.check(ref, R.ref_kernel(R.clone_outputs(fresh)))
+        assert ok, f"replay {step}: the copied-in data is not fresh's: {msg}"
         R.poison(data)
         graph.replay()
         torch.cuda.synchronize()
