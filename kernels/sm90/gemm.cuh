@@ -264,6 +264,14 @@ __device__ __forceinline__ void consumer_step(const Smem& sm, float (&acc)[W / 2
   dequant_b<HALF>(f, sm.b_stage(pos.r.s), r0, c, sr0);
   mma_step<W>(acc, f, sm.a_desc_lo(pos.r.s), kc == 0);
   if (kc > 0) {
+    // The stage goes back to the producers in order: every lane's lds64/lds8 of it precedes __syncwarp()
+    // (bar.warp.sync orders memory among the warp's lanes), so it happens before lane 0's
+    // mbarrier.arrive.release.cta; the producers' try_wait.acquire.cta on "empty" succeeds only after all
+    // kConsumerWarps arrivals and synchronises with each, and their lane 0 issues the next TMA and bulk copy
+    // into the stage only after that wait. The consumers write nothing to the stage (no proxy fence needed
+    // before the async-proxy writes), and wgmma_wait<1> has retired the previous step's wgmma, the stage's
+    // one async-proxy reader. racecheck's bulk_load/lds8 reports on this hand-off: docs/sanitize.md and
+    // tools/sanitize/racecheck_probe.cu (variants lane0 and all_lanes).
     ptx::wgmma_wait<1>();
     __syncwarp();
     if constexpr (EL) ptx::mbar_arrive_elected(sm.empty(pos.prev));

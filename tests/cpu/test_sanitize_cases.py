@@ -31,6 +31,8 @@ def test_each_family_runs_its_kind():
         assert any(k > 0 for _t, k in starts), sizes  # a CTA starts inside a tile
     for sizes, (_groups, starts, _est, _rows, reduce, _wave), _mma in _plan("whole", share=1):
         assert all(k == 0 for _t, k in starts) and reduce == 0, sizes
+    for sizes, plan, _mma in _plan("wave", share=4):
+        assert plan[5] and len(plan[1]) - 1 < sum(w[1] * w[2] for w in plan[0]), sizes  # a CTA takes 2+ tiles
     for sizes, plan, _mma in _plan("reduce", share=3):
         assert plan[4] > 0, sizes
     for sizes, plan, _mma in _plan("half", half=1):

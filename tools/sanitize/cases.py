@@ -24,7 +24,9 @@ FAMILIES = {
                      [(1, [2], [512], [2048])]),
     "unaligned": ({}, [(2, [96, 40], [130, 77], [256, 128])]),
     "groups-70": ({}, [(70, [4] * 70, [128] * 70, [64] * 70)]),
+    "wave": ({"FASTLAUNCH_SM90_SHARE": "wave"}, [(2, [1000, 500], [2048, 2048], [128, 128])]),  # 144 tiles: 2 turns
     "masked": ({}, []),  # the masked form: grouped_mm_masked below
+    "masked-wave": ({"FASTLAUNCH_SM90_SHARE": "wave"}, []),  # ... in wave plans (tiles counted on the device)
 }
 
 
@@ -50,7 +52,7 @@ def main(argv):
         ok, msg = R.run_checked(_C.fast_launch, R.generate_input(ms, ns, ks, g, 100 + i, device="cuda"))
         wrong += not ok
         print(f"{argv[1]} {i}: G={g} M={ms[:4]} N={ns[:4]} K={ks[:4]}: {'ok' if ok else 'WRONG ' + msg}")
-    if argv[1] == "masked":
+    if argv[1].startswith("masked"):
         for i, (g, max_m, n, k, counts) in enumerate([(3, 40, 256, 512, [0, 40, 7]), (2, 200, 128, 256, [200, 65])]):
             a, sfa, b, sfb, mm, out = R.generate_masked_input(g, max_m, n, k, counts, 200 + i, device="cuda")
             before = out.clone()
