@@ -15,6 +15,10 @@ layout with per-expert row counts, int32 or int64, on the device); both also run
 """
 import torch  # noqa: F401  (loads libtorch, which the extension links against)
 
+from . import _torch_fit
+
+_torch_fit.check()  # a torch that does not fit the build: a clear ImportError rather than the loader's
+
 from ._C import fast_launch, pack, unpack, supported_archs  # noqa: E402
 from .ops import grouped_gemm, grouped_mm_masked  # noqa: E402  (registers the torch.ops.fastlaunch ops)
 
