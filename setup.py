@@ -9,11 +9,21 @@ on its own for sm_100a and linked into fastlaunch._C (Sm100Build below).
 FASTLAUNCH_PTXAS_VERBOSE=1 prints registers/spills per kernel.
 FASTLAUNCH_BUILD_BENCH=1 also builds fastlaunch._bench, the competing launch paths that
 benchmarks/bench_launch.py times and the bare-launch floor benchmarks/bench_serving.py measures
-(tools/setup.sh sets it; wheels leave it out).
+(tools/setup.sh sets it; wheels leave it out, and a build without it drops a _bench left in build/lib by an
+earlier one).
+
+The extension runs only with the torch it was compiled against. The build records that torch in
+fastlaunch/_build_info.py (beside the built _C; `import fastlaunch` compares it with the torch it finds and
+raises ImportError on a mismatch), and a wheel requires exactly that torch (Requires-Dist: torch==<version>;
+an sdist keeps torch>=2.11). A CPU-only torch cannot build it (the extension links torch's CUDA libraries).
 """
+import glob
+import importlib.metadata
 import os
+import re
 import shutil
 import subprocess
+import sys
 
 from setuptools import setup
 
@@ -33,7 +43,46 @@ def _find_cuda_home():
 
 if _find_cuda_home():
     os.environ["CUDA_HOME"] = _find_cuda_home()
-from torch.utils.cpp_extension import CUDA_HOME, BuildExtension, CUDAExtension
+import torch  # noqa: E402
+from torch.utils.cpp_extension import CUDA_HOME, BuildExtension, CUDAExtension  # noqa: E402
+
+
+def _build_problem():
+    """Why the extension cannot be built with this torch and toolkit, in words (None when it can). torch's own
+    messages for both cases ("CUDA_HOME environment variable is not set") do not say what to change."""
+    if torch.version.cuda is None:
+        return (f"fastlaunch's extension links torch's CUDA libraries, and torch {torch.__version__} (in "
+                f"{os.path.dirname(torch.__file__)}) is a CPU-only build. Install a CUDA build of torch (no GPU is "
+                f"needed to build or import), e.g. `pip install torch --index-url "
+                f"https://download.pytorch.org/whl/cu130`, then build with `pip install --no-build-isolation .` so "
+                f"that the extension is built against that torch.")
+    if CUDA_HOME is None:
+        return ("nvcc not found: fastlaunch's kernels need the CUDA toolkit (12.8 or newer; tested with 13.0). Put "
+                "its bin/ on PATH or set CUDA_HOME to the toolkit's directory.")
+    return None
+
+
+def _torch_requirement():
+    """What the built distribution requires of torch: in a wheel (and an in-place build) exactly the torch built
+    against, by its installed distribution's version (a PyPI wheel's torch.__version__ may carry a local label,
+    +cu128, that its metadata lacks); in an sdist, which is built later against whichever torch is there,
+    torch>=2.11."""
+    if "sdist" in sys.argv:
+        return "torch>=2.11"
+    try:
+        return f"torch=={importlib.metadata.version('torch')}"
+    except importlib.metadata.PackageNotFoundError:  # a torch built from source, not installed as a distribution
+        return f"torch=={torch.__version__.split('+')[0]}"
+
+
+def _nvcc_version():
+    try:
+        out = subprocess.run([os.path.join(CUDA_HOME, "bin", "nvcc"), "--version"], capture_output=True,
+                             text=True).stdout
+    except OSError:
+        return None
+    found = re.search(r"release (\d+\.\d+)", out)
+    return found.group(1) if found else None
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 
@@ -56,7 +105,28 @@ nvcc_flags = [*common_nvcc_flags, *GENCODE]
 
 
 class Sm100Build(BuildExtension):
-    """Compiles SM100_SOURCES for sm_100a only and links the objects into fastlaunch._C."""
+    """Compiles SM100_SOURCES for sm_100a only and links the objects into fastlaunch._C; drops extensions of an
+    earlier build that this one does not make (fastlaunch._bench) and records the torch the extension is built
+    against (_build_info.py)."""
+
+    def run(self):
+        names = {ext.name.rsplit(".", 1)[-1] for ext in self.extensions}
+        for stale in glob.glob(os.path.join(self.build_lib, "fastlaunch", "_*.so")):
+            if os.path.basename(stale).split(".", 1)[0] not in names:
+                print(f"removing {stale}: an earlier build's extension that this build does not make")
+                os.remove(stale)
+        super().run()
+        info = (f'"""Written by setup.py with fastlaunch._C; not tracked. import fastlaunch checks TORCH_VERSION."""\n'
+                f"TORCH_VERSION = {torch.__version__!r}\n"
+                f"TORCH_CUDA = {torch.version.cuda!r}\n"
+                f"NVCC = {_nvcc_version()!r}\n")
+        dirs = {os.path.dirname(self.get_ext_fullpath("fastlaunch._C"))}
+        if getattr(self, "editable_mode", False):  # the extension is also copied into the source tree
+            dirs.add(os.path.join(ROOT, "fastlaunch"))
+        for d in dirs:
+            os.makedirs(d, exist_ok=True)
+            with open(os.path.join(d, "_build_info.py"), "w") as f:
+                f.write(info)
 
     def build_extensions(self):
         nvcc = os.path.join(CUDA_HOME, "bin", "nvcc") if CUDA_HOME else "nvcc"
@@ -80,6 +150,9 @@ class Sm100Build(BuildExtension):
         super().build_extensions()
 
 
+# Before CUDAExtension, which fails on either with torch's own message.
+if _build_problem():
+    sys.exit(f"error: {_build_problem()}")
 ext_modules = [
     CUDAExtension(
         name="fastlaunch._C",
@@ -104,9 +177,10 @@ if os.environ.get("FASTLAUNCH_BUILD_BENCH"):
         )
     )
 
-# Name, version, dependencies and package data live in pyproject.toml.
+# Name, version and package data live in pyproject.toml; the torch requirement is set here (_torch_requirement).
 setup(
     packages=["fastlaunch"],
+    install_requires=[_torch_requirement()],
     ext_modules=ext_modules,
     cmdclass={"build_ext": Sm100Build},
 )

@@ -7,12 +7,17 @@ fast_launch(data) takes data = (abc, sf, sf_reordered, sizes) as the GPU MODE ta
 checks it, launches one kernel on the current stream of the tensors' device and returns the list
 of the groups' c tensors, written in place.
 
-For torch.compile, CUDA graphs and serving engines, the same work as torch ops (fastlaunch/ops.py):
-grouped_gemm(a, b, sfa, sfb, c) (torch.ops.fastlaunch.grouped_gemm, the task layout as lists) and
-grouped_mm_masked(a, sfa, b, sfb, masked_m, out) (torch.ops.fastlaunch.grouped_mm_masked, the serving
-layout with per-expert row counts on the device); both also run on the CPU (the fp32 reference).
+For torch.compile, CUDA graphs and serving engines, the same work as torch ops (fastlaunch/ops.py), one
+argument convention, (a, sfa, b, sfb, <sizes>, out), out optional:
+grouped_gemm(a, sfa, b, sfb, c=None) (torch.ops.fastlaunch.grouped_gemm, the task layout as lists) and
+grouped_mm_masked(a, sfa, b, sfb, masked_m, out=None) (torch.ops.fastlaunch.grouped_mm_masked, the serving
+layout with per-expert row counts, int32 or int64, on the device); both also run on the CPU (the fp32 reference).
 """
 import torch  # noqa: F401  (loads libtorch, which the extension links against)
+
+from . import _torch_fit
+
+_torch_fit.check()  # a torch that does not fit the build: a clear ImportError rather than the loader's
 
 from ._C import fast_launch, pack, unpack, supported_archs  # noqa: E402
 from .ops import grouped_gemm, grouped_mm_masked  # noqa: E402  (registers the torch.ops.fastlaunch ops)

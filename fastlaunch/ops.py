@@ -1,13 +1,18 @@
 """torch ops over fastlaunch's kernels, for torch.compile, CUDA graphs and serving engines.
 
-    torch.ops.fastlaunch.grouped_gemm(Tensor[] a, Tensor[] b, Tensor[] sfa, Tensor[] sfb, Tensor(a!)[] c) -> ()
+    torch.ops.fastlaunch.grouped_gemm(Tensor[] a, Tensor[] sfa, Tensor[] b, Tensor[] sfb, Tensor(a!)[] c) -> ()
         The task layout, one group per list entry: a[g] [M, K//2, 1] and b[g] [N, K//2, 1] NVFP4 bytes, sfa[g] and
         sfb[g] the task's sf_reordered views, c[g] [M, N, 1] float16, written in place: c[g] = A[g] B[g]^T.
     torch.ops.fastlaunch.grouped_mm_masked(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor masked_m,
                                            Tensor(a!) out) -> ()
         The serving layout: a [G, max_m, K//2], sfa [G, ceil(max_m/128), K//64, 32, 4, 4], b [G, N, K//2],
-        sfb [G, ceil(N/128), K//64, 32, 4, 4], masked_m int32 [G] on the device, out [G, max_m, N] float16; expert g
-        writes rows 0 .. masked_m[g]-1 of out[g] and leaves the others as they were.
+        sfb [G, ceil(N/128), K//64, 32, 4, 4], masked_m int32 or int64 [G] on the device, out [G, max_m, N] float16;
+        expert g writes rows 0 .. masked_m[g]-1 of out[g] and leaves the others as they were.
+
+One argument convention for every op: (a, sfa, b, sfb, <sizes>, out), each operand followed by its scales, then the
+sizes that live on the device (masked_m; the task layout has none: its lists give every size), then the output.
+The wrappers take out as optional (allocated when absent, which the ops' schemas cannot express for a mutated
+argument) and return it.
 
 Each op has three kernels. CUDA: fastlaunch._C (fast_launch for grouped_gemm, _C.grouped_mm_masked for the masked
 op), whose C checks raise the errors. CPU: the fp32 reference of fastlaunch.reference (dequantise, fp32 matmul,
@@ -52,14 +57,14 @@ def _ceil128(x):
 
 # ============================================================================ the task layout (grouped_gemm)
 
-def _task_data(a, b, sfa, sfb, c):
+def _task_data(a, sfa, b, sfb, c):
     """The four-level input of fast_launch for the op's lists: abc, sf (the reordered scales again: the fast path
     checks only that level's structure), sf_reordered and sizes, M from a[g]'s rows, N from b[g]'s rows, K from
     b[g]'s row bytes."""
     G = len(a)
     if G < 1:
         raise ValueError("a must hold at least one group, got 0")
-    for field, lst in (("b", b), ("sfa", sfa), ("sfb", sfb), ("c", c)):
+    for field, lst in (("sfa", sfa), ("b", b), ("sfb", sfb), ("c", c)):
         if len(lst) != G:
             raise ValueError(f"{field} has {len(lst)} groups, expected {G} like a")
     sizes = []
@@ -130,15 +135,15 @@ def _check_task_meta(data) -> None:
                       (16, 4, kt * 512, 1, 512, nt * kt * 512), (("N", n), ("K", k)), _SCALE_LAYOUT, device)
 
 
-_GROUPED_GEMM_SCHEMA = "(Tensor[] a, Tensor[] b, Tensor[] sfa, Tensor[] sfb, Tensor(a!)[] c) -> ()"
+_GROUPED_GEMM_SCHEMA = "(Tensor[] a, Tensor[] sfa, Tensor[] b, Tensor[] sfb, Tensor(a!)[] c) -> ()"
 
 
 @torch.library.custom_op("fastlaunch::grouped_gemm", mutates_args=("c",), device_types="cpu",
                          schema=_GROUPED_GEMM_SCHEMA)
-def _grouped_gemm_op(a: list[torch.Tensor], b: list[torch.Tensor], sfa: list[torch.Tensor], sfb: list[torch.Tensor],
+def _grouped_gemm_op(a: list[torch.Tensor], sfa: list[torch.Tensor], b: list[torch.Tensor], sfb: list[torch.Tensor],
                      c: list[torch.Tensor]) -> None:
     # CPU: fast_launch's own checks (without the device ones: _C.unpack), then the fp32 reference into each c.
-    data = _task_data(a, b, sfa, sfb, c)
+    data = _task_data(a, sfa, b, sfb, c)
     _C.unpack(data)
     for (ag, bg, cg), (sag, sbg), (m, n, _k, _l) in zip(data[0], data[2], data[3]):
         prod = _R.dequantize(ag, _R.unreorder_scales(sag, m)) @ _R.dequantize(bg, _R.unreorder_scales(sbg, n)).T
@@ -146,30 +151,39 @@ def _grouped_gemm_op(a: list[torch.Tensor], b: list[torch.Tensor], sfa: list[tor
 
 
 @_grouped_gemm_op.register_kernel("cuda")
-def _grouped_gemm_cuda(a, b, sfa, sfb, c) -> None:
-    _C.fast_launch(_task_data(a, b, sfa, sfb, c))
+def _grouped_gemm_cuda(a, sfa, b, sfb, c) -> None:
+    _C.fast_launch(_task_data(a, sfa, b, sfb, c))
 
 
 @_grouped_gemm_op.register_fake
-def _grouped_gemm_fake(a, b, sfa, sfb, c) -> None:
-    _check_task_meta(_task_data(a, b, sfa, sfb, c))
+def _grouped_gemm_fake(a, sfa, b, sfb, c) -> None:
+    _check_task_meta(_task_data(a, sfa, b, sfb, c))
 
 
-def grouped_gemm(a: Sequence[torch.Tensor], b: Sequence[torch.Tensor], sfa: Sequence[torch.Tensor],
-                 sfb: Sequence[torch.Tensor], c: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+def grouped_gemm(a: Sequence[torch.Tensor], sfa: Sequence[torch.Tensor], b: Sequence[torch.Tensor],
+                 sfb: Sequence[torch.Tensor], c: Sequence[torch.Tensor] | None = None) -> list[torch.Tensor]:
     """NVFP4 grouped GEMM in the task layout, through torch.ops.fastlaunch.grouped_gemm; returns the c tensors,
-    written in place.
+    written in place (allocated first when c is None).
 
-    For each group g, with M = a[g].shape[0], N = b[g].shape[0], K = 2 * b[g].shape[1]:
+    For each group g, with M = a[g].shape[0], N = b[g].shape[0], K = 2 * b[g].shape[1] (the lists give every size:
+    there is no sizes argument):
       a[g]: [M, K//2, 1] float4_e2m1fn_x2 (or uint8), strides (K//2, 1, M*K//2); b[g]: [N, K//2, 1] likewise;
       sfa[g], sfb[g]: float8_e4m3fn scales as the task's sf_reordered views ([32, 4, ceil(M/128), 4, K//64, 1], the
         permuted view (3, 4, 1, 5, 2, 0) of a contiguous (1, ceil(M/128), K//64, 32, 4, 4) array);
       c[g]: [M, N, 1] float16, strides (N, 1, M*N): every element written with A[g] B[g]^T (fp32 accumulation).
+        When c is None, each c[g] is a new float16 [M, N, 1] tensor on a[g]'s device.
     K must be a multiple of 64. On CUDA this is fastlaunch.fast_launch (all tensors on one device, data 16-byte
     aligned, c 2-byte aligned); on the CPU the fp32 reference. Errors name the group, the field, what was expected
     and what was given. Works under torch.compile (fullgraph) and in CUDA graph capture."""
-    c = list(c)
-    torch.ops.fastlaunch.grouped_gemm(list(a), list(b), list(sfa), list(sfb), c)
+    a, sfa, b, sfb = list(a), list(sfa), list(b), list(sfb)
+    if c is None:
+        if len(b) != len(a):
+            raise ValueError(f"b has {len(b)} groups, expected {len(a)} like a")
+        c = [torch.empty((x.shape[0], y.shape[0], 1), dtype=torch.float16, device=x.device) if x.dim() >= 1 and
+             y.dim() >= 1 else torch.empty(0, dtype=torch.float16, device=x.device) for x, y in zip(a, b)]
+    else:
+        c = list(c)
+    torch.ops.fastlaunch.grouped_gemm(a, sfa, b, sfb, c)
     return c
 
 
@@ -197,9 +211,13 @@ def _masked_check(field, t, dtypes, expected_dtype, shape, names, device):
         raise ValueError(f"{field} is on {t.device}, expected {device} like a")
 
 
-def _check_masked_meta(a, sfa, b, sfb, masked_m, out) -> None:
+_COUNT_DTYPES = (torch.int32, torch.int64)  # masked_m in the ops (fastlaunch._C.grouped_mm_masked: int32 only)
+
+
+def _check_masked_meta(a, sfa, b, sfb, masked_m, out, count_dtypes=(torch.int32,)) -> None:
     """The masked op's checks on metadata alone (masked_m's values are never read), in argument order: a, sfa, b,
-    sfb, masked_m, out; each: dtype, shape, contiguous strides, device. G, max_m and K come from a, N from b."""
+    sfb, masked_m, out; each: dtype, shape, contiguous strides, device. G, max_m and K come from a, N from b.
+    count_dtypes: what masked_m may be (the default, int32, is what fastlaunch._C.grouped_mm_masked takes)."""
     if a.dim() != 3:
         raise ValueError(f"a has shape {_dims(a)}, expected (G, max_m, K//2)")
     if b.dim() != 3:
@@ -223,7 +241,8 @@ def _check_masked_meta(a, sfa, b, sfb, masked_m, out) -> None:
     _masked_check("b", b, _FP4_DTYPES, fp4, (G, n, kb), (("G", G), ("N", n), ("K", k)), dev)
     _masked_check("sfb", sfb, e4m3, "float8_e4m3fn", (G, _ceil128(n), k // 64, 32, 4, 4),
                   (("G", G), ("N", n), ("K", k)), dev)
-    _masked_check("masked_m", masked_m, (torch.int32,), "int32", (G,), (("G", G),), dev)
+    _masked_check("masked_m", masked_m, count_dtypes, " or ".join(_name(d) for d in count_dtypes), (G,),
+                  (("G", G),), dev)
     _masked_check("out", out, _MASKED_OUT_DTYPES, out_names, (G, max_m, n), (("G", G), ("max_m", max_m), ("N", n)),
                   dev)
 
@@ -237,7 +256,7 @@ def _grouped_mm_masked_op(a: torch.Tensor, sfa: torch.Tensor, b: torch.Tensor, s
                           masked_m: torch.Tensor, out: torch.Tensor) -> None:
     # CPU: the checks, then the fp32 reference into rows < masked_m[g] only (reading masked_m here is a host read of
     # host memory; ref_masked raises on values outside 0..max_m).
-    _check_masked_meta(a, sfa, b, sfb, masked_m, out)
+    _check_masked_meta(a, sfa, b, sfb, masked_m, out, _COUNT_DTYPES)
     ref = _R.ref_masked(a, sfa, b, sfb, masked_m)
     for e, m in enumerate(masked_m.tolist()):
         if m:
@@ -251,17 +270,21 @@ def _grouped_mm_masked_cuda(a, sfa, b, sfb, masked_m, out) -> None:
         raise RuntimeError("fastlaunch._C has no grouped_mm_masked: this build of the extension has no masked "
                            "grouped GEMM kernel (rebuild fastlaunch from a source tree that has it); the CPU "
                            "implementation of torch.ops.fastlaunch.grouped_mm_masked still works")
+    if masked_m.dtype == torch.int64:  # the kernel reads int32 counts: one small device-side conversion, no sync
+        _check_masked_meta(a, sfa, b, sfb, masked_m, out, _COUNT_DTYPES)  # masked_m's shape and device first
+        masked_m = masked_m.to(torch.int32)
     kernel(a, sfa, b, sfb, masked_m, out)
 
 
 @_grouped_mm_masked_op.register_fake
 def _grouped_mm_masked_fake(a, sfa, b, sfb, masked_m, out) -> None:
-    _check_masked_meta(a, sfa, b, sfb, masked_m, out)
+    _check_masked_meta(a, sfa, b, sfb, masked_m, out, _COUNT_DTYPES)
 
 
 def grouped_mm_masked(a: torch.Tensor, sfa: torch.Tensor, b: torch.Tensor, sfb: torch.Tensor,
-                      masked_m: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
-    """Masked NVFP4 grouped GEMM in the serving layout, through torch.ops.fastlaunch.grouped_mm_masked; returns out.
+                      masked_m: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+    """Masked NVFP4 grouped GEMM in the serving layout, through torch.ops.fastlaunch.grouped_mm_masked; returns out
+    (allocated first when None).
 
     With G experts, max_m rows of capacity per expert, N outputs and K (a multiple of 64) inputs:
       a: [G, max_m, K//2] float4_e2m1fn_x2 (or uint8), contiguous: NVFP4 activations, two values a byte (the lower
@@ -270,10 +293,16 @@ def grouped_mm_masked(a: torch.Tensor, sfa: torch.Tensor, b: torch.Tensor, sfb: 
         row, row i and K block j of expert g at [g, i//128, j//4, i%32, (i%128)//32, j%4]
         (fastlaunch.reference.block_scales builds it from plain [rows, K//16] scales);
       b: [G, N, K//2] and sfb: [G, ceil(N/128), K//64, 32, 4, 4] likewise (the stacked expert weights);
-      masked_m: int32 [G] on the same device: expert g computes rows 0 .. masked_m[g]-1, 0 <= masked_m[g] <= max_m;
+      masked_m: int32 or int64 [G] on the same device: expert g computes rows 0 .. masked_m[g]-1,
+        0 <= masked_m[g] <= max_m (int64 counts, e.g. from a sum, cost one small int32 conversion on the device);
       out: [G, max_m, N] float16, contiguous: out[g, :masked_m[g]] = A[g, :masked_m[g]] B[g]^T (fp32
-        accumulation); rows at and past masked_m[g] are not written.
+        accumulation); rows at and past masked_m[g] are not written. When None, a new uninitialised tensor on a's
+        device (its rows past masked_m[g] hold whatever the allocator left there).
     The host never reads masked_m on CUDA (no synchronisation: the call can be captured in a CUDA graph once and
     replayed with new masked_m contents); the CPU implementation reads it. Works under torch.compile (fullgraph)."""
+    if out is None:
+        if a.dim() != 3 or b.dim() != 3:
+            _check_masked_meta(a, sfa, b, sfb, masked_m, a, _COUNT_DTYPES)  # raises the shape error
+        out = torch.empty((a.shape[0], a.shape[1], b.shape[1]), dtype=torch.float16, device=a.device)
     torch.ops.fastlaunch.grouped_mm_masked(a, sfa, b, sfb, masked_m, out)
     return out

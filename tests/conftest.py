@@ -26,7 +26,8 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.gpu)
 
 
-# Random tests draw their seeds from one base seed per run: printed in the report header, set with
+# Random tests draw their seeds from one base seed per run: printed in the report header and at the end of
+# every run (with -q too), set with
 # FASTLAUNCH_TEST_SEED=N to repeat a run, and each drawn seed printed by fresh_seed (pytest shows it with a
 # failure's output).
 BASE_SEED = int(os.environ.get("FASTLAUNCH_TEST_SEED") or random.randrange(1 << 30))
@@ -39,6 +40,11 @@ def fresh_seed():
     _last_seed += 1
     print(f"seed {_last_seed} (run with FASTLAUNCH_TEST_SEED={BASE_SEED})")
     return _last_seed
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The base seed at the end of every run, -q included (-q hides the report header)."""
+    terminalreporter.write_line(f"random seeds from FASTLAUNCH_TEST_SEED={BASE_SEED} (set it to repeat this run)")
 
 
 def pytest_report_header(config):

@@ -1,5 +1,7 @@
 """Diagnostics for the sm90 kernel on a GPU: structured inputs that show which K values the kernel
-pairs, which outputs it writes, and how errors are distributed. Prints findings; exits 1 on a mismatch."""
+pairs, which outputs it writes, and how errors are distributed. Prints findings; exits 1 on a mismatch.
+Needs a CUDA GPU (tools/gpu_check.sh runs it as its diag step)."""
+import argparse
 import os
 import sys
 
@@ -63,6 +65,7 @@ def random_case(ms, ns, ks, full_range=False):
 
 
 if __name__ == "__main__":
+    argparse.ArgumentParser(prog="python tools/diag_sm90.py", description=__doc__).parse_args()
     results = [
         onehot_case(64, 64, 64),
         onehot_case(16, 128, 64),

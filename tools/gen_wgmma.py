@@ -2,9 +2,12 @@
 
 The inline-asm operand lists (N/2 accumulators each) are too long to write by hand; this script is
 the source of truth and tests/cpu/test_reference.py checks that the header is up to date.
-Run: python tools/gen_wgmma.py
+Without options it only checks (exit 1 when the header differs from what it would write); --write writes it,
+and only when its contents change (an unchanged header keeps its time, so no build recompiles for it).
 """
+import argparse
 import pathlib
+import sys
 
 N_VALUES = list(range(16, 257, 16))
 HEADER = pathlib.Path(__file__).resolve().parent.parent / "kernels" / "ptx" / "wgmma_rs.cuh"
@@ -63,6 +66,23 @@ def render() -> str:
     return "".join(parts)
 
 
-if __name__ == "__main__":
-    HEADER.write_text(render())
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python tools/gen_wgmma.py", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--write", action="store_true", help="write kernels/ptx/wgmma_rs.cuh where it differs")
+    args = ap.parse_args(argv)
+    text = render()
+    current = HEADER.read_text() if HEADER.exists() else None
+    if current == text:
+        print(f"{HEADER} is up to date")
+        return 0
+    if not args.write:
+        print(f"{HEADER} differs from what this script writes: python tools/gen_wgmma.py --write")
+        return 1
+    HEADER.write_text(text)
     print(f"wrote {HEADER}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# One call on a GPU machine: build, inspect SASS, then the named steps (default: all).
-#   tools/gpu_check.sh [diag] [tests] [stress] [main] [bench] [extra] [launch] [serving] [eval] [sweep]
-#                      [sanitize] [soak]
+# usage: tools/gpu_check.sh [--help] [diag] [tests] [stress] [main] [bench] [extra] [launch] [serving] [eval] [sweep]
+#                          [sanitize] [soak]
+# One call on a GPU machine: build, inspect SASS, then the named steps (default: diag tests stress main bench
+# launch serving).
 # (extra: bench_kernels on the task's test shapes and EXTRA_RANDOM random shapes (default 8, seed
 # EXTRA_SEED or a fresh one), against cuBLAS; stress: every forced kind of plan repeated on fresh data,
 # tools/stress_sm90.py, STRESS_REPS times each, default 20; sanitize: compute-sanitizer's memcheck, racecheck,
@@ -10,7 +11,8 @@
 # tools/sanitize/racecheck_probe.cu (PROBE_VARIANTS to narrow them), a line each; soak: tools/soak.py for SOAK_MINUTES
 # (default 10) with SOAK_THREADS threads (default 3), seed SOAK_SEED or a fresh one, its JSON to $OUT/soak.json)
 # JSON and PNG results go to $OUT (default ./out), logs (build, SASS, each step's output) to $LOGS
-# (default: $OUT too). Uses the machine's own python3 and torch.
+# (default: $OUT too). Uses the machine's own python3 and torch (PYTHON=<python> for another).
+case "${1:-}" in -h|--help) sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "$0"; exit 0 ;; esac
 set -u -o pipefail  # a step fails when its command does, not only its tee
 OUT=${OUT:-out}
 LOGS=${LOGS:-$OUT}

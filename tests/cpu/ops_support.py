@@ -14,9 +14,9 @@ _BYTE_DTYPES = (torch.float8_e4m3fn, torch.float4_e2m1fn_x2)
 
 
 def task_args(data):
-    """The task tuple (abc, sf, sf_reordered, sizes) as grouped_gemm's lists (a, b, sfa, sfb, c)."""
+    """The task tuple (abc, sf, sf_reordered, sizes) as grouped_gemm's lists (a, sfa, b, sfb, c)."""
     abc, _sf, sf_r, _sizes = data
-    return ([t[0] for t in abc], [t[1] for t in abc], [s[0] for s in sf_r], [s[1] for s in sf_r],
+    return ([t[0] for t in abc], [s[0] for s in sf_r], [t[1] for t in abc], [s[1] for s in sf_r],
             [t[2] for t in abc])
 
 

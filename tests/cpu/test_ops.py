@@ -19,7 +19,7 @@ MM = torch.ops.fastlaunch.grouped_mm_masked.default
 
 
 def test_schemas_and_exports():
-    assert str(GG._schema) == ("fastlaunch::grouped_gemm(Tensor[] a, Tensor[] b, Tensor[] sfa, Tensor[] sfb, "
+    assert str(GG._schema) == ("fastlaunch::grouped_gemm(Tensor[] a, Tensor[] sfa, Tensor[] b, Tensor[] sfb, "
                                "Tensor(a!)[] c) -> ()")
     assert str(MM._schema) == ("fastlaunch::grouped_mm_masked(Tensor a, Tensor sfa, Tensor b, Tensor sfb, "
                                "Tensor masked_m, Tensor(a!) out) -> ()")
@@ -80,8 +80,8 @@ def test_grouped_gemm_cpu_matches_the_reference():
                                 fp4_dtype=i % 3 != 0, scale_pad=0x7F)  # NaN scale bytes in the padding rows
         ref = R.ref_kernel(R.clone_outputs(data))
         R.poison(data)
-        a, b, sfa, sfb, c = task_args(data)
-        got = fastlaunch.grouped_gemm(a, b, sfa, sfb, c)
+        a, sfa, b, sfb, c = task_args(data)
+        got = fastlaunch.grouped_gemm(a, sfa, b, sfb, c)
         assert [x.data_ptr() for x in got] == [x.data_ptr() for x in c]
         ok, msg = R.check(got, ref)
         assert ok, f"shape {(g, ms, ns, ks)}: {msg}"
@@ -132,6 +132,38 @@ def test_grouped_mm_masked_cpu_rejects_counts_outside_0_to_max_m():
             fastlaunch.grouped_mm_masked(a, sfa, b, sfb, masked_m, out)
 
 
+def test_ops_share_one_argument_order_and_allocate_out_when_absent():
+    # (a, sfa, b, sfb, <sizes>, out) for both wrappers; out optional, allocated on a's device.
+    data = R.generate_input([40, 1], [72, 16], [128, 64], 2, fresh_seed(), device="cpu")
+    ref = R.ref_kernel(R.clone_outputs(data))
+    a, sfa, b, sfb, _c = task_args(data)
+    got = fastlaunch.grouped_gemm(a, sfa, b, sfb)
+    assert [tuple(x.shape) for x in got] == [(40, 72, 1), (1, 16, 1)] and all(x.dtype == torch.float16 for x in got)
+    ok, msg = R.check(got, ref)
+    assert ok, msg
+    a, sfa, b, sfb, masked_m, _out = R.generate_masked_input(3, 20, 16, 128, [20, 0, 7], fresh_seed(), device="cpu")
+    ref = R.ref_masked(a, sfa, b, sfb, masked_m)
+    out = fastlaunch.grouped_mm_masked(a, sfa, b, sfb, masked_m)
+    assert out.shape == (3, 20, 16) and out.dtype == torch.float16 and out.is_contiguous()
+    ok, msg = R.check_masked(out, ref, masked_m, out.clone())
+    assert ok, msg
+
+
+def test_grouped_mm_masked_takes_int64_counts():
+    # a count made with sum() is int64: the op takes it as it is (the CUDA kernel converts it on the device).
+    a, sfa, b, sfb, masked_m, out = R.generate_masked_input(3, 20, 16, 128, [5, 20, 0], fresh_seed(), device="cpu")
+    want = fastlaunch.grouped_mm_masked(a, sfa, b, sfb, masked_m, out.clone())
+    counts = torch.stack([torch.ones(int(m), dtype=torch.int32).sum() for m in masked_m])
+    assert counts.dtype == torch.int64
+    got = fastlaunch.grouped_mm_masked(a, sfa, b, sfb, counts, out.clone())
+    assert torch.equal(got[0, :5], want[0, :5]) and torch.equal(got[1], want[1])
+    assert _fake_error(MM, [a, sfa, b, sfb, counts, out]) is None
+    assert _fake_error(MM, [a, sfa, b, sfb, counts, out], device="cuda") is None
+    # the CUDA kernel's conversion keeps the checks: a bad count shape is named before any device work
+    with pytest.raises(ValueError, match=r"^masked_m has shape \(2,\), expected \(3,\) for G=3$"):
+        ops._grouped_mm_masked_cuda(a, sfa, b, sfb, counts[:2], out)
+
+
 def test_masked_cuda_kernel_missing_from_the_extension_raises():
     if hasattr(_C, "grouped_mm_masked"):
         pytest.skip("this build of fastlaunch._C has grouped_mm_masked (tests/gpu/test_ops_gpu.py runs it)")
@@ -172,7 +204,7 @@ def _task_cases():
 
     def case(name, field, g, value, expected):
         args = [list(x) for x in task_args(data)]
-        idx = ("a", "b", "sfa", "sfb", "c").index(field)
+        idx = ("a", "sfa", "b", "sfb", "c").index(field)
         if g is None:
             args[idx] = value
         else:
@@ -222,12 +254,12 @@ def test_grouped_gemm_fake_on_cuda_checks_devices_like_fast_launch():
     assert _fake_error(GG, args, device="cuda") is None  # all on one CUDA device: accepted
     mode = FakeTensorMode()
     with mode:
-        fa, fb, fsa, fsb, fc = ([mode.from_tensor(t).to("cuda") for t in x] for x in args)
+        fa, fsa, fb, fsb, fc = ([mode.from_tensor(t).to("cuda") for t in x] for x in args)
         fc[1] = mode.from_tensor(args[4][1])  # group 1's c left on the CPU
-        assert _error(lambda: GG(fa, fb, fsa, fsb, fc)) == (
+        assert _error(lambda: GG(fa, fsa, fb, fsb, fc)) == (
             ValueError, "group 1: c must be on a CUDA device, got cpu")
         fc[1] = mode.from_tensor(args[4][1]).to("cuda:1")
-        assert _error(lambda: GG(fa, fb, fsa, fsb, fc)) == (
+        assert _error(lambda: GG(fa, fsa, fb, fsb, fc)) == (
             ValueError, "group 1: c is on cuda:1, expected cuda:0 like group 0's a")
     # fast_launch's own text for a CPU tensor, the same pattern
     assert _error(lambda: fastlaunch.fast_launch(data)) == (ValueError, "group 0: a must be on a CUDA device, got cpu")
@@ -255,7 +287,7 @@ def _masked_cases_bad():
          "b has strides (128, 384, 1), expected (9216, 128, 1) (contiguous)")
     case("sfb shape", 3, sfb[:, :, :2], ValueError,
          "sfb has shape (3, 1, 2, 32, 4, 4), expected (3, 1, 4, 32, 4, 4) for G=3, N=72, K=256")
-    case("masked_m dtype", 4, masked_m.long(), TypeError, "masked_m must be int32, got int64")
+    case("masked_m dtype", 4, masked_m.short(), TypeError, "masked_m must be int32 or int64, got int16")
     case("masked_m shape", 4, masked_m[:2], ValueError, "masked_m has shape (2,), expected (3,) for G=3")
     case("out dtype", 5, out.to(torch.bfloat16), TypeError, "out must be float16, got bfloat16")
     case("out shape", 5, out[:, :100], ValueError,
@@ -330,15 +362,32 @@ def test_compiled_grouped_gemm_matches_eager():
     data = R.generate_input([40, 1, 130], [72, 128, 16], [128, 64, 192], 3, fresh_seed(), device="cpu")
     ref = R.ref_kernel(R.clone_outputs(data))
     R.poison(data)
-    a, b, sfa, sfb, c = task_args(data)
+    a, sfa, b, sfb, c = task_args(data)
 
-    def step(a, b, sfa, sfb, c):
-        out = fastlaunch.grouped_gemm(a, b, sfa, sfb, c)
+    def step(a, sfa, b, sfb, c):
+        out = fastlaunch.grouped_gemm(a, sfa, b, sfb, c)
         return [x.sum() for x in out]
 
     graphs = []
-    sums = torch.compile(step, fullgraph=True, backend=_recording("inductor", graphs))(a, b, sfa, sfb, c)
+    sums = torch.compile(step, fullgraph=True, backend=_recording("inductor", graphs))(a, sfa, b, sfb, c)
     assert len(graphs) == 1 and len(_op_calls(graphs[0], "fastlaunch.grouped_gemm")) == 1
     ok, msg = R.check(c, ref)  # written in place through the compiled graph
     assert ok, msg
     assert [s.item() for s in sums] == [x.sum().item() for x in c]
+
+
+def test_compiled_masked_op_without_out_and_with_int64_counts_traces_whole():
+    # The wrappers' conveniences (out allocated, int64 counts) stay inside one graph.
+    torch._dynamo.reset()
+    a, sfa, b, sfb, masked_m, _out = R.generate_masked_input(3, 20, 16, 128, [5, 20, 0], fresh_seed(), device="cpu")
+
+    def step(a, sfa, b, sfb, onehot):
+        out = fastlaunch.grouped_mm_masked(a, sfa, b, sfb, onehot.sum(0))  # int64 counts
+        return out[:2, :5]  # experts 0 and 1 have at least 5 rows; expert 2's rows are never written
+
+    onehot = (torch.arange(3).repeat_interleave(masked_m.long())[:, None] == torch.arange(3)).int()
+    graphs = []
+    got = torch.compile(step, fullgraph=True, backend=_recording("aot_eager", graphs))(a, sfa, b, sfb, onehot)
+    assert len(graphs) == 1 and len(_op_calls(graphs[0], "fastlaunch.grouped_mm_masked")) == 1
+    ref = R.ref_masked(a, sfa, b, sfb, masked_m)
+    assert torch.equal(got, ref[:2, :5].half())

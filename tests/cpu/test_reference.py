@@ -75,7 +75,7 @@ def test_generated_wgmma_header_is_current():
         import gen_wgmma
     finally:
         sys.path.pop(0)
-    assert header.read_text() == gen_wgmma.render(), "run: python tools/gen_wgmma.py"
+    assert header.read_text() == gen_wgmma.render(), "run: python tools/gen_wgmma.py --write"
 
 
 def test_main_job_without_gpu_times_the_host_path():

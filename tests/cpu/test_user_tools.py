@@ -1,5 +1,9 @@
 """The user's tools run exactly as README.md shows them: from the clone's root, `python <script>`, no
-PYTHONPATH; `--help` and `--dry-run` (no GPU needed) succeed, and every script README.md names exists."""
+PYTHONPATH; every script answers `--help` with its usage and does nothing else; `--dry-run` (no GPU needed)
+succeeds; every script README.md names exists. (tests/cpu/test_readme_commands.py runs the README's commands
+in a fresh shell, in the environment set-up made.)"""
+import concurrent.futures
+import glob
 import os
 import re
 import subprocess
@@ -8,24 +12,52 @@ import sys
 import pytest
 
 from conftest import ROOT
+from tools_support import HAS_VENV, changes, program, readme_commands, snapshot
 
 # a user's environment: nothing points Python at the clone
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
 DRY_RUN = ["benchmarks/bench_kernels.py", "benchmarks/bench_launch.py", "benchmarks/bench_scaling.py",
            "benchmarks/bench_serving.py",
            "benchmarks/eval.py", "tools/b200_check.py", "tools/soak.py"]
-HELP = DRY_RUN + ["tools/stress_sm90.py"]
+# Every script of the clone (tools/sanitize/ answers with its own usage line: `cases.py FAMILY | --list`).
+SCRIPTS = sorted(os.path.relpath(p, ROOT) for pattern in ("benchmarks/*.py", "tools/*.py", "tools/*.sh",
+                                                          "tools/tuning/*.py", "tools/tuning/*.sh", ".ci/run")
+                 for p in glob.glob(os.path.join(ROOT, pattern)))
 
 
 def run(*argv):
     return subprocess.run([sys.executable, *argv], cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=600)
 
 
-@pytest.mark.parametrize("script", HELP)
-def test_help(script):
-    out = run(script, "--help")
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.startswith("usage:"), out.stdout[:200]
+def _help(script):
+    cmd = [sys.executable, script] if script.endswith(".py") else [os.path.join(ROOT, script)]
+    out = subprocess.run([*cmd, "--help"], cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=600)
+    return script, out
+
+
+def test_every_script_answers_help_and_does_nothing_else():
+    # The scripts the README shows are run with --help in a fresh shell by test_readme_commands.py where set-up's
+    # .venv exists; the others here.
+    assert len(SCRIPTS) >= 25, SCRIPTS
+    shown = {program(c) for c in readme_commands()} if HAS_VENV else set()
+    before = snapshot()
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(_help, [s for s in SCRIPTS if s not in shown]))
+    bad = [f"{s}: exit {o.returncode}, stdout {o.stdout[:200]!r}, stderr {o.stderr[-500:]!r}" for s, o in results
+           if o.returncode != 0 or not o.stdout.startswith("usage:")]
+    assert not bad, "\n".join(bad)
+    changed = changes(before, snapshot())
+    assert not changed, f"--help changed {changed}"
+
+
+def test_generator_writes_only_when_asked():
+    header = os.path.join(ROOT, "kernels", "ptx", "wgmma_rs.cuh")
+    before = os.stat(header).st_mtime_ns
+    out = run("tools/gen_wgmma.py")
+    assert out.returncode == 0 and "up to date" in out.stdout, out.stdout + out.stderr
+    out = run("tools/gen_wgmma.py", "--write")  # the same bytes: not rewritten
+    assert out.returncode == 0 and "up to date" in out.stdout, out.stdout + out.stderr
+    assert os.stat(header).st_mtime_ns == before
 
 
 @pytest.mark.parametrize("script", DRY_RUN)

@@ -58,8 +58,8 @@ def test_grouped_gemm_op_cuda_matches_the_reference(shape):
     data = R.generate_input(ms, ns, ks, g, fresh_seed(), device="cuda")
     ref = R.ref_kernel(R.clone_outputs(data))
     R.poison(data)
-    a, b, sfa, sfb, c = S.task_args(data)
-    out = fastlaunch.grouped_gemm(a, b, sfa, sfb, c)
+    a, sfa, b, sfb, c = S.task_args(data)
+    out = fastlaunch.grouped_gemm(a, sfa, b, sfb, c)
     torch.cuda.synchronize()
     assert [x.data_ptr() for x in out] == [x.data_ptr() for x in c]
     ok, msg = R.check(out, ref)
@@ -70,15 +70,15 @@ def test_grouped_gemm_op_replays_in_a_cuda_graph_with_new_data():
     ms, ns, ks = [96, 40, 200], [128, 200, 256], [256, 512, 128]
     seed = fresh_seed()
     data = R.generate_input(ms, ns, ks, 3, seed, device="cuda")
-    a, b, sfa, sfb, c = S.task_args(data)
+    a, sfa, b, sfb, c = S.task_args(data)
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
-        fastlaunch.grouped_gemm(a, b, sfa, sfb, c)  # warm-up off the capture
+        fastlaunch.grouped_gemm(a, sfa, b, sfb, c)  # warm-up off the capture
     torch.cuda.current_stream().wait_stream(side)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        fastlaunch.grouped_gemm(a, b, sfa, sfb, c)
+        fastlaunch.grouped_gemm(a, sfa, b, sfb, c)
     for step in range(1, 4):
         new = R.generate_input(ms, ns, ks, 3, seed + step, device="cuda")
         for dst, src in zip(S.task_args(data)[:4], S.task_args(new)[:4]):

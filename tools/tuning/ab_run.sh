@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# usage: tools/tuning/ab_run.sh [--help] [mode ...]
 # On a GPU machine: builds the working tree and every tree under .ab/ (tools/tuning/ab_prepare.sh) at the
 # same time, checks each (GPU tests; AB_TESTS=0: none, AB_TESTS="worktree v17": those trees only), then
 # times each with tools/tuning/sweep_sm90.py (modes: the arguments, default "auto") on each shape set of
@@ -6,6 +7,7 @@
 # other in each round and in reverse order every other round (so no tree always runs first), and
 # prints one table per set.
 #   bash tools/tuning/ab_run.sh [mode ...]        e.g. AB_ROUNDS=3 AB_SETS="bench tests" bash tools/tuning/ab_run.sh auto
+case "${1:-}" in -h|--help) sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "$0"; exit 0 ;; esac
 set -u
 root=$(cd "$(dirname "$0")/../.." && pwd)
 export PYTHONUNBUFFERED=1 PYTHONWARNINGS=ignore

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Nsight Compute on the sm90 kernel for one benchmark shape (needs a machine where ncu reads counters).
-# tools/tuning/ncu_sm90.sh [shape index] ; reports under $OUT
+# usage: tools/tuning/ncu_sm90.sh [--help] [shape index]
+# Nsight Compute on the sm90 kernel for one benchmark shape (needs a machine where ncu reads counters); reports
+# under $OUT (default out).
+case "${1:-}" in -h|--help) sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "$0"; exit 0 ;; esac
 set -u
 OUT=${OUT:-out}; mkdir -p "$OUT"
 PY=${PYTHON:-python3}
