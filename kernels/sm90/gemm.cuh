@@ -492,7 +492,7 @@ __device__ __forceinline__ void group_gemm(const Params<MAXG>& p) {
   // grid that wrote masked_m, group g's tiles (its planned width and B blocks, the rows it has) go to
   // shared memory, and warp 0 sums them up into each group's tile end.
   const int32_t* row_ends = p.tile_end;  // (read by the masked form's Share only)
-  if constexpr (MASKED) {
+  if constexpr (MASKED && BUILD == kBuildMain) {
     if (p.wave_tiles) {
       int32_t* ends = reinterpret_cast<int32_t*>(smem + kOffRowTileEnds);
       ptx::griddep_wait();
@@ -525,7 +525,7 @@ __device__ __forceinline__ void group_gemm(const Params<MAXG>& p) {
 
   if (wg == 0) {
     ptx::setmaxnreg_dec<kProducerRegs>();
-    Share<MASKED> share(p, blockIdx.x, row_ends);
+    Share<MASKED, BUILD == kBuildMain && !HALF && !RED> share(p, blockIdx.x, row_ends);
     if (warp == 0) {
       // ---------------------------------------------------------- B producer
       // The B maps come from the kernel parameters, or else from the conversion kernel: wait for it.
@@ -631,7 +631,7 @@ __device__ __forceinline__ void group_gemm(const Params<MAXG>& p) {
     const int wq = warp % 4;        // warp inside the warpgroup: 16 rows each
     const int c = lane % 4;         // K block of the stage this thread dequantises
     const int r0 = (HALF ? 0 : 64 * cw) + 16 * wq + lane / 4;  // tile-local B rows r0 and r0 + 8
-    Share<MASKED> share(p, blockIdx.x, row_ends);
+    Share<MASKED, BUILD == kBuildMain && !HALF && !RED> share(p, blockIdx.x, row_ends);
     ConsumerPos pos;  // the place in the ring
     uint64_t* tr = threadIdx.x == 128 ? p.trace : nullptr;
     int32_t* pending = nullptr;  // the flag of partial sums written, not yet raised

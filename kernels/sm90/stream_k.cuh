@@ -30,7 +30,7 @@ __device__ __forceinline__ Tile decode_tile(const Params<MAXG>& p, int t, int g,
   const int local = t - (g ? tile_end[g - 1] : 0);
   Tile tile;
   tile.g = g;
-  if (p.wave_tiles) {
+  if (p.wave_tiles) {  // (a plan of the main build)
     const int tn = (gr.n + BN - 1) / BN;
     tile.m0 = (local / tn) * gr.width;
     tile.n0 = (local % tn) * BN;
@@ -54,7 +54,9 @@ struct Unit {
 // masked form, whose wave plans' tiles are those that hold rows this call (`ends`: their groups' tile ends, in
 // shared memory; Params::tile_end in its stream-K plans); else the groups' tile ends are Params::tile_end. The grid and the wave flag are read from the
 // parameters where used (no registers held for them across the K loops).
-template <bool ROWS = false>
+// WAVE: the kernel runs wave plans (the main build's; the planner takes them on no other, whose K loops have no
+// register to spare for the walk).
+template <bool ROWS = false, bool WAVE = true>
 struct Share {
   int first_t, first_k;  // the share's first step (a wave plan: its first tile, and 0)
   int count, end_k;      // its units, and where its steps end in its last tile (0: at the tile's end)
@@ -62,7 +64,7 @@ struct Share {
   const int32_t* ends;   // ROWS: the tile ends of the tiles that hold rows
   template <int MAXG>
   __device__ Share(const Params<MAXG>& p, int b, const int32_t* row_ends = nullptr) : ends(row_ends) {
-    if (p.wave_tiles) {
+    if (WAVE && p.wave_tiles) {
       const int tiles = ROWS ? ends[p.num_groups - 1] : p.wave_tiles;
       first_t = b, first_k = 0, end_k = 0;
       count = b < tiles ? (tiles - 1 - b) / p.num_ctas + 1 : 0;
@@ -75,7 +77,7 @@ struct Share {
   template <int BN = kBlockN, int MAXG>
   __device__ Unit unit(const Params<MAXG>& p, int u) {
     Unit w;
-    w.t = p.wave_tiles ? first_t + u * p.num_ctas : first_t + count - 1 - u;
+    w.t = WAVE && p.wave_tiles ? first_t + u * p.num_ctas : first_t + count - 1 - u;
     w.tile = decode_tile<BN>(p, w.t, g, ROWS ? ends : p.tile_end);
     g = w.tile.g;
     w.k1 = u == 0 && end_k > 0 ? end_k : w.tile.kstages;

@@ -480,7 +480,7 @@ inline void share_reduce(LaunchPlan& p, int64_t parts) {
 // DRAM again (8 groups x 2048 rows x 4096 x 7168: ~9 GB moved for ~0.5 GB of operands). The order is computed
 // on the device from the tile count alone, so the same walk serves sizes known only there.
 // Fills ctas (min(tiles, ctas)), est_ns (the busiest CTA's tiles), start arrays (CTA b's first tile, b; read by
-// no kernel) and no splits.
+// no kernel) and no splits. The main build only (its kernels alone compile the walk).
 inline void share_wave(LaunchPlan& p, int ctas) {
   if (ctas > p.tiles) ctas = (int)p.tiles;
   double load[kMaxCtas] = {};
@@ -614,7 +614,8 @@ inline void plan_launch(const int64_t* m, const int64_t* n, const int64_t* k, in
         if (build == kBuildNarrow && force.narrow != 1 && !narrower(cand)) continue;  // the same plan as without
         if (build == kBuildMid && !mid_fits(cand)) continue;  // a tile the build cannot run, or none it speeds
         const bool nar = build != kBuildMain;  // (reduced tiles: the main build only)
-        if (!half && force.wave != 2 && force.share != 1 && force.share != 2 && force.share != 3) {
+        if (!half && build == kBuildMain && force.wave != 2 && force.share != 1 && force.share != 2 &&
+            force.share != 3) {
           share_wave(cand, (int)most);
           if (!have_wave || cand.est_ns < wave.est_ns * 0.999) wave = cand, have_wave = true;
           cand.wave = false;
