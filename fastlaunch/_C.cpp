@@ -631,7 +631,8 @@ PyObject* launch_repeat(PyObject*, PyObject* args) {
 
 // plan(sizes, sm_count, share=0, cap=0, parts=0, half=0) -> (groups, starts, est_us, rows, reduce, wave): the
 // sm90 kernel's plan for sizes = [(m, n, k), ...] on a GPU with sm_count multiprocessors (share: 1 whole
-// tiles only, 2 split only, 3 reduced tiles where allowed, 4 a wave plan where allowed; cap: the widest tile, as FASTLAUNCH_SM90_WCAP;
+// tiles only, 2 split only, 3 reduced tiles where allowed, 4 a wave plan where allowed; cap: the widest tile, as
+// FASTLAUNCH_SM90_WCAP;
 // parts: with share 2, CTAs per tile, as FASTLAUNCH_SM90_SHARE=split:S, with share 3 parts per tile, as
 // reduce:S; half: 1 half tiles where allowed, 2 never, as FASTLAUNCH_SM90_HALF=1/0).
 // groups: per group (width, chunks, tiles_n, rank): `chunks` tiles of `width` A rows along M, `tiles_n`
@@ -1033,9 +1034,10 @@ PyMethodDef kMethods[] = {
      "launch_repeat(data, iters) -> float\n\nHost ns per launch of the launcher called from a C loop on a "
      "buffer unpacked once (the floor for fast_launch)."},
     {"plan", plan, METH_VARARGS,
-     "plan(sizes, sm_count, share=0, cap=0, parts=0, half=0, narrow=0, mid=0) -> (groups, starts, est_us, rows, reduce, wave)\n\nThe sm90 "
-     "kernel's plan for sizes [(m, n, k), ...] on a GPU with sm_count multiprocessors (share: 0 any, 1 whole "
-     "tiles only, 2 split tiles only, 3 reduced tiles where allowed (up to 16 groups), 4 a wave plan; cap: 0 any, else the widest "
+     "plan(sizes, sm_count, share=0, cap=0, parts=0, half=0, narrow=0, mid=0) -> (groups, starts, est_us, rows, "
+     "reduce, wave)\n\nThe sm90 kernel's plan for sizes [(m, n, k), ...] on a GPU with sm_count multiprocessors "
+     "(share: 0 any, 1 whole tiles only, 2 split tiles only, 3 reduced tiles where allowed (up to 16 groups), 4 a "
+     "wave plan; cap: 0 any, else the widest "
      "tile; parts: 0 one CTA per SM, else with share 2 that many CTAs per tile, with share 3 that many parts per "
      "tile; half: 0 either, 1 half tiles where allowed (up to 16 groups, not split), 2 never; narrow: 0 either, 1 "
      "the narrow build (a narrower wgmma N where a group's tiles hold few rows; not with half or reduced tiles), "

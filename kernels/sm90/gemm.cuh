@@ -498,7 +498,7 @@ __device__ __forceinline__ void group_gemm(const Params<MAXG>& p) {
       ptx::griddep_wait();
       for (int g = threadIdx.x; g < p.num_groups; g += kThreads) {
         const Group& gr = p.groups[g];
-        ends[g] = (call_rows<true>(p, g) + gr.width - 1) / gr.width * ((gr.n + kBlockN - 1) / kBlockN);
+        ends[g] = (int32_t)(ceil_div(call_rows<true>(p, g), gr.width) * tiles_n(gr.n));
       }
       __syncthreads();
       if (threadIdx.x < 32) {

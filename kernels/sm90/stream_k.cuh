@@ -50,12 +50,11 @@ struct Unit {
 };
 
 // CTA b's share: in a stream-K plan (Params::start_tile/start_k) one unit per tile, taken from the last tile
-// backwards; in a wave plan (Params::wave_tiles) tiles b, b + num_ctas, ... whole, in that order. ROWS: the
-// masked form, whose wave plans' tiles are those that hold rows this call (`ends`: their groups' tile ends, in
-// shared memory; Params::tile_end in its stream-K plans); else the groups' tile ends are Params::tile_end. The grid and the wave flag are read from the
-// parameters where used (no registers held for them across the K loops).
-// WAVE: the kernel runs wave plans (the main build's; the planner takes them on no other, whose K loops have no
-// register to spare for the walk).
+// backwards; in a wave plan (Params::wave_tiles) tiles b, b + num_ctas, ... whole, in that order (the grid and
+// the wave flag read from the parameters where used). ROWS: the masked form, whose wave plans' tiles are those
+// that hold rows this call (`ends`: their groups' tile ends, in shared memory; Params::tile_end in its stream-K
+// plans); else the groups' tile ends are Params::tile_end. WAVE: the kernel runs wave plans (the main build's; the
+// planner takes them on no other, whose K loops have no register to spare for the walk).
 template <bool ROWS = false, bool WAVE = true>
 struct Share {
   int first_t, first_k;  // the share's first step (a wave plan: its first tile, and 0)

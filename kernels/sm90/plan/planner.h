@@ -124,10 +124,9 @@ struct TileRows {
   int64_t rows;
   int width;
 };
-// ... for the group's tile `local` (its index among the group's tiles); `wave`: in a wave plan's order (along N
-// fastest, share_wave)
-inline TileRows group_tile_rows(const GroupTiles& g, int64_t local, bool wave = false) {
-  const int64_t m0 = (wave ? local / g.tiles_n : local % g.chunks) * g.width;
+// ... for the group's tile `local` (its index among the group's tiles)
+inline TileRows group_tile_rows(const GroupTiles& g, int64_t local) {
+  const int64_t m0 = (local % g.chunks) * g.width;
   return {g.m - m0 < g.width ? g.m - m0 : g.width, g.width};
 }
 // ... with `w` at tile t's group
