@@ -87,6 +87,11 @@ constexpr uint32_t kSmemBytes = kOffRowTileEnds + kGroupsPerLaunch * 4;
 
 static_assert(kStages >= 4, "pipeline depth");
 static_assert(kSmemBytes <= kSmemLimit, "shared memory");
+
+__device__ __forceinline__ int32_t* row_tile_ends() {
+  extern __shared__ __align__(1024) uint8_t smem[];
+  return reinterpret_cast<int32_t*>(smem + kOffRowTileEnds);
+}
 static_assert(kOffEpi % 1024 == 0 && kEpiWgBytes % 1024 == 0,
               "epilogue buffers in the 128-byte swizzle's alignment (TMA stores)");
 static_assert(kAStageBytes % 1024 == 0 && kOffA % 1024 == 0, "A stages keep the 128-byte swizzle's alignment");
@@ -491,10 +496,9 @@ __device__ __forceinline__ void group_gemm(const Params<MAXG>& p) {
   // The masked form's wave plans hand out only the tiles that hold rows this call: every thread waits for the
   // grid that wrote masked_m, group g's tiles (its planned width and B blocks, the rows it has) go to
   // shared memory, and warp 0 sums them up into each group's tile end.
-  const int32_t* row_ends = p.tile_end;  // (read by the masked form's Share only)
   if constexpr (MASKED && BUILD == kBuildMain) {
     if (p.wave_tiles) {
-      int32_t* ends = reinterpret_cast<int32_t*>(smem + kOffRowTileEnds);
+      int32_t* ends = row_tile_ends();
       ptx::griddep_wait();
       for (int g = threadIdx.x; g < p.num_groups; g += kThreads) {
         const Group& gr = p.groups[g];
@@ -515,7 +519,6 @@ __device__ __forceinline__ void group_gemm(const Params<MAXG>& p) {
           carry += __shfl_sync(0xffffffffu, v, 31);
         }
       }
-      row_ends = ends;
     }
   }
   __syncthreads();
@@ -525,7 +528,7 @@ __device__ __forceinline__ void group_gemm(const Params<MAXG>& p) {
 
   if (wg == 0) {
     ptx::setmaxnreg_dec<kProducerRegs>();
-    Share<MASKED, BUILD == kBuildMain && !HALF && !RED> share(p, blockIdx.x, row_ends);
+    Share<MASKED, BUILD == kBuildMain && !HALF && !RED> share(p, blockIdx.x);
     if (warp == 0) {
       // ---------------------------------------------------------- B producer
       // The B maps come from the kernel parameters, or else from the conversion kernel: wait for it.
@@ -631,7 +634,7 @@ __device__ __forceinline__ void group_gemm(const Params<MAXG>& p) {
     const int wq = warp % 4;        // warp inside the warpgroup: 16 rows each
     const int c = lane % 4;         // K block of the stage this thread dequantises
     const int r0 = (HALF ? 0 : 64 * cw) + 16 * wq + lane / 4;  // tile-local B rows r0 and r0 + 8
-    Share<MASKED, BUILD == kBuildMain && !HALF && !RED> share(p, blockIdx.x, row_ends);
+    Share<MASKED, BUILD == kBuildMain && !HALF && !RED> share(p, blockIdx.x);
     ConsumerPos pos;  // the place in the ring
     uint64_t* tr = threadIdx.x == 128 ? p.trace : nullptr;
     int32_t* pending = nullptr;  // the flag of partial sums written, not yet raised

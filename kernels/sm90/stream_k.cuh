@@ -49,22 +49,25 @@ struct Unit {
   __device__ bool ends_tile() const { return k1 == tile.kstages; }
 };
 
+// The masked form's wave plans: the groups' tile ends of the tiles that hold rows this call, in shared memory
+// (kernels/sm90/gemm.cuh writes them before any Share is made), at an address known when compiling.
+__device__ __forceinline__ int32_t* row_tile_ends();
+
 // CTA b's share: in a stream-K plan (Params::start_tile/start_k) one unit per tile, taken from the last tile
 // backwards; in a wave plan (Params::wave_tiles) tiles b, b + num_ctas, ... whole, in that order (the grid and
 // the wave flag read from the parameters where used). ROWS: the masked form, whose wave plans' tiles are those
-// that hold rows this call (`ends`: their groups' tile ends, in shared memory; Params::tile_end in its stream-K
-// plans); else the groups' tile ends are Params::tile_end. WAVE: the kernel runs wave plans (the main build's; the
-// planner takes them on no other, whose K loops have no register to spare for the walk).
+// that hold rows this call (row_tile_ends(); Params::tile_end in its stream-K plans); else the groups' tile ends
+// are Params::tile_end. WAVE: the kernel runs wave plans (the main build's; the planner takes them on no other,
+// whose K loops have no register to spare for the walk).
 template <bool ROWS = false, bool WAVE = true>
 struct Share {
   int first_t, first_k;  // the share's first step (a wave plan: its first tile, and 0)
   int count, end_k;      // its units, and where its steps end in its last tile (0: at the tile's end)
   int g = 0;             // decode hint
-  const int32_t* ends;   // ROWS: the tile ends of the tiles that hold rows
   template <int MAXG>
-  __device__ Share(const Params<MAXG>& p, int b, const int32_t* row_ends = nullptr) : ends(row_ends) {
+  __device__ Share(const Params<MAXG>& p, int b) {
     if (WAVE && p.wave_tiles) {
-      const int tiles = ROWS ? ends[p.num_groups - 1] : p.wave_tiles;
+      const int tiles = ROWS ? row_tile_ends()[p.num_groups - 1] : p.wave_tiles;
       first_t = b, first_k = 0, end_k = 0;
       count = b < tiles ? (tiles - 1 - b) / p.num_ctas + 1 : 0;
     } else {
@@ -77,7 +80,7 @@ struct Share {
   __device__ Unit unit(const Params<MAXG>& p, int u) {
     Unit w;
     w.t = WAVE && p.wave_tiles ? first_t + u * p.num_ctas : first_t + count - 1 - u;
-    w.tile = decode_tile<BN>(p, w.t, g, ROWS ? ends : p.tile_end);
+    w.tile = decode_tile<BN>(p, w.t, g, ROWS && WAVE && p.wave_tiles ? row_tile_ends() : p.tile_end);
     g = w.tile.g;
     w.k1 = u == 0 && end_k > 0 ? end_k : w.tile.kstages;
     w.k0 = w.t == first_t ? first_k : 0;
