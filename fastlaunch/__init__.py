@@ -21,8 +21,10 @@ _torch_fit.check()  # a torch that does not fit the build: a clear ImportError r
 
 from ._C import fast_launch, pack, unpack, supported_archs  # noqa: E402
 from .ops import grouped_gemm, grouped_mm_masked  # noqa: E402  (registers the torch.ops.fastlaunch ops)
+from .quantize import quantize  # noqa: E402
 
-__all__ = ["fast_launch", "pack", "unpack", "supported_archs", "custom_kernel", "grouped_gemm", "grouped_mm_masked"]
+__all__ = ["fast_launch", "pack", "unpack", "supported_archs", "custom_kernel", "grouped_gemm", "grouped_mm_masked",
+           "quantize"]
 __version__ = "0.1.0"
 
 custom_kernel = fast_launch
