@@ -12,7 +12,8 @@
 One argument convention for every op: (a, sfa, b, sfb, <sizes>, out), each operand followed by its scales, then the
 sizes that live on the device (masked_m; the task layout has none: its lists give every size), then the output.
 The wrappers take out as optional (allocated when absent, which the ops' schemas cannot express for a mutated
-argument) and return it.
+argument) and return it. An eager call of a wrapper on plain CUDA tensors calls the extension itself (_eager), as
+the op's CUDA kernel would, without the dispatcher's cost; under torch.compile, fake tensors or any mode, the op.
 
 Each op has three kernels. CUDA: fastlaunch._C (fast_launch for grouped_gemm, _C.grouped_mm_masked for the masked
 op), whose C checks raise the errors. CPU: the fp32 reference of fastlaunch.reference (dequantise, fp32 matmul,
@@ -151,6 +152,15 @@ def _grouped_gemm_op(a: list[torch.Tensor], sfa: list[torch.Tensor], b: list[tor
 
 
 @_grouped_gemm_op.register_kernel("cuda")
+def _eager(tensors) -> bool:
+    """Whether a wrapper's call may go straight to the extension, past the torch dispatcher (~15 us of host time a
+    call): plain CUDA tensors needing no gradient, outside torch.compile's tracing and any dispatch or function
+    mode (fake tensors, functionalisation, ...), where the op would do exactly the extension's call."""
+    return (not torch.compiler.is_compiling() and torch._C._len_torch_dispatch_stack() == 0
+            and not torch._C._is_torch_function_mode_enabled()
+            and all(type(t) is torch.Tensor and t.is_cuda and not t.requires_grad for t in tensors))
+
+
 def _grouped_gemm_cuda(a, sfa, b, sfb, c) -> None:
     _C.fast_launch(_task_data(a, sfa, b, sfb, c))
 
@@ -183,7 +193,10 @@ def grouped_gemm(a: Sequence[torch.Tensor], sfa: Sequence[torch.Tensor], b: Sequ
              y.dim() >= 1 else torch.empty(0, dtype=torch.float16, device=x.device) for x, y in zip(a, b)]
     else:
         c = list(c)
-    torch.ops.fastlaunch.grouped_gemm(a, sfa, b, sfb, c)
+    if _eager([*a, *sfa, *b, *sfb, *c]):
+        _grouped_gemm_cuda(a, sfa, b, sfb, c)
+    else:
+        torch.ops.fastlaunch.grouped_gemm(a, sfa, b, sfb, c)
     return c
 
 
@@ -299,10 +312,16 @@ def grouped_mm_masked(a: torch.Tensor, sfa: torch.Tensor, b: torch.Tensor, sfb: 
         accumulation); rows at and past masked_m[g] are not written. When None, a new uninitialised tensor on a's
         device (its rows past masked_m[g] hold whatever the allocator left there).
     The host never reads masked_m on CUDA (no synchronisation: the call can be captured in a CUDA graph once and
-    replayed with new masked_m contents); the CPU implementation reads it. Works under torch.compile (fullgraph)."""
+    replayed with new masked_m contents); the CPU implementation reads it. Works under torch.compile (fullgraph).
+    An eager call on plain CUDA tensors (int32 counts) goes straight to the extension; traced, fake or CPU tensors
+    go through the op."""
     if out is None:
         if a.dim() != 3 or b.dim() != 3:
             _check_masked_meta(a, sfa, b, sfb, masked_m, a, _COUNT_DTYPES)  # raises the shape error
         out = torch.empty((a.shape[0], a.shape[1], b.shape[1]), dtype=torch.float16, device=a.device)
-    torch.ops.fastlaunch.grouped_mm_masked(a, sfa, b, sfb, masked_m, out)
+    kernel = getattr(_C, "grouped_mm_masked", None)
+    if kernel is not None and masked_m.dtype == torch.int32 and _eager((a, sfa, b, sfb, masked_m, out)):
+        kernel(a, sfa, b, sfb, masked_m, out)  # the op's CUDA kernel makes this call
+    else:
+        torch.ops.fastlaunch.grouped_mm_masked(a, sfa, b, sfb, masked_m, out)
     return out

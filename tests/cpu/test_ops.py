@@ -391,3 +391,15 @@ def test_compiled_masked_op_without_out_and_with_int64_counts_traces_whole():
     assert len(graphs) == 1 and len(_op_calls(graphs[0], "fastlaunch.grouped_mm_masked")) == 1
     ref = R.ref_masked(a, sfa, b, sfb, masked_m)
     assert torch.equal(got, ref[:2, :5].half())
+
+
+def test_wrappers_take_the_op_unless_plain_cuda_tensors():
+    # the wrappers call the extension directly only for plain CUDA tensors outside tracing and modes; here (CPU
+    # tensors, fake tensors) they keep to the op, whose CPU kernel is the reference
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from fastlaunch import ops
+    x = torch.zeros(2)
+    assert not ops._eager([x])
+    with FakeTensorMode():
+        assert not ops._eager([torch.zeros(2)])
