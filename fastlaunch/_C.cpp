@@ -1003,7 +1003,7 @@ PyObject* plan_memo_ns(PyObject*, PyObject* args) {
       Py_DECREF(one);
       if (!ok) return nullptr;
     }
-    auto memo = std::make_unique<fl::sm90::PlanMemo<8>>();
+    auto memo = std::make_unique<fl::sm90::PlanMemo<fl::sm90::kPlanMemoEntries>>();
     int64_t ctas = 0;  // read, so the lookups are not optimised away
     const auto t0 = std::chrono::steady_clock::now();
     for (int r = 0; r < reps; ++r)

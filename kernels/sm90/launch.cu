@@ -84,7 +84,7 @@ int prepare_convert(CUfunction* fn, Error& err) {
 // The plan of a launch, from the per-thread memo (kernels/sm90/plan/plan_memo.h).
 const sm90::LaunchPlan& launch_plan(const int64_t* m, const int64_t* n, const int64_t* k, int groups, int sm_count,
                                     const sm90::PlanForce& force) {
-  thread_local sm90::PlanMemo<8> memo;
+  thread_local sm90::PlanMemo<sm90::kPlanMemoEntries> memo;
   return memo.get(m, n, k, groups, sm_count, force);
 }
 

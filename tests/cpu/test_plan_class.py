@@ -77,16 +77,18 @@ def test_launches_the_launcher_cuts_plan_alike_after_the_cut():
 
 
 def test_the_launchers_memo_plans_a_decode_step_once():
-    # rows per group drawn anew every launch, all in one class: one plan for all (the launcher's memo of 8)
+    # rows per group drawn anew every launch, all in one class: one plan for all (the launcher's memo)
     seed = fresh_seed()
     rng = random.Random(seed)
     decode = [[(rng.randint(1, 8), 2048, 7168) for _ in range(8)] for _ in range(50)]
     ns, misses = C.plan_memo_ns(decode, SMS, 3)
     assert misses == 1 and ns > 0
-    # nine launches of different classes in turn: more than the memo holds, so every one is planned again
-    rotating = [[(64 * (i + 1), 2048, 7168)] for i in range(9)]
-    assert len({C.plan_m(m) for ((m, _n, _k),) in rotating}) == 9
-    assert C.plan_memo_ns(rotating, SMS, 2)[1] == 18
-    assert C.plan_memo_ns(rotating[:8], SMS, 2)[1] == 8  # eight fit: planned once each
+    # 33 launches of different classes in turn: more than the memo's 32 entries, so every one is planned again
+    rotating = [[(64 * (i + 1), 2048, 7168)] for i in range(33)]
+    assert len({C.plan_m(m) for ((m, _n, _k),) in rotating}) == 33
+    assert C.plan_memo_ns(rotating, SMS, 2)[1] == 66
+    assert C.plan_memo_ns(rotating[:32], SMS, 2)[1] == 32  # 32 fit: planned once each
+    # the GPU MODE pattern, 15 test inputs back to back, is planned once per input
+    assert C.plan_memo_ns(rotating[:15], SMS, 5)[1] == 15
     with pytest.raises(ValueError, match="plan_memo_ns: need a non-empty list"):
         C.plan_memo_ns([], SMS, 1)

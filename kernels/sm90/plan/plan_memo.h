@@ -14,6 +14,10 @@
 
 namespace fl::sm90 {
 
+// Entries of the launcher's memo: more than the distinct launches a benchmark set rotates through (GPU MODE runs its
+// 15 test inputs back to back; entries are taken oldest first, so 15 inputs in turn would miss every time in fewer).
+constexpr int kPlanMemoEntries = 32;
+
 template <int N>
 class PlanMemo {
  public:
