@@ -507,9 +507,11 @@ inline void share_wave(LaunchPlan& p, int ctas) {
 // Where the planner takes a wave plan by itself: the launch's fp16 A (as tiled: chunks x width rows of each group)
 // is over kWaveA16Bytes, so the stream-K shares' CTAs cannot find one another's A chunks in L2, and the wave plan's
 // estimate is within kWaveSlack of the best other plan's (the estimates know nothing of L2: the wave plan's only
-// loss they see is its last wave's idle CTAs). Class-invariant (kernels/sm90/plan/plan_class.h): tiled rows, not M.
+// loss they see is its last wave's idle CTAs). On an H100, N 4096, K 7168, 1 x 4096 to 8 x 2048 rows, stream-K
+// plans past that size ran 1.3-2.6x their estimates and wave plans 0.94-0.98x theirs, so a wave plan up to 1.25x
+// a stream-K plan's estimate is still the faster. Class-invariant (kernels/sm90/plan/plan_class.h): tiled rows.
 constexpr double kWaveA16Bytes = 24.0 * (1 << 20);
-constexpr double kWaveSlack = 1.08;
+constexpr double kWaveSlack = 1.25;
 inline double tiled_a16_bytes(const LaunchPlan& p) {
   double bytes = 0;
   for (int g = 0; g < p.groups; ++g)
