@@ -800,9 +800,10 @@ PyObject* skinny(PyObject*, PyObject* args) {
 
 // ============================================================================ the masked form
 
-// grouped_mm_masked(a, sfa, b, sfb, masked_m, out) -> out: the serving layout (kernels/launcher.h fl_launch_masked).
+// grouped_mm_masked(a, sfa, b, sfb, masked_m, out[, alpha]) -> out: the serving layout (kernels/launcher.h
+// fl_launch_masked); out fp16 or bf16, alpha None or fp32 [G] on the device.
 // Messages as fastlaunch/ops.py's fake implementation words them: "<field> has shape (..), expected (..) for G=..".
-enum class Kind { kFp4, kScale, kHalf, kInt32 };  // the dtypes below, in this order
+enum class Kind { kFp4, kScale, kOut, kInt32, kFloat };  // the dtypes below, in this order
 
 struct MaskedExpect {
   const char* field;
@@ -836,10 +837,12 @@ bool check_masked_layout(PyObject* obj, const MaskedExpect& ex) {
   const c10::ScalarType st = impl->dtype().toScalarType();
   const bool dtype_ok = ex.kind == Kind::kFp4 ? st == c10::ScalarType::Float4_e2m1fn_x2 || st == c10::ScalarType::Byte
                         : ex.kind == Kind::kScale ? st == c10::ScalarType::Float8_e4m3fn
-                        : ex.kind == Kind::kHalf  ? st == c10::ScalarType::Half
-                                                  : st == c10::ScalarType::Int;
+                        : ex.kind == Kind::kOut   ? st == c10::ScalarType::Half || st == c10::ScalarType::BFloat16
+                        : ex.kind == Kind::kInt32 ? st == c10::ScalarType::Int
+                                                  : st == c10::ScalarType::Float;
   if (FL_UNLIKELY(!dtype_ok)) {
-    static const char* const kNames[] = {"float4_e2m1fn_x2 or uint8", "float8_e4m3fn", "float16", "int32"};
+    static const char* const kNames[] = {"float4_e2m1fn_x2 or uint8", "float8_e4m3fn", "float16 or bfloat16", "int32",
+                                         "float32"};
     err_masked_dtype(ex.field, kNames[(int)ex.kind], st);
     return false;
   }
@@ -885,7 +888,7 @@ bool read_masked_data(PyObject* obj, const MaskedExpect& ex, c10::Device* device
     raise(PyExc_ValueError, "%s has no data (a storage-less tensor, or one whose storage holds no memory)", ex.field);
     return false;
   }
-  const void* data = ex.kind == Kind::kHalf ? impl->mutable_data() : impl->data();
+  const void* data = ex.kind == Kind::kOut ? impl->mutable_data() : impl->data();
   if (FL_UNLIKELY(reinterpret_cast<uintptr_t>(data) % ex.align)) {
     raise(PyExc_ValueError, "%s data pointer 0x%llx must be %d-byte aligned", ex.field,
           (unsigned long long)reinterpret_cast<uintptr_t>(data), ex.align);
@@ -905,8 +908,10 @@ FL_COLD PyObject* err_masked_dims(const char* field, PyObject* obj, const char* 
 }
 
 PyObject* grouped_mm_masked(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  if (FL_UNLIKELY(nargs != 6))
-    return raise(PyExc_TypeError, "grouped_mm_masked(a, sfa, b, sfb, masked_m, out) takes 6 arguments, got %zd", nargs);
+  if (FL_UNLIKELY(nargs != 6 && nargs != 7))
+    return raise(PyExc_TypeError, "grouped_mm_masked(a, sfa, b, sfb, masked_m, out, alpha=None) takes 6 or 7 "
+                 "arguments, got %zd", nargs);
+  const bool scaled = nargs == 7 && args[6] != Py_None;  // alpha given
   try {
     // G, max_m, K from a; N from b: both must be 3-D tensors first.
     const auto dims3 = [](PyObject* obj, int64_t* d) {
@@ -932,26 +937,30 @@ PyObject* grouped_mm_masked(PyObject*, PyObject* const* args, Py_ssize_t nargs) 
     snprintf(gm, sizeof(gm), "G=%lld", (long long)G);
     snprintf(gmn, sizeof(gmn), "G=%lld, max_m=%lld, N=%lld", (long long)G, (long long)max_m, (long long)n);
     const int64_t kt = k / 64;
-    const MaskedExpect ex[6] = {
+    const MaskedExpect ex[7] = {
         {"a", Kind::kFp4, {G, max_m, kb}, 3, gmk, 16},
         {"sfa", Kind::kScale, {G, fl::ceil_div(max_m, 128), kt, 32, 4, 4}, 6, gmk, 16},
         {"b", Kind::kFp4, {G, n, kb}, 3, gnk, 16},
         {"sfb", Kind::kScale, {G, fl::ceil_div(n, 128), kt, 32, 4, 4}, 6, gnk, 16},
         {"masked_m", Kind::kInt32, {G}, 1, gm, 4},
-        {"out", Kind::kHalf, {G, max_m, n}, 3, gmn, 16},
+        {"out", Kind::kOut, {G, max_m, n}, 3, gmn, 16},
+        {"alpha", Kind::kFloat, {G}, 1, gm, 4},
     };
-    int64_t ptr[6];
+    const int count = scaled ? 7 : 6;
+    int64_t ptr[7] = {};
     c10::Device device{c10::kCPU};
-    for (int i = 0; i < 6; ++i)
+    for (int i = 0; i < count; ++i)
       if (!check_masked_layout(args[i], ex[i])) return nullptr;
-    for (int i = 0; i < 6; ++i)
+    for (int i = 0; i < count; ++i)
       if (!read_masked_data(args[i], ex[i], &device, &ptr[i])) return nullptr;
+    const bool bf16 = THPVariable_Unpack(args[5]).scalar_type() == c10::ScalarType::BFloat16;
     const c10::DeviceIndex dev = device.index();
     cudaStream_t stream = c10::cuda::getCurrentCUDAStream(dev).stream();
     const fl_masked_args margs{reinterpret_cast<const void*>(ptr[0]), reinterpret_cast<const void*>(ptr[1]),
                                reinterpret_cast<const void*>(ptr[2]), reinterpret_cast<const void*>(ptr[3]),
                                reinterpret_cast<const int32_t*>(ptr[4]), reinterpret_cast<void*>(ptr[5]),
-                               G, max_m, n, k};
+                               G, max_m, n, k, reinterpret_cast<const float*>(ptr[6]),
+                               bf16 ? FL_OUT_BF16 : FL_OUT_FP16};
     char err[1024];
     const int rc = fl_launch_masked(&margs, stream, dev, &fl_torch_allocator, err, sizeof(err));
     if (FL_UNLIKELY(rc != FL_OK)) return err_launch(rc, err);
@@ -984,7 +993,7 @@ PyObject* plan_m(PyObject*, PyObject* arg) {
 }
 
 // plan_memo_ns(launches, sm_count, reps) -> (ns per launch, misses): the launcher's way to its plans (a memo of
-// 8, kernels/sm90/plan/plan_memo.h) timed on this CPU over `reps` passes through `launches` ([[(m, n, k), ...],
+// 32, kernels/sm90/plan/plan_memo.h) timed on this CPU over `reps` passes through `launches` ([[(m, n, k), ...],
 // ...], each valid, at most 256 groups), one fresh memo; misses: the launches it planned.
 PyObject* plan_memo_ns(PyObject*, PyObject* args) {
   PyObject* launches;
@@ -1023,9 +1032,10 @@ PyMethodDef kMethods[] = {
      "(a call whose groups are all empty calls no CUDA function)."},
     {"grouped_mm_masked", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(grouped_mm_masked)),
      METH_FASTCALL,
-     "grouped_mm_masked(a, sfa, b, sfb, masked_m, out) -> out\n\nThe masked NVFP4 grouped GEMM in the serving layout "
-     "(fastlaunch.grouped_mm_masked has the contract): expert g writes rows 0 .. masked_m[g]-1 of out[g], read on "
-     "the device; launches on the current stream of the tensors' device and returns out."},
+     "grouped_mm_masked(a, sfa, b, sfb, masked_m, out, alpha=None) -> out\n\nThe masked NVFP4 grouped GEMM in the "
+     "serving layout (fastlaunch.grouped_mm_masked has the contract): expert g writes rows 0 .. masked_m[g]-1 of "
+     "out[g] (fp16 or bf16), times alpha[g] where alpha (fp32 [G]) is given, both read on the device; launches on "
+     "the current stream of the tensors' device and returns out."},
     {"unpack", unpack, METH_O, "unpack(data) -> int\n\nChecks and unpacks like fast_launch (no device checks, no "
                                "launch); returns the number of groups."},
     {"pack", pack, METH_O, "pack(data) -> tuple[int, ...]\n\nThe int64 buffer [a b c sfa sfb m n k] x G (the "

@@ -4,10 +4,11 @@
         The task layout, one group per list entry: a[g] [M, K//2, 1] and b[g] [N, K//2, 1] NVFP4 bytes, sfa[g] and
         sfb[g] the task's sf_reordered views, c[g] [M, N, 1] float16, written in place: c[g] = A[g] B[g]^T.
     torch.ops.fastlaunch.grouped_mm_masked(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor masked_m,
-                                           Tensor(a!) out) -> ()
+                                           Tensor(a!) out, Tensor? alpha=None) -> ()
         The serving layout: a [G, max_m, K//2], sfa [G, ceil(max_m/128), K//64, 32, 4, 4], b [G, N, K//2],
-        sfb [G, ceil(N/128), K//64, 32, 4, 4], masked_m int32 or int64 [G] on the device, out [G, max_m, N] float16;
-        expert g writes rows 0 .. masked_m[g]-1 of out[g] and leaves the others as they were.
+        sfb [G, ceil(N/128), K//64, 32, 4, 4], masked_m int32 or int64 [G] on the device, out [G, max_m, N] float16
+        or bfloat16, alpha None or float32 [G] on the device; expert g writes rows 0 .. masked_m[g]-1 of out[g]
+        (times alpha[g]) and leaves the others as they were.
 
 One argument convention for every op: (a, sfa, b, sfb, <sizes>, out), each operand followed by its scales, then the
 sizes that live on the device (masked_m; the task layout has none: its lists give every size), then the output.
@@ -37,7 +38,7 @@ from . import reference as _R
 __all__ = ["grouped_gemm", "grouped_mm_masked"]
 
 _FP4_DTYPES = (torch.float4_e2m1fn_x2, torch.uint8)
-_MASKED_OUT_DTYPES = (torch.float16,)
+_MASKED_OUT_DTYPES = (torch.float16, torch.bfloat16)
 _MAX_EXTENT = 2**31 - 1  # M, N: 1..2147483647 (kernels/launcher.h kMaxExtent)
 _MAX_K = _MAX_EXTENT - 63  # the largest multiple of 64 that fits
 _ROW_MAJOR = "row-major, K contiguous"
@@ -151,7 +152,6 @@ def _grouped_gemm_op(a: list[torch.Tensor], sfa: list[torch.Tensor], b: list[tor
         cg[:, :, 0] = prod.to(cg.dtype)
 
 
-@_grouped_gemm_op.register_kernel("cuda")
 def _eager(tensors) -> bool:
     """Whether a wrapper's call may go straight to the extension, past the torch dispatcher (~15 us of host time a
     call): plain CUDA tensors needing no gradient, outside torch.compile's tracing and any dispatch or function
@@ -161,6 +161,7 @@ def _eager(tensors) -> bool:
             and all(type(t) is torch.Tensor and t.is_cuda and not t.requires_grad for t in tensors))
 
 
+@_grouped_gemm_op.register_kernel("cuda")
 def _grouped_gemm_cuda(a, sfa, b, sfb, c) -> None:
     _C.fast_launch(_task_data(a, sfa, b, sfb, c))
 
@@ -227,9 +228,10 @@ def _masked_check(field, t, dtypes, expected_dtype, shape, names, device):
 _COUNT_DTYPES = (torch.int32, torch.int64)  # masked_m in the ops (fastlaunch._C.grouped_mm_masked: int32 only)
 
 
-def _check_masked_meta(a, sfa, b, sfb, masked_m, out, count_dtypes=(torch.int32,)) -> None:
-    """The masked op's checks on metadata alone (masked_m's values are never read), in argument order: a, sfa, b,
-    sfb, masked_m, out; each: dtype, shape, contiguous strides, device. G, max_m and K come from a, N from b.
+def _check_masked_meta(a, sfa, b, sfb, masked_m, out, count_dtypes=(torch.int32,), alpha=None) -> None:
+    """The masked op's checks on metadata alone (masked_m's and alpha's values are never read), in argument order: a,
+    sfa, b, sfb, masked_m, out, alpha (when given); each: dtype, shape, contiguous strides, device. G, max_m and K come
+    from a, N from b.
     count_dtypes: what masked_m may be (the default, int32, is what fastlaunch._C.grouped_mm_masked takes)."""
     if a.dim() != 3:
         raise ValueError(f"a has shape {_dims(a)}, expected (G, max_m, K//2)")
@@ -258,46 +260,49 @@ def _check_masked_meta(a, sfa, b, sfb, masked_m, out, count_dtypes=(torch.int32,
                   (("G", G),), dev)
     _masked_check("out", out, _MASKED_OUT_DTYPES, out_names, (G, max_m, n), (("G", G), ("max_m", max_m), ("N", n)),
                   dev)
+    if alpha is not None:
+        _masked_check("alpha", alpha, (torch.float32,), "float32", (G,), (("G", G),), dev)
 
 
-_MASKED_SCHEMA = "(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor masked_m, Tensor(a!) out) -> ()"
+_MASKED_SCHEMA = "(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor masked_m, Tensor(a!) out, Tensor? alpha=None) -> ()"
 
 
 @torch.library.custom_op("fastlaunch::grouped_mm_masked", mutates_args=("out",), device_types="cpu",
                          schema=_MASKED_SCHEMA)
 def _grouped_mm_masked_op(a: torch.Tensor, sfa: torch.Tensor, b: torch.Tensor, sfb: torch.Tensor,
-                          masked_m: torch.Tensor, out: torch.Tensor) -> None:
-    # CPU: the checks, then the fp32 reference into rows < masked_m[g] only (reading masked_m here is a host read of
-    # host memory; ref_masked raises on values outside 0..max_m).
-    _check_masked_meta(a, sfa, b, sfb, masked_m, out, _COUNT_DTYPES)
-    ref = _R.ref_masked(a, sfa, b, sfb, masked_m)
+                          masked_m: torch.Tensor, out: torch.Tensor, alpha: torch.Tensor | None = None) -> None:
+    # CPU: the checks, then the fp32 reference (times alpha) into rows < masked_m[g] only (reading masked_m here is a
+    # host read of host memory; ref_masked raises on values outside 0..max_m).
+    _check_masked_meta(a, sfa, b, sfb, masked_m, out, _COUNT_DTYPES, alpha)
+    ref = _R.ref_masked(a, sfa, b, sfb, masked_m, alpha)
     for e, m in enumerate(masked_m.tolist()):
         if m:
             out[e, :m] = ref[e, :m].to(out.dtype)
 
 
 @_grouped_mm_masked_op.register_kernel("cuda")
-def _grouped_mm_masked_cuda(a, sfa, b, sfb, masked_m, out) -> None:
+def _grouped_mm_masked_cuda(a, sfa, b, sfb, masked_m, out, alpha=None) -> None:
     kernel = getattr(_C, "grouped_mm_masked", None)
     if kernel is None:
         raise RuntimeError("fastlaunch._C has no grouped_mm_masked: this build of the extension has no masked "
                            "grouped GEMM kernel (rebuild fastlaunch from a source tree that has it); the CPU "
                            "implementation of torch.ops.fastlaunch.grouped_mm_masked still works")
     if masked_m.dtype == torch.int64:  # the kernel reads int32 counts: one small device-side conversion, no sync
-        _check_masked_meta(a, sfa, b, sfb, masked_m, out, _COUNT_DTYPES)  # masked_m's shape and device first
+        _check_masked_meta(a, sfa, b, sfb, masked_m, out, _COUNT_DTYPES, alpha)  # masked_m's shape and device first
         masked_m = masked_m.to(torch.int32)
-    kernel(a, sfa, b, sfb, masked_m, out)
+    kernel(a, sfa, b, sfb, masked_m, out, alpha)
 
 
 @_grouped_mm_masked_op.register_fake
-def _grouped_mm_masked_fake(a, sfa, b, sfb, masked_m, out) -> None:
-    _check_masked_meta(a, sfa, b, sfb, masked_m, out, _COUNT_DTYPES)
+def _grouped_mm_masked_fake(a, sfa, b, sfb, masked_m, out, alpha=None) -> None:
+    _check_masked_meta(a, sfa, b, sfb, masked_m, out, _COUNT_DTYPES, alpha)
 
 
 def grouped_mm_masked(a: torch.Tensor, sfa: torch.Tensor, b: torch.Tensor, sfb: torch.Tensor,
-                      masked_m: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+                      masked_m: torch.Tensor, out: torch.Tensor | None = None, *, alpha: torch.Tensor | None = None,
+                      out_dtype: torch.dtype | None = None) -> torch.Tensor:
     """Masked NVFP4 grouped GEMM in the serving layout, through torch.ops.fastlaunch.grouped_mm_masked; returns out
-    (allocated first when None).
+    (allocated first when None, as out_dtype: float16 unless given).
 
     With G experts, max_m rows of capacity per expert, N outputs and K (a multiple of 64) inputs:
       a: [G, max_m, K//2] float4_e2m1fn_x2 (or uint8), contiguous: NVFP4 activations, two values a byte (the lower
@@ -308,9 +313,13 @@ def grouped_mm_masked(a: torch.Tensor, sfa: torch.Tensor, b: torch.Tensor, sfb: 
       b: [G, N, K//2] and sfb: [G, ceil(N/128), K//64, 32, 4, 4] likewise (the stacked expert weights);
       masked_m: int32 or int64 [G] on the same device: expert g computes rows 0 .. masked_m[g]-1,
         0 <= masked_m[g] <= max_m (int64 counts, e.g. from a sum, cost one small int32 conversion on the device);
-      out: [G, max_m, N] float16, contiguous: out[g, :masked_m[g]] = A[g, :masked_m[g]] B[g]^T (fp32
-        accumulation); rows at and past masked_m[g] are not written. When None, a new uninitialised tensor on a's
-        device (its rows past masked_m[g] hold whatever the allocator left there).
+      out: [G, max_m, N] float16 or bfloat16, contiguous: out[g, :masked_m[g]] = alpha[g] A[g, :masked_m[g]] B[g]^T
+        (fp32 accumulation, then one rounding to out's dtype, to nearest); rows at and past masked_m[g] are not
+        written. When None, a new uninitialised tensor of out_dtype (default float16) on a's device (its rows past
+        masked_m[g] hold whatever the allocator left there);
+      alpha: optional float32 [G] on the same device, read there like masked_m: each expert's global scale (NVFP4
+        checkpoints carry one per weight tensor besides the E4M3 block scales), applied in fp32 before the rounding.
+        Without it, alpha[g] = 1.
     The host never reads masked_m on CUDA (no synchronisation: the call can be captured in a CUDA graph once and
     replayed with new masked_m contents); the CPU implementation reads it. Works under torch.compile (fullgraph).
     An eager call on plain CUDA tensors (int32 counts) goes straight to the extension; traced, fake or CPU tensors
@@ -318,10 +327,16 @@ def grouped_mm_masked(a: torch.Tensor, sfa: torch.Tensor, b: torch.Tensor, sfb: 
     if out is None:
         if a.dim() != 3 or b.dim() != 3:
             _check_masked_meta(a, sfa, b, sfb, masked_m, a, _COUNT_DTYPES)  # raises the shape error
-        out = torch.empty((a.shape[0], a.shape[1], b.shape[1]), dtype=torch.float16, device=a.device)
+        dtype = torch.float16 if out_dtype is None else out_dtype
+        if dtype not in _MASKED_OUT_DTYPES:
+            raise TypeError(f"out_dtype must be float16 or bfloat16, got {dtype}")
+        out = torch.empty((a.shape[0], a.shape[1], b.shape[1]), dtype=dtype, device=a.device)
+    elif out_dtype is not None and out.dtype != out_dtype:
+        raise TypeError(f"out is {_name(out.dtype)} but out_dtype is {_name(out_dtype)}: give one or make them agree")
     kernel = getattr(_C, "grouped_mm_masked", None)
-    if kernel is not None and masked_m.dtype == torch.int32 and _eager((a, sfa, b, sfb, masked_m, out)):
-        kernel(a, sfa, b, sfb, masked_m, out)  # the op's CUDA kernel makes this call
+    tensors = (a, sfa, b, sfb, masked_m, out) if alpha is None else (a, sfa, b, sfb, masked_m, out, alpha)
+    if kernel is not None and masked_m.dtype == torch.int32 and _eager(tensors):
+        kernel(a, sfa, b, sfb, masked_m, out, alpha)  # the op's CUDA kernel makes this call
     else:
-        torch.ops.fastlaunch.grouped_mm_masked(a, sfa, b, sfb, masked_m, out)
+        torch.ops.fastlaunch.grouped_mm_masked(a, sfa, b, sfb, masked_m, out, alpha)
     return out

@@ -296,10 +296,10 @@ def generate_masked_input(g: int, max_m: int, n: int, k: int, masked_m, seed: in
 
 
 def ref_masked(a: torch.Tensor, sfa: torch.Tensor, b: torch.Tensor, sfb: torch.Tensor,
-               masked_m: torch.Tensor) -> torch.Tensor:
-    """fp32 [G, max_m, N]: row r of expert g is dequantize(a[g, r]) @ dequantize(b[g])^T for r < masked_m[g], rows at
-    and past masked_m[g] are NaN (no part of the result; check_masked compares them with the output's old contents
-    instead). Reads masked_m on the host; computed on a's device."""
+               masked_m: torch.Tensor, alpha: torch.Tensor | None = None) -> torch.Tensor:
+    """fp32 [G, max_m, N]: row r of expert g is dequantize(a[g, r]) @ dequantize(b[g])^T (times alpha[g] where alpha
+    is given) for r < masked_m[g], rows at and past masked_m[g] are NaN (no part of the result; check_masked compares
+    them with the output's old contents instead). Reads masked_m and alpha on the host; computed on a's device."""
     G, max_m, _kb = a.shape
     n = b.shape[1]
     ms = [int(x) for x in masked_m.tolist()]
@@ -312,6 +312,8 @@ def ref_masked(a: torch.Tensor, sfa: torch.Tensor, b: torch.Tensor, sfb: torch.T
             raise ValueError(f"masked_m[{e}] is {m}, expected 0..{max_m} (max_m)")
         if m:
             ref[e, :m] = dequantize(a[e, :m], plain_a[e, :m]) @ dequantize(b[e], plain_b[e]).T
+            if alpha is not None:
+                ref[e, :m] *= float(alpha[e])
     return ref
 
 

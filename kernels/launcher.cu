@@ -263,6 +263,9 @@ extern "C" int fl_launch_masked(const fl_masked_args* args, void* stream, int de
       a.n > fl::kMaxExtent || a.k < fl::kKMultiple || a.k % fl::kKMultiple || a.k > fl::kMaxExtent)
     return e.set(FL_ERR_VALUE, "masked form: unsupported sizes G=%lld max_m=%lld N=%lld K=%lld", (long long)a.groups,
                  (long long)a.max_m, (long long)a.n, (long long)a.k);
+  if (a.out_dtype != FL_OUT_FP16 && a.out_dtype != FL_OUT_BF16)
+    return e.set(FL_ERR_VALUE, "masked form: out_dtype must be FL_OUT_FP16 (0) or FL_OUT_BF16 (1), got %d",
+                 (int)a.out_dtype);
   if (a.max_m == 0) return FL_OK;  // no row to compute, and no CUDA call
   fl::DeviceState* dev = nullptr;
   if (int rc = fl::device_state(device, stream, &dev, e)) return rc;

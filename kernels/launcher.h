@@ -58,11 +58,14 @@ int fl_launch(const int64_t* buf, int num_groups, void* stream, int device, cons
  * for max_m rows of A, every operand contiguous:
  *   a   [G, max_m, K/2] packed E2M1          sfa [G, ceil(max_m/128), K/64, 32, 4, 4] reordered E4M3 scales
  *   b   [G, N, K/2] packed E2M1              sfb [G, ceil(N/128), K/64, 32, 4, 4]
- *   out [G, max_m, N] fp16                   masked_m: int32 [G] in device memory
+ *   out [G, max_m, N] fp16 or bf16           masked_m: int32 [G] in device memory
+ *   alpha: fp32 [G] in device memory, or null
  * Group g computes rows 0 .. masked_m[g] - 1 of out[g] (masked_m[g] clamped to 0 .. max_m, read on the device
- * after the work queued before on `stream`) and writes no other row. The host never reads masked_m, so one
+ * after the work queued before on `stream`), multiplied by alpha[g] where alpha is given (read likewise), rounded
+ * to out's dtype (nearest, ties to even), and writes no other row. The host never reads masked_m or alpha, so one
  * call can be captured in a CUDA graph and replayed with new contents. a, b, sfa, sfb, out 16-byte aligned;
  * N a multiple of 8. */
+enum { FL_OUT_FP16 = 0, FL_OUT_BF16 = 1 };
 typedef struct fl_masked_args {
   const void* a;
   const void* sfa;
@@ -71,6 +74,8 @@ typedef struct fl_masked_args {
   const int32_t* masked_m;
   void* out;
   int64_t groups, max_m, n, k;
+  const float* alpha; /* or null */
+  int32_t out_dtype;  /* FL_OUT_FP16 or FL_OUT_BF16 */
 } fl_masked_args;
 
 int fl_launch_masked(const fl_masked_args* args, void* stream, int device, const fl_allocator* alloc, char* err,

@@ -1,5 +1,6 @@
 // Epilogue of the sm_90a GEMM: one consumer warpgroup's C^T accumulators (wgmma layout, times 2^-28)
-// to rows of C (fp16, [m, n] row-major) through shared memory.
+// to rows of C (fp16, or in the masked form fp16 or bf16 with an optional scale per expert: out_form; [m, n]
+// row-major) through shared memory.
 //
 // Per 64 A rows at a time (one pass): stmatrix.trans writes each warp's 16 B rows x
 // 8 A rows fragments as 16-byte pieces of C rows into the warpgroup's buffer (row a = A row, 8 chunks
@@ -17,6 +18,7 @@
 #include <cstdint>
 
 #include "common/nvfp4.cuh"
+#include "common/out_form.cuh"
 #include "ptx/memorder.cuh"
 #include "ptx/stmatrix.cuh"
 #include "ptx/tma.cuh"
@@ -24,7 +26,14 @@
 
 namespace fl::sm90 {
 
-// The buffer of one consumer warpgroup: [64 A rows][64 B rows] fp16 (C rows of 128 bytes).
+// C's rounding and scale (kernels/common/out_form.cuh): the task form's, fp16 and the accumulators' 2^28. The masked
+// form's C (CallC, kernels/sm90/gemm.cuh) has its own overload.
+template <class Group>
+__device__ __forceinline__ OutForm out_form(const Group&) {
+  return {kNvfp4Unscale, false};
+}
+
+// The buffer of one consumer warpgroup: [64 A rows][64 B rows] of C's 16-bit values (C rows of 128 bytes).
 constexpr uint32_t kEpiRows = 64;
 constexpr uint32_t kEpiWgBytes = kEpiRows * 128;
 
@@ -104,14 +113,14 @@ __device__ __forceinline__ void store_pass(uint32_t buf, const float (&acc)[W / 
   // stmatrix: lane -> matrix q = lane / 8 (8-row block of A rows +q/2, B-row half q%2), row lane % 8.
   const int sq = lane / 8, srow = lane % 8;
   const int schunk = 2 * wq + (sq % 2);
+  const OutForm form = out_form(gr);
 #pragma unroll
   for (int i = 0; i < kRows / 8; i += 2) {
     uint32_t r[4];
 #pragma unroll
     for (int q = 0; q < 4; ++q) {
       const int e = 4 * ((int)kEpiRows / 8 * H + i + q / 2) + 2 * (q % 2);
-      const __half2 v = __floats2half2_rn(acc[e] * kNvfp4Unscale, acc[e + 1] * kNvfp4Unscale);
-      r[q] = *reinterpret_cast<const uint32_t*>(&v);
+      r[q] = out_pair(acc[e], acc[e + 1], form);
     }
     const int a = 8 * (i + sq / 2) + srow;  // A row inside the pass
     ptx::stmatrix_x4_trans(buf + a * 128 + ((schunk ^ (a % 8)) << 4), r[0], r[1], r[2], r[3]);

@@ -241,12 +241,21 @@ __device__ __forceinline__ bool skip_unit(const Params<MAXG>& p, const Unit& w) 
   return w.tile.m0 >= call_rows<true>(p, w.tile.g);
 }
 
-// C's pointer, rows and row length for the epilogue (store_tile reads these three): the masked form's rows
-// are its group's masked_m.
+// C's pointer, rows and row length for the epilogue (store_tile reads these three), and its rounding: the masked
+// form's rows are its group's masked_m, its C fp16 or bf16 (out's dtype) scaled by the expert's alpha where given.
 struct CallC {
-  __half* c;
+  __half* c;  // fp16 or bf16 bits
   int32_t m, n;
+  OutForm form;
 };
+__device__ __forceinline__ OutForm out_form(const CallC& c) { return c.form; }
+
+// The masked form's C rounding for group g: 2^28 (the accumulators' scale) times alpha[g] where alpha is given, to
+// bf16 or fp16 (alpha: written by an earlier grid, read after griddepcontrol.wait).
+template <int MAXG>
+__device__ __forceinline__ OutForm masked_out_form(const MaskedParams<MAXG>& p, int g) {
+  return {p.alpha ? kNvfp4Unscale * __ldg(p.alpha + g) : kNvfp4Unscale, p.out_bf16 != 0};
+}
 
 // Group g's C map where the launch has them (kTmaC), else null.
 template <bool TMA, int MAXG>
@@ -339,8 +348,10 @@ __device__ __forceinline__ void consumer_unit(const Params<MAXG>& p, const Smem&
   if (w.k0 > 0) add_partials<W>(p, acc, blockIdx.x, w.t, rows, cwarp, lane);
   constexpr bool kTma = kTmaC<MAXG, ANY, RED, MASKED>;
   if constexpr (MASKED)
-    store_tile<W, false, ANY, kTma>(sm.base + kOffEpi + cw * kEpiWgBytes, acc, CallC{gr.c, m, gr.n}, w.tile.m0,
-                                    w.tile.n0, cw, wq, lane, c_map<kTma>(p, w.tile.g));
+    store_tile<W, false, ANY, kTma>(sm.base + kOffEpi + cw * kEpiWgBytes, acc,
+                                    CallC{gr.c, m, gr.n, masked_out_form(static_cast<const MaskedParams<MAXG>&>(p),
+                                                                         w.tile.g)},
+                                    w.tile.m0, w.tile.n0, cw, wq, lane, c_map<kTma>(p, w.tile.g));
   else
     store_tile<W, false, ANY, kTma>(sm.base + kOffEpi + cw * kEpiWgBytes, acc, gr, w.tile.m0, w.tile.n0, cw, wq,
                                     lane, c_map<kTma>(p, w.tile.g));

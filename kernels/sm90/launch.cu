@@ -197,13 +197,21 @@ int64_t chunk_bytes(int64_t rows, int64_t kmax, int groups, int sm_count, const 
          (plan.splits ? (int64_t)plan.ctas * sm90::kPartialBytes : 0);
 }
 
+// The masked form's device-side inputs of a call: each group's rows (masked_m), its scale (alpha, or null) and C's
+// dtype; null for the task form.
+struct MaskedCall {
+  const int32_t* m;
+  const float* alpha;
+  bool bf16;
+};
+
 // One launch of up to MAXG groups g0 .. g0+gc-1: the A conversion (and the B maps, for MAXG >
 // kGroupsSmall), then the GEMM. `a16` points at this launch's part of the workspace and is advanced
 // past it. `known`: the launch's plan if the caller holds it (else it is looked up again under `force`).
 // `masked` (the masked form, or null): the G groups' rows on the device; the GEMM is its masked kernel.
 template <int MAXG>
 int launch_chunk(const DeviceState& dev, const int64_t* buf, int G, int g0, int gc, uint8_t*& a16,
-                 const sm90::LaunchPlan* known, const sm90::PlanForce& force, const int32_t* masked,
+                 const sm90::LaunchPlan* known, const sm90::PlanForce& force, const MaskedCall* masked,
                  cudaStream_t stream, Error& err) {
   const Sm90State& st = dev.sm90;
   constexpr int which = MAXG == sm90::kGroupsSmall ? 0
@@ -265,7 +273,9 @@ int launch_chunk(const DeviceState& dev, const int64_t* buf, int G, int g0, int 
   p.a16_pitch = (int32_t)kmax;
   p.wave_tiles = plan.wave ? (int32_t)plan.tiles : 0;
   p.trace = st.trace;
-  mp.masked_m = masked ? masked + g0 : nullptr;
+  mp.masked_m = masked ? masked->m + g0 : nullptr;
+  mp.alpha = masked && masked->alpha ? masked->alpha + g0 : nullptr;
+  mp.out_bf16 = masked && masked->bf16;
   void* args[1] = {&p};
 
   // The conversion: one thread per unit (kernels/sm90/plan/planner.h convert_ctas), and enough CTAs for one warp per group's B map.
@@ -332,11 +342,13 @@ int launch_chunk(const DeviceState& dev, const int64_t* buf, int G, int g0, int 
 // (kernels/sm90/plan/skinny.h): one grid, no workspace; clusters of sp.split CTAs where it splits K. `masked` (the
 // masked form, or null): the G groups' rows on the device, for its kernel.
 int launch_skinny(const DeviceState& dev, const int64_t* buf, int G, int g0, int gc, const sm90::SkinnyPlan& sp,
-                  const int32_t* masked, cudaStream_t stream, Error& err) {
+                  const MaskedCall* masked, cudaStream_t stream, Error& err) {
   const Sm90State& st = dev.sm90;
   sm90::MaskedSkinnyParams mp{};  // the masked form's; the task form's kernel reads the SkinnyParams in it
   sm90::SkinnyParams& p = mp;     // (its first base: at the same address, so &p serves both kernels)
-  mp.masked_m = masked ? masked + g0 : nullptr;
+  mp.masked_m = masked ? masked->m + g0 : nullptr;
+  mp.alpha = masked && masked->alpha ? masked->alpha + g0 : nullptr;
+  mp.out_bf16 = masked && masked->bf16;
   int64_t items = 0;
   for (int i = 0; i < gc; ++i) {
     const int g = g0 + i;
@@ -373,7 +385,7 @@ int launch_skinny(const DeviceState& dev, const int64_t* buf, int G, int g0, int
 // Few A rows per group (up to kGroupsPerLaunch groups of valid sizes): the skinny kernel, one launch per run
 // of up to kGroupsSmall groups, where it is estimated faster than the wgmma plan under `force` (or forced).
 // `masked`: as launch_skinny's. Sets *taken.
-int try_skinny(const DeviceState& dev, const int64_t* buf, int G, const sm90::PlanForce& force, const int32_t* masked,
+int try_skinny(const DeviceState& dev, const int64_t* buf, int G, const sm90::PlanForce& force, const MaskedCall* masked,
                cudaStream_t stream, bool* taken, Error& err) {
   *taken = false;
   if (dev.sm90.skinny == 2 || dev.sm90.only != 0) return FL_OK;
@@ -505,7 +517,7 @@ namespace {
 // The launches of buf's G groups; src (or null): the caller's group of each, for error messages. `force`: the
 // planner's settings; `masked` (or null): the masked form's rows on the device (launch_chunk).
 int launch_groups(const DeviceState& dev, const int64_t* buf, int G, const int* src, const sm90::PlanForce& force,
-                  const int32_t* masked, cudaStream_t stream, const fl_allocator* alloc, Error& err) {
+                  const MaskedCall* masked, cudaStream_t stream, const fl_allocator* alloc, Error& err) {
   // Check every limit before the first launch, so a bad group launches nothing.
   int64_t tiles = 0, units = 0, rows = 0, kmax = 0, workspace = 0;
   // The plan of a call of one launch, found once: with more launches a later lookup may replace an
@@ -662,12 +674,13 @@ int sm90_launch_masked(const DeviceState& dev, const fl_masked_args& a, cudaStre
   // may take it (max_m rows at most kSkinnyMaxM, up to kGroupsPerLaunch groups) and it is estimated faster.
   sm90::PlanForce force = dev.sm90.force;
   force.half = 2, force.mid = 2, force.reduce = 2;
+  const MaskedCall call{a.masked_m, a.alpha, a.out_dtype == FL_OUT_BF16};
   if (a.max_m <= sm90::kSkinnyMaxM && G <= sm90::kGroupsPerLaunch) {
     bool taken = false;
-    if (int rc = try_skinny(dev, buf.data(), G, force, a.masked_m, stream, &taken, err)) return rc;
+    if (int rc = try_skinny(dev, buf.data(), G, force, &call, stream, &taken, err)) return rc;
     if (taken) return FL_OK;
   }
-  return launch_groups(dev, buf.data(), G, nullptr, force, a.masked_m, stream, alloc, err);
+  return launch_groups(dev, buf.data(), G, nullptr, force, &call, stream, alloc, err);
 }
 
 }  // namespace fl

@@ -69,6 +69,9 @@ struct MaskedParams : Params<MAXG> {
   // group g computes rows 0 .. masked_m[g] - 1 (at most its planned m) and stores no other row; read on the
   // device, after the grid before this one
   const int32_t* masked_m;
+  // expert g's product is multiplied by alpha[g] before the rounding (null: by 1); read on the device like masked_m
+  const float* alpha;
+  int32_t out_bf16;  // C is bf16 (else fp16)
 };
 
 // The A conversion's own parameters for launches of up to kGroupsSmall groups (whose B maps are GEMM

@@ -34,6 +34,7 @@
 
 #include "common/group_operands.h"
 #include "common/nvfp4.cuh"
+#include "common/out_form.cuh"
 #include "ptx/cluster.cuh"
 #include "ptx/cp_async.cuh"
 #include "ptx/cvt.cuh"
@@ -67,6 +68,8 @@ struct SkinnyParams {
 // computes rows 0 .. masked_m[g] - 1 (at most its planned m) and stores no other row.
 struct MaskedSkinnyParams : SkinnyParams {
   const int32_t* masked_m;
+  const float* alpha;  // expert g's product times alpha[g] before the rounding (null: times 1)
+  int32_t out_bf16;    // C is bf16 (else fp16)
 };
 
 namespace skinny {
@@ -283,6 +286,17 @@ __device__ __forceinline__ void skinny_body(const SkinnyParams& p) {
       if constexpr (MASKED) return count;
       else return gr.m;
     };
+    // C's rounding: fp16, or in the masked form out's dtype and the expert's alpha (kernels/common/out_form.cuh;
+    // alpha read like masked_m)
+    [[maybe_unused]] OutForm form{1.f, false};
+    if constexpr (MASKED) {
+      const MaskedSkinnyParams& mp = static_cast<const MaskedSkinnyParams&>(p);
+      form = {mp.alpha ? __ldg(mp.alpha + g) : 1.f, mp.out_bf16 != 0};
+    }
+    const auto store = [&](__half* dst, float v) {
+      if constexpr (MASKED) out_store(dst, v, form);
+      else *dst = __float2half_rn(v);
+    };
     const bool work = !MASKED || rows() > 0;
     const int64_t group_first = g ? p.groups[g - 1].item_end : 0;
     const bool fresh = item == first || item == group_first;  // A's rows of this group to load
@@ -341,7 +355,7 @@ __device__ __forceinline__ void skinny_body(const SkinnyParams& p) {
     if (split == 1) {
 #pragma unroll
       for (int m = 0; m < MB; ++m)
-        if (s == 0 && m < rows() && row_n < gr.n) gr.c[(int64_t)m * gr.n + row_n] = __float2half_rn(acc[m]);
+        if (s == 0 && m < rows() && row_n < gr.n) store(gr.c + (int64_t)m * gr.n + row_n, acc[m]);
       FL_SKINNY_MARK(6);  // stores issued
       continue;
     }
@@ -357,7 +371,7 @@ __device__ __forceinline__ void skinny_body(const SkinnyParams& p) {
       if (m % split != rank) continue;
       float v = 0.f;
       for (int q = 0; q < split; ++q) v += ptx::ld_shared_cluster_f32(ptx::map_shared_rank(sums + e, (uint32_t)q));
-      if (m < rows() && n0 + r < gr.n) gr.c[(int64_t)m * gr.n + n0 + r] = __float2half_rn(v);
+      if (m < rows() && n0 + r < gr.n) store(gr.c + (int64_t)m * gr.n + n0 + r, v);
     }
     ptx::cluster_sync();  // every part's sums read: free for the next item
     FL_SKINNY_MARK(6);

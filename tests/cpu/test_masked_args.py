@@ -29,32 +29,43 @@ def _faults():
         ("sfb shape", 3, sfb[:, :, :2]),
         ("masked_m dtype", 4, mm.to(torch.int64)),
         ("masked_m shape", 4, mm[:2]),
-        ("out dtype", 5, out.to(torch.bfloat16)),
+        ("out dtype", 5, out.to(torch.float32)),
         ("out shape", 5, out[:, :100]),
         ("out strides", 5, out.transpose(1, 2).contiguous().transpose(1, 2)),
         ("not a tensor", 5, [1, 2]),
+        ("alpha dtype", 6, torch.ones(3, dtype=torch.float64)),
+        ("alpha shape", 6, torch.ones(4)),
+        ("alpha strides", 6, torch.ones(3, 2)[:, 0]),
     ]
 
 
 @pytest.mark.parametrize("name,index,bad", _faults(), ids=[f[0] for f in _faults()])
 def test_messages_match_the_fake_implementation(name, index, bad):
-    args = _args()
+    args = _args() + [torch.ones(3)]  # alpha: fp32 [G]
     args[index] = bad
     with pytest.raises((TypeError, ValueError)) as c_err:
         fastlaunch._C.grouped_mm_masked(*args)
     if isinstance(bad, torch.Tensor):
         with pytest.raises((TypeError, ValueError)) as fake_err:
-            ops._check_masked_meta(*args)
+            ops._check_masked_meta(*args[:6], alpha=args[6])
         assert (type(c_err.value), str(c_err.value)) == (type(fake_err.value), str(fake_err.value))
     else:
         assert str(c_err.value) == "out must be a torch.Tensor, got list"
 
 
 def test_well_formed_cpu_tensors_stop_at_the_device_check():
+    for extra in ([], [None], [torch.ones(3)]):  # no alpha, alpha None, alpha fp32 [G]
+        args = _args() + extra
+        with pytest.raises(ValueError, match=r"^a must be on a CUDA device, got cpu$"):
+            fastlaunch._C.grouped_mm_masked(*args)
+    args = _args()
+    args[5] = args[5].to(torch.bfloat16)  # bf16 out passes the layout checks
     with pytest.raises(ValueError, match=r"^a must be on a CUDA device, got cpu$"):
-        fastlaunch._C.grouped_mm_masked(*_args())
+        fastlaunch._C.grouped_mm_masked(*args)
 
 
 def test_argument_count():
-    with pytest.raises(TypeError, match=r"takes 6 arguments, got 5"):
+    with pytest.raises(TypeError, match=r"takes 6 or 7 arguments, got 5"):
         fastlaunch._C.grouped_mm_masked(*_args()[:5])
+    with pytest.raises(TypeError, match=r"takes 6 or 7 arguments, got 8"):
+        fastlaunch._C.grouped_mm_masked(*_args(), None, None)

@@ -22,7 +22,7 @@ def test_schemas_and_exports():
     assert str(GG._schema) == ("fastlaunch::grouped_gemm(Tensor[] a, Tensor[] sfa, Tensor[] b, Tensor[] sfb, "
                                "Tensor(a!)[] c) -> ()")
     assert str(MM._schema) == ("fastlaunch::grouped_mm_masked(Tensor a, Tensor sfa, Tensor b, Tensor sfb, "
-                               "Tensor masked_m, Tensor(a!) out) -> ()")
+                               "Tensor masked_m, Tensor(a!) out, Tensor? alpha=None) -> ()")
     for name in ("grouped_gemm", "grouped_mm_masked", "fast_launch"):
         assert name in fastlaunch.__all__ and callable(getattr(fastlaunch, name))
     assert fastlaunch.fast_launch is _C.fast_launch  # the raw fast path, untouched
@@ -43,6 +43,12 @@ def test_opcheck_grouped_mm_masked(fp4_dtype):
     args = R.generate_masked_input(4, 130, 72, 128, [0, 130, 17, 1], fresh_seed(), device="cpu", out_init="randn",
                                    fp4_dtype=fp4_dtype)
     opcheck_all(MM, args)
+
+
+def test_opcheck_grouped_mm_masked_bf16_out_and_alpha():
+    a, sfa, b, sfb, mm, out = R.generate_masked_input(3, 40, 72, 128, [0, 40, 9], fresh_seed(), device="cpu",
+                                                      out_init="randn")
+    opcheck_all(MM, (a, sfa, b, sfb, mm, out.to(torch.bfloat16), torch.tensor([0.5, 2.0, 0.125])))
 
 
 def test_opcheck_schema_check_sees_a_float8_argument_mutated():
@@ -121,6 +127,32 @@ def test_grouped_mm_masked_cpu_matches_the_reference_and_leaves_masked_rows(out_
         assert got is out
         ok, msg = R.check_masked(out, ref, masked_m, before)
         assert ok, f"case {(g, max_m, n, k, mm)}: {msg}"
+
+
+def test_grouped_mm_masked_cpu_bf16_out_and_alpha():
+    # out_dtype bf16 (allocated) and bf16 out given, each with a scale per expert: the fp32 product times alpha[g],
+    # rounded once to bf16
+    seed = fresh_seed()
+    a, sfa, b, sfb, masked_m, _out = R.generate_masked_input(3, 20, 16, 128, [20, 0, 7], seed, device="cpu")
+    alpha = torch.tensor([0.75, 3.0, 2.0**-9])
+    ref = R.ref_masked(a, sfa, b, sfb, masked_m, alpha)
+    out = fastlaunch.grouped_mm_masked(a, sfa, b, sfb, masked_m, alpha=alpha, out_dtype=torch.bfloat16)
+    assert out.dtype == torch.bfloat16 and out.shape == (3, 20, 16)
+    for e, m in enumerate(masked_m.tolist()):
+        assert torch.equal(out[e, :m], ref[e, :m].to(torch.bfloat16)), e
+    plain = R.ref_masked(a, sfa, b, sfb, masked_m)
+    assert torch.equal(ref[2, :7], plain[2, :7] * 2.0**-9)  # alpha scales the product (a power of two: exactly)
+    given = torch.full((3, 20, 16), float("nan"), dtype=torch.bfloat16)
+    before = given.clone()
+    got = fastlaunch.grouped_mm_masked(a, sfa, b, sfb, masked_m, given, alpha=alpha)
+    ok, msg = R.check_masked(got, ref, masked_m, before, rtol=4e-3)
+    assert got is given and ok, msg
+    with pytest.raises(TypeError, match=r"^out is bfloat16 but out_dtype is float16"):
+        fastlaunch.grouped_mm_masked(a, sfa, b, sfb, masked_m, given, out_dtype=torch.float16)
+    with pytest.raises(TypeError, match=r"^out_dtype must be float16 or bfloat16, got torch.float32$"):
+        fastlaunch.grouped_mm_masked(a, sfa, b, sfb, masked_m, out_dtype=torch.float32)
+    with pytest.raises(TypeError, match=r"^alpha must be float32, got float16$"):
+        fastlaunch.grouped_mm_masked(a, sfa, b, sfb, masked_m, alpha=alpha.half())
 
 
 def test_grouped_mm_masked_cpu_rejects_counts_outside_0_to_max_m():
@@ -289,9 +321,13 @@ def _masked_cases_bad():
          "sfb has shape (3, 1, 2, 32, 4, 4), expected (3, 1, 4, 32, 4, 4) for G=3, N=72, K=256")
     case("masked_m dtype", 4, masked_m.short(), TypeError, "masked_m must be int32 or int64, got int16")
     case("masked_m shape", 4, masked_m[:2], ValueError, "masked_m has shape (2,), expected (3,) for G=3")
-    case("out dtype", 5, out.to(torch.bfloat16), TypeError, "out must be float16, got bfloat16")
+    case("out dtype", 5, out.float(), TypeError, "out must be float16 or bfloat16, got float32")
     case("out shape", 5, out[:, :100], ValueError,
          "out has shape (3, 100, 72), expected (3, 200, 72) for G=3, max_m=200, N=72")
+    cases.append(("alpha dtype", base + [torch.ones(3, dtype=torch.float16)], TypeError,
+                  "alpha must be float32, got float16"))
+    cases.append(("alpha shape", base + [torch.ones(1, 3)], ValueError,
+                  "alpha has shape (1, 3), expected (3,) for G=3"))
     return cases
 
 

@@ -118,3 +118,51 @@ def test_masked_decode_on_the_skinny_kernel(env):
                          text=True, timeout=600, env={**os.environ, **env})
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.count(": ok") == len(cases), out.stdout
+
+
+FORMS_CHILD = r"""
+import json, sys, torch
+import fastlaunch
+from fastlaunch import reference as R
+seed, cases = int(sys.argv[1]), json.loads(sys.argv[2])
+for i, (g, max_m, n, k, counts, dtype, scaled) in enumerate(cases):
+    a, sfa, b, sfb, mm, out = R.generate_masked_input(g, max_m, n, k, counts, seed + i, device="cuda")
+    out = torch.full(out.shape, float("nan"), dtype=getattr(torch, dtype), device="cuda")
+    alpha = None
+    if scaled:  # a scale per expert, 2^-6 .. 2^3 (fp16 outputs stay finite), one expert's exactly 1
+        gen = torch.Generator().manual_seed(seed + i)
+        alpha = (torch.rand(g, generator=gen) + 0.5) * torch.exp2(torch.randint(-6, 3, (g,), generator=gen).float())
+        alpha[0] = 1.0
+        alpha = alpha.cuda()
+    before = out.clone()
+    ref = R.ref_masked(a, sfa, b, sfb, mm, alpha)
+    got = fastlaunch.grouped_mm_masked(a, sfa, b, sfb, mm, out, alpha=alpha)
+    torch.cuda.synchronize()
+    # bf16 keeps 8 significant bits: half an ulp is 2^-9 of the value
+    rtol = 4e-3 if dtype == "bfloat16" else R.RTOL
+    ok, msg = R.check_masked(out, ref, mm, before, rtol=rtol)
+    ok = ok and got is out
+    print(f"case {i} {dtype} alpha={scaled}: {'ok' if ok else 'FAIL ' + msg}", flush=True)
+"""
+
+
+@pytest.mark.parametrize("env", [{}, {"FASTLAUNCH_SM90_SKINNY": "1"}, {"FASTLAUNCH_SM90_SKINNY": "1",
+                                                                       "FASTLAUNCH_SM90_SKINNY_SPLIT": "2"},
+                                 {"FASTLAUNCH_SM90_SKINNY": "0", "FASTLAUNCH_SM90_NARROW": "1"},
+                                 {"FASTLAUNCH_SM90_SHARE": "split"}, {"FASTLAUNCH_SM90_SHARE": "wave"}],
+                         ids=lambda e: ",".join(f"{k[15:]}={v}" for k, v in e.items()) or "planner")
+def test_masked_bf16_out_and_alpha(env):
+    # out in bf16 and fp16, with and without a global scale per expert, on every kernel of the masked form: the skinny
+    # kernel (its K split), the wgmma kernel's narrow build, split tiles and wave plans; counts of 0 and max_m
+    seed = fresh_seed()
+    rng = random.Random(seed)
+    cases = []
+    for dtype in ("bfloat16", "float16"):
+        for scaled in (False, True):
+            cases += [(8, 8, 2048, 1024, [0] + [rng.randrange(1, 9) for _ in range(6)] + [8], dtype, scaled),
+                      (4, 300, 512, 2048, [300, 0, 129, rng.randrange(1, 301)], dtype, scaled),
+                      (20, 16, 256, 512, [rng.randrange(0, 17) for _ in range(20)], dtype, scaled)]
+    out = subprocess.run([sys.executable, "-c", FORMS_CHILD, str(seed), json.dumps(cases)], cwd=ROOT,
+                         capture_output=True, text=True, timeout=600, env={**os.environ, **env})
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.count(": ok") == len(cases), out.stdout
