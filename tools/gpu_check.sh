@@ -38,6 +38,12 @@ fi
 # compute-sanitizer over each plan family (its own process: the forcing variables are read at the device's first
 # use); a row per family, a column per tool: errors (memcheck, synccheck, initcheck) or hazards (racecheck), and
 # whether the calls' outputs were right under it.
+# the first hazard of a racecheck log, as "Write access at <function> in <file>:<line> and Read access at ..."
+first_race() {
+  grep -m1 -A1 "Race reported between" "$1" | sed -E 's/^=+ *//; s/^ *//; s/^Error: Race reported between //;
+    s/\(.*\)\+0x[0-9a-f]+//; s#in [^ ]*/#in #; s/ \[[0-9]+ hazards\]//' | tr '\n' ' ' | sed 's/ *$//'
+}
+
 sanitize() {
   local tools=${SANITIZE_TOOLS:-memcheck racecheck synccheck initcheck} fam env line t n bad=0
   command -v compute-sanitizer >/dev/null || { echo "compute-sanitizer not found"; return 1; }
@@ -58,6 +64,11 @@ sanitize() {
     done
     echo "$line" | tee -a "$OUT/sanitize.md"
   done < <($PY tools/sanitize/cases.py --list)
+  for f in "$LOGS"/sanitize_*_racecheck.log; do  # where racecheck reported: its first hazard, a line per family
+    [ -e "$f" ] && grep -q "Race reported" "$f" || continue
+    fam=${f#"$LOGS"/sanitize_}; fam=${fam%_racecheck.log}
+    echo "racecheck $fam, first hazard: $(first_race "$f")" | tee -a "$OUT/sanitize.md"
+  done
   # the stage hand-off alone (tools/sanitize/racecheck_probe.cu): the kernel's protocol (lane0, elected) and
   # variants of the consumers' release, each under racecheck in a process of its own; a line per variant
   if nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I kernels -o /tmp/fl_racecheck_probe \
@@ -68,7 +79,9 @@ sanitize() {
         > "$LOGS/sanitize_probe_$v.log" 2>&1
       local status=$?
       n=$(grep -oE 'RACECHECK SUMMARY: [0-9]+' "$LOGS/sanitize_probe_$v.log" | grep -oE '[0-9]+$' | head -1)
-      echo "racecheck probe $v: ${n:-?} hazards; $(grep -E "^probe $v:" "$LOGS/sanitize_probe_$v.log" | cut -d' ' -f3-) (exit $status)" | tee -a "$OUT/sanitize.md"
+      line="racecheck probe $v: ${n:-?} hazards; $(grep -E "^probe $v:" "$LOGS/sanitize_probe_$v.log" | cut -d' ' -f3-) (exit $status)"
+      grep -q "Race reported" "$LOGS/sanitize_probe_$v.log" && line="$line; first hazard: $(first_race "$LOGS/sanitize_probe_$v.log")"
+      echo "$line" | tee -a "$OUT/sanitize.md"
       grep -q "^probe $v: ok" "$LOGS/sanitize_probe_$v.log" || bad=1
     done
   else
