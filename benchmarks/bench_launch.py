@@ -13,8 +13,8 @@ queue never fills), with p10 and p90 over the batches.
   cudagraph          torch.cuda.CUDAGraph capturing one fast_launch call, then replay()
   python+ctypes      pure-Python data_ptr() extraction into a ctypes array, then the launcher
 
-Also: end-to-end latency of one call from an idle GPU (CUDA events around the Python call) and the
-host cost of fast_launch and of the floor for G = 1, 2, 8, 32, 64.
+Also: end-to-end latency of one call from an idle GPU (CUDA events around the Python call), the host cost of
+fast_launch and of the floor for G = 1, 2, 8, 32, 64, and the GPU kernels a fast_launch call runs (torch.profiler).
 
 python benchmarks/bench_launch.py [--json out.json] [--png chart.png] [--dry-run]
 --dry-run (no GPU needed): checks the harness on CPU tensors (unpack only), as CI does.
@@ -35,7 +35,7 @@ import torch
 import fastlaunch
 from fastlaunch import reference as R
 from fastlaunch.shapes import BENCH_SHAPES
-from fastlaunch.timing import events_us, host_ns_stats, load_pyplot
+from fastlaunch.timing import events_us, host_ns_stats, kernels_per_call, load_pyplot
 
 
 def batches_ns(fn, batches=200, per_batch=20, sync=torch.cuda.synchronize):
@@ -184,6 +184,7 @@ def main(argv=None) -> int:
     floor = results["floor (C loop)"]["median"]
 
     e2e = {name: event_latency_us(variants[name]) for name in ("fast_launch", "cudagraph", "torch.ops")}
+    kernels = kernels_per_call([variants["fast_launch"]] * 16)  # after the timing: the profiler stays out of it
 
     scaling = []
     for gg in (1, 2, 8, 32, 64):
@@ -213,13 +214,15 @@ def main(argv=None) -> int:
     print()
     print("end-to-end latency of one call from an idle GPU (CUDA events around the Python call, us): " +
           ", ".join(f"{k_} {v:.1f}" for k_, v in e2e.items()))
+    print(f"GPU kernels per fast_launch call (torch.profiler, 16 calls): {kernels:.1f}")
     fl = results["fast_launch"]["median"]
     print(f"\nfast_launch / floor = {fl / floor:.2f} (goal <= 1.10); torch.ops / fast_launch = "
           f"{results['torch.ops']['median'] / fl:.1f} (goal >= 5); cudagraph replay / fast_launch = "
           f"{results['cudagraph']['median'] / fl:.2f} (goal > 1)")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"device": name, "host_ns": results, "scaling": scaling, "e2e_us": e2e, "ok": ok_all}, f,
+            json.dump({"device": name, "host_ns": results, "scaling": scaling, "e2e_us": e2e,
+                       "kernels_per_call": kernels, "ok": ok_all}, f,
                       indent=1)
     plt = load_pyplot() if args.png else None
     if plt:

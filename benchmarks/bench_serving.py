@@ -12,6 +12,9 @@ a case with several inputs runs them in rotation, one per call:
   e masked       fastlaunch._C.grouped_mm_masked (the serving layout) with masked_m changing every call on the
                  device: 64 count vectors in device memory, rotated, never read by the host; decode G=8 (1-8
                  tokens per expert, max_m 8), prefill G=8 (64-512, max_m 512), decode G=64 (1-8)
+  g public       e's decode rows through the entry a user calls, fastlaunch.grouped_mm_masked (an eager call on
+                 CUDA tensors goes straight to fastlaunch._C.grouped_mm_masked, past the torch dispatcher), with
+                 bf16 output and a per-expert alpha: the full serving call
   f torch        the peer: torch._grouped_mm in bf16 on the same experts' weights dequantised, with device-side
                  group offsets from the same counts as e
 
@@ -61,7 +64,7 @@ import torch
 import fastlaunch
 from fastlaunch import reference as R
 from fastlaunch.shapes import BENCH_SHAPES, TEST_SHAPES, describe
-from fastlaunch.timing import events_us, host_ns_stats, load_pyplot
+from fastlaunch.timing import events_us, host_ns_stats, kernels_per_call, load_pyplot
 
 N_SERVE, K_SERVE, G_SERVE = 2048, 7168, 8  # the serving cases' expert sizes
 POOL = 64              # inputs in a rotating case (b, d) and count vectors in e and f
@@ -80,7 +83,7 @@ class Case:
     """One row: its inputs as calls, what the checks need, and the measurements (r)."""
 
     def __init__(self, key: str, label: str, kind: str, groups: int, short: str, calls: list, *, datas=(),
-                 check_idx=(0,), masked=(), counts=(), note: str = ""):
+                 check_idx=(0,), masked=(), counts=(), alpha=None, note: str = ""):
         self.key, self.label, self.short = key, label, short
         self.kind = kind              # "task" (fast_launch), "masked" (grouped_mm_masked) or "torch" (_grouped_mm)
         self.groups = groups          # G: picks the parameter block of the bare anchor
@@ -89,6 +92,7 @@ class Case:
         self.check_idx = check_idx    # task: which inputs are checked against the reference
         self.masked = masked          # masked: (a, sfa, b, sfb, out) ...
         self.counts = list(counts)    # ... and the count vectors, one per call
+        self.alpha = alpha            # masked: the per-expert alpha the calls pass, if any
         self.note = note              # why the case was not timed, if it was not
         self.r = {}                   # the measurements
 
@@ -190,6 +194,20 @@ def masked_case(name, g, max_m, lo, hi, tensors, counts, gmm):
     return Case("e", label, "masked", g, f"masked {name} G={g}", calls, masked=tensors, counts=counts, note=note)
 
 
+def public_case(name, g, max_m, lo, hi, tensors, counts, gmm):
+    """e's inputs through fastlaunch.grouped_mm_masked with a bf16 out and alpha (powers of two, so the check's
+    reference scaled the same way is exact)."""
+    a, sfa, b, sfb, _out = tensors
+    out = torch.empty((g, max_m, N_SERVE), dtype=torch.bfloat16, device=a.device)
+    alpha = torch.tensor([2.0 ** (e % 3 - 1) for e in range(g)], dtype=torch.float32, device=a.device)
+    label = (f"public grouped_mm_masked {name}: G={g} N={N_SERVE} K={K_SERVE}, {lo}-{hi} tokens per expert, "
+             f"max_m {max_m}, bf16 out, alpha")
+    calls = [functools.partial(fastlaunch.grouped_mm_masked, a, sfa, b, sfb, m, out, alpha=alpha) for m in counts]
+    note = "" if gmm else "not in this build: fastlaunch._C has no grouped_mm_masked"
+    return Case("g", label, "masked", g, f"public {name} G={g}", calls if gmm else [], masked=(a, sfa, b, sfb, out),
+                counts=counts, alpha=alpha, note=note)
+
+
 def dequantised(packed: torch.Tensor, blocked: torch.Tensor, rows: int, experts: int) -> torch.Tensor:
     """[G, rows, K] bf16 (exact: every E2M1 x E4M3 product is a bf16 value) of the first `experts` experts of a
     masked-layout operand; with fewer experts than G, the last is repeated as a view."""
@@ -237,7 +255,8 @@ def check_case(case) -> str:
         before = out.clone()
         case.calls[0]()
         sync()
-        ok, msg = R.check_masked(out, R.ref_masked(a, sfa, b, sfb, m), m, before)
+        rtol = 4e-3 if out.dtype == torch.bfloat16 else R.RTOL  # bf16 keeps 8 significant bits, fp16 11
+        ok, msg = R.check_masked(out, R.ref_masked(a, sfa, b, sfb, m, alpha=case.alpha), m, before, rtol=rtol)
         return "ok" if ok else f"WRONG ({msg})"
     return "-"
 
@@ -286,20 +305,9 @@ def measure(case) -> None:
         sync()
 
 
-def kernels_per_call(case):
-    """GPU kernels per call over one pass of the case's inputs, by torch.profiler (memory copies and sets not
-    counted)."""
-    from torch.autograd import DeviceType
-    from torch.profiler import ProfilerActivity, profile
-    calls = case.calls if len(case.calls) > 1 else case.calls * GRAPH_FIXED_CALLS
-    sync()
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        for c in calls:
-            c()
-        sync()
-    kernels = [e for e in prof.events() if e.device_type == DeviceType.CUDA and not e.name.startswith(("Memcpy",
-                                                                                                     "Memset"))]
-    return len(kernels) / len(calls)
+def case_kernels_per_call(case):
+    """GPU kernels per call over one pass of the case's inputs (a fixed case: GRAPH_FIXED_CALLS calls)."""
+    return kernels_per_call(case.calls if len(case.calls) > 1 else case.calls * GRAPH_FIXED_CALLS)
 
 
 def bare_anchors(bench, blocks) -> dict:
@@ -370,8 +378,14 @@ def summary(cases) -> str:
         ratios2 = sorted(c.r["host_ns"]["median"] / c.r["bare2_ns"] for c in fl)
         parts.append(f"fastlaunch host per call {ratios[0]:.2f}-{ratios[-1]:.2f}x one bare launch "
                      f"({ratios2[0]:.2f}-{ratios2[-1]:.2f}x two) over {len(fl)} rows")
-    masked = [c for c in cases if c.kind == "masked"]
+    masked = [c for c in cases if c.key == "e"]
     peers = [c for c in cases if c.kind == "torch"]
+    public = [(c, next((m for m in masked if m.groups == c.groups and m.label.split(":")[0].split()[-1] ==
+                        c.label.split(":")[0].split()[-1]), None)) for c in cases if c.key == "g"]
+    pub = [f"{c.r['host_ns']['median'] / m.r['host_ns']['median']:.2f}x ({c.short})" for c, m in public
+           if m and c.r.get("host_ns") and m.r.get("host_ns")]
+    if pub:
+        parts.append("host per call of the public entry over fastlaunch._C: " + "; ".join(pub))
     pairs = [f"{p.r['host_ns']['median'] / m.r['host_ns']['median']:.1f}x host, "
              f"{p.r['b2b_us'] / m.r['b2b_us']:.1f}x back-to-back ({m.short})"
              for m, p in zip(masked, peers) if m.r.get("b2b_us") and p.r.get("b2b_us")]
@@ -454,6 +468,15 @@ def dry_run() -> int:
                 msg = f"argument checks passed up to the device check ({e})" if ok else f"refused: {e}"
             failures += [] if ok else [case.key]
             print(f"e {case.label}: {msg}")
+        if name == "decode" and g == G_SERVE:  # the public entry on the CPU is the fp32 reference: G=8 only (~1 s)
+            pub = public_case(name, g, max_m, lo, hi, tensors, counts, True)
+            pub.masked[4].fill_(float("nan"))
+            before = pub.masked[4].clone()
+            pub.calls[0]()
+            ok, msg = R.check_masked(pub.masked[4], R.ref_masked(*tensors[:4], counts[0], alpha=pub.alpha), counts[0],
+                                     before, rtol=4e-3)
+            failures += [] if ok else [pub.key]
+            print(f"g {pub.label}: one call on the CPU (its fp32 reference implementation), bf16 out: {msg}")
         peer = torch_case(name, g, max_m, lo, hi, tensors, counts, experts=1)
         out = peer.calls[0]()
         ok = tuple(out.shape) == (g * max_m, N_SERVE) and counts[0].dtype == torch.int32
@@ -469,7 +492,7 @@ def dry_run() -> int:
         print(f"bare-launch anchor: {why}")
     print(f"dry run: no GPU; checked one input of each case on the CPU: {sum(len(c.datas) for c in cases)} "
           f"task-layout inputs unpacked (a-d), {len(MASKED)} masked argument sets up to the device check (e), "
-          f"{len(MASKED)} torch._grouped_mm calls on the CPU (f); " + ("all passed" if not failures else
+          f"{len(MASKED)} torch._grouped_mm calls on the CPU (f), one public masked call on the CPU (g); " + ("all passed" if not failures else
                                                                        f"FAILED: {failures}"))
     return 1 if failures else 0
 
@@ -499,13 +522,15 @@ def main(argv=None) -> int:
     cases = [fixed_case(dev), random_rows_case("decode", 8, POOL, dev, 100),
              random_rows_case("prefill", 512, POOL, dev, 200), test_shapes_case(TEST_INPUTS, dev),
              weight_sets_case(POOL, dev)]
-    masked, peers = [], []
+    masked, public, peers = [], [], []
     for i, (name, g, max_m, lo, hi) in enumerate(MASKED):
         tensors, counts = serving_inputs(g, max_m, lo, hi, POOL, dev, 500 + i)
         masked.append(masked_case(name, g, max_m, lo, hi, tensors, counts, gmm))
+        if name == "decode":
+            public.append(public_case(name, g, max_m, lo, hi, tensors, counts, gmm))
         peers.append(torch_case(name, g, max_m, lo, hi, tensors, counts, experts=g))
-    order = cases + peers + masked
-    cases += masked + peers  # the table's order
+    order = cases + peers + masked + public
+    cases += masked + public + peers  # the table's order
 
     # Progress and each row's figures go to stderr as they come (stdout is the table, printed at the end); a case
     # that runs past CASE_LIMIT_S (a kernel that never finishes) ends the run with every thread's traceback.
@@ -527,7 +552,7 @@ def main(argv=None) -> int:
             continue
         faulthandler.dump_traceback_later(CASE_LIMIT_S, exit=True)
         try:
-            case.r["kernels_per_call"] = kernels_per_call(case)
+            case.r["kernels_per_call"] = case_kernels_per_call(case)
         except Exception as e:  # noqa: BLE001
             case.r["kernels_error"] = f"{type(e).__name__}: {e}"
     faulthandler.cancel_dump_traceback_later()

@@ -58,6 +58,21 @@ def device_us_sets(fn, sets: int, flush: torch.Tensor, reps: int = 30) -> float:
     return device_us(lambda: fn(next(calls) % sets), flush, reps)
 
 
+def kernels_per_call(calls, sync=torch.cuda.synchronize) -> float:
+    """GPU kernels per call over one pass of `calls` (zero-argument callables), counted by torch.profiler; memory
+    copies and sets are not kernels."""
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+    sync()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for c in calls:
+            c()
+        sync()
+    kernels = [e for e in prof.events() if e.device_type == DeviceType.CUDA and not e.name.startswith(("Memcpy",
+                                                                                                     "Memset"))]
+    return len(kernels) / len(calls)
+
+
 def fp16_gemms(ms, ns, ks, device="cuda"):
     """torch's fp16 GEMM (cuBLAS) on random operands of each group's sizes, C = A B^T per group, the
     anchor the small-call tools time beside fastlaunch: (run every group, run group `g`, (A, B, C))."""
