@@ -437,6 +437,15 @@ inline void share_out(LaunchPlan& p, int ctas, bool whole, bool few = false) {
   }
 }
 
+// A bound under share_out(p, ctas, whole)'s est_ns (just under, for rounding): the plan's work over `ctas`
+// and, for whole tiles, its longest tile.
+inline double share_bound(const LaunchPlan& p, int64_t ctas, bool whole) {
+  double bound = plan_work(p) / (double)ctas;
+  for (int i = 0; whole && i < p.groups; ++i)
+    if (p.group[i].chunks * p.group[i].tiles_n > 0 && p.group[i].tile_ns > bound) bound = p.group[i].tile_ns;
+  return bound * (1 - 1e-9);
+}
+
 // Reduced tiles (cost_model.h kReduceNs): each tile's steps in min(parts, its K steps) shares, one CTA each,
 // the tiles' CTAs in tile order, so every tile of a group has as many (the launcher records each group's
 // first CTA, Group::cta0, where the reduce kernel finds a tile's parts); fills ctas, start_tile/start_k,
@@ -627,6 +636,11 @@ inline void plan_launch(const int64_t* m, const int64_t* n, const int64_t* k, in
           if (half && !whole) continue;
           int64_t units = whole ? cand.tiles : cand.steps;
           if (!whole && force.parts > 0 && force.parts * cand.tiles < units) units = force.parts * cand.tiles;
+          // A share's estimate is at least the plan's work over its CTAs (the shares cut that work; partial
+          // sums, half tiles' load only add), whole tiles' at least the longest tile, and fewer CTAs (the
+          // parts below) only raise it: where that bound cannot beat the best plan, neither can these shares,
+          // and they are not built.
+          if (have && (reduced || share_bound(cand, units < most ? units : most, whole) >= best * 0.999)) continue;
           share_out(cand, (int)(units < most ? units : most), whole, units < most);
           if (half) cand.est_ns *= half_load_factor(cand.ctas, most);
           if (!have || (!reduced && cand.est_ns < best * 0.999)) out = cand, best = cand.est_ns, have = true;
