@@ -15,6 +15,8 @@ a case with several inputs runs them in rotation, one per call:
   g public       e's decode rows through the entry a user calls, fastlaunch.grouped_mm_masked (an eager call on
                  CUDA tensors goes straight to fastlaunch._C.grouped_mm_masked, past the torch dispatcher), with
                  bf16 output and a per-expert alpha: the full serving call
+  h weight-only  e's decode rows with the activations in fp16 (e's values, exactly) read where they lie, sfa
+                 None: no conversion kernel (one launch where the plan splits no tile)
   f torch        the peer: torch._grouped_mm in bf16 on the same experts' weights dequantised, with device-side
                  group offsets from the same counts as e
 
@@ -206,6 +208,18 @@ def public_case(name, g, max_m, lo, hi, tensors, counts, gmm):
     note = "" if gmm else "not in this build: fastlaunch._C has no grouped_mm_masked"
     return Case("g", label, "masked", g, f"public {name} G={g}", calls if gmm else [], masked=(a, sfa, b, sfb, out),
                 counts=counts, alpha=alpha, note=note)
+
+
+def weight_only_case(name, g, max_m, lo, hi, tensors, counts, gmm):
+    """e's inputs with a as fp16 [G, max_m, K] (the NVFP4 activations' values, exact in fp16), sfa None."""
+    a, sfa, b, sfb, out = tensors
+    x = dequantised(a, sfa, max_m, g).to(torch.float16)
+    label = (f"weight-only grouped_mm_masked {name}: G={g} N={N_SERVE} K={K_SERVE}, {lo}-{hi} tokens per expert, "
+             f"max_m {max_m}, fp16 activations")
+    calls = [functools.partial(fastlaunch.grouped_mm_masked, x, None, b, sfb, m, out) for m in counts] if gmm else []
+    note = "" if gmm else "not in this build: fastlaunch._C has no grouped_mm_masked"
+    return Case("h", label, "masked", g, f"weight-only {name} G={g}", calls, masked=(x, None, b, sfb, out),
+                counts=counts, note=note)
 
 
 def dequantised(packed: torch.Tensor, blocked: torch.Tensor, rows: int, experts: int) -> torch.Tensor:
@@ -477,6 +491,14 @@ def dry_run() -> int:
                                      before, rtol=4e-3)
             failures += [] if ok else [pub.key]
             print(f"g {pub.label}: one call on the CPU (its fp32 reference implementation), bf16 out: {msg}")
+            wo = weight_only_case(name, g, max_m, lo, hi, tensors, counts, True)
+            wo.masked[4].fill_(float("nan"))
+            before = wo.masked[4].clone()
+            wo.calls[0]()
+            ok, msg = R.check_masked(wo.masked[4], R.ref_masked(*tensors[:4], counts[0]), counts[0], before)
+            failures += [] if ok else [wo.key]
+            print(f"h {wo.label}: one call on the CPU (its fp32 reference implementation), against the NVFP4 "
+                  f"activations' reference: {msg}")
         peer = torch_case(name, g, max_m, lo, hi, tensors, counts, experts=1)
         out = peer.calls[0]()
         ok = tuple(out.shape) == (g * max_m, N_SERVE) and counts[0].dtype == torch.int32
@@ -492,7 +514,7 @@ def dry_run() -> int:
         print(f"bare-launch anchor: {why}")
     print(f"dry run: no GPU; checked one input of each case on the CPU: {sum(len(c.datas) for c in cases)} "
           f"task-layout inputs unpacked (a-d), {len(MASKED)} masked argument sets up to the device check (e), "
-          f"{len(MASKED)} torch._grouped_mm calls on the CPU (f), one public masked call on the CPU (g); " + ("all passed" if not failures else
+          f"{len(MASKED)} torch._grouped_mm calls on the CPU (f), one public and one weight-only masked call on the CPU (g, h); " + ("all passed" if not failures else
                                                                        f"FAILED: {failures}"))
     return 1 if failures else 0
 
@@ -528,6 +550,7 @@ def main(argv=None) -> int:
         masked.append(masked_case(name, g, max_m, lo, hi, tensors, counts, gmm))
         if name == "decode":
             public.append(public_case(name, g, max_m, lo, hi, tensors, counts, gmm))
+            public.append(weight_only_case(name, g, max_m, lo, hi, tensors, counts, gmm))
         peers.append(torch_case(name, g, max_m, lo, hi, tensors, counts, experts=g))
     order = cases + peers + masked + public
     cases += masked + public + peers  # the table's order

@@ -801,9 +801,10 @@ PyObject* skinny(PyObject*, PyObject* args) {
 // ============================================================================ the masked form
 
 // grouped_mm_masked(a, sfa, b, sfb, masked_m, out[, alpha]) -> out: the serving layout (kernels/launcher.h
-// fl_launch_masked); out fp16 or bf16, alpha None or fp32 [G] on the device.
+// fl_launch_masked); a NVFP4 with its scales sfa, or fp16 [G, max_m, K] with sfa None (weight-only); out fp16 or
+// bf16, alpha None or fp32 [G] on the device.
 // Messages as fastlaunch/ops.py's fake implementation words them: "<field> has shape (..), expected (..) for G=..".
-enum class Kind { kFp4, kScale, kOut, kInt32, kFloat };  // the dtypes below, in this order
+enum class Kind { kFp4, kScale, kOut, kInt32, kFloat, kHalf };  // the dtypes below, in this order
 
 struct MaskedExpect {
   const char* field;
@@ -839,10 +840,11 @@ bool check_masked_layout(PyObject* obj, const MaskedExpect& ex) {
                         : ex.kind == Kind::kScale ? st == c10::ScalarType::Float8_e4m3fn
                         : ex.kind == Kind::kOut   ? st == c10::ScalarType::Half || st == c10::ScalarType::BFloat16
                         : ex.kind == Kind::kInt32 ? st == c10::ScalarType::Int
-                                                  : st == c10::ScalarType::Float;
+                        : ex.kind == Kind::kFloat ? st == c10::ScalarType::Float
+                                                  : st == c10::ScalarType::Half;
   if (FL_UNLIKELY(!dtype_ok)) {
     static const char* const kNames[] = {"float4_e2m1fn_x2 or uint8", "float8_e4m3fn", "float16 or bfloat16", "int32",
-                                         "float32"};
+                                         "float32", "float16"};
     err_masked_dtype(ex.field, kNames[(int)ex.kind], st);
     return false;
   }
@@ -913,6 +915,18 @@ PyObject* grouped_mm_masked(PyObject*, PyObject* const* args, Py_ssize_t nargs) 
                  "arguments, got %zd", nargs);
   const bool scaled = nargs == 7 && args[6] != Py_None;  // alpha given
   try {
+    // a's dtype picks the form: fp16 (weight-only: [G, max_m, K], sfa None) or NVFP4 bytes ([G, max_m, K//2])
+    if (FL_UNLIKELY(!PyObject_TypeCheck(args[0], reinterpret_cast<PyTypeObject*>(THPVariableClass))))
+      return raise(PyExc_TypeError, "a must be a torch.Tensor, got %s", Py_TYPE(args[0])->tp_name);
+    const c10::ScalarType a_type = THPVariable_Unpack(args[0]).scalar_type();
+    const bool a_fp16 = a_type == c10::ScalarType::Half;
+    if (FL_UNLIKELY(!a_fp16 && a_type != c10::ScalarType::Float4_e2m1fn_x2 && a_type != c10::ScalarType::Byte))
+      return err_masked_dtype("a", "float4_e2m1fn_x2 or uint8 (NVFP4, with sfa) or float16 (weight-only, sfa None)",
+                              a_type);
+    if (FL_UNLIKELY(a_fp16 != (args[1] == Py_None)))
+      return a_fp16 ? raise(PyExc_TypeError, "sfa must be None where a is float16 (weight-only: a's values are used "
+                            "as they are)")
+                    : raise(PyExc_TypeError, "sfa must be a torch.Tensor of a's scales where a is NVFP4, got None");
     // G, max_m, K from a; N from b: both must be 3-D tensors first.
     const auto dims3 = [](PyObject* obj, int64_t* d) {
       if (!PyObject_TypeCheck(obj, reinterpret_cast<PyTypeObject*>(THPVariableClass))) return false;
@@ -922,12 +936,14 @@ PyObject* grouped_mm_masked(PyObject*, PyObject* const* args, Py_ssize_t nargs) 
       return true;
     };
     int64_t ad[3], bd[3];
-    if (FL_UNLIKELY(!dims3(args[0], ad))) return err_masked_dims("a", args[0], "(G, max_m, K//2)");
+    const char* const a_dims = a_fp16 ? "(G, max_m, K)" : "(G, max_m, K//2)";
+    if (FL_UNLIKELY(!dims3(args[0], ad))) return err_masked_dims("a", args[0], a_dims);
     if (FL_UNLIKELY(!dims3(args[2], bd))) return err_masked_dims("b", args[2], "(G, N, K//2)");
-    const int64_t G = ad[0], max_m = ad[1], kb = ad[2], k = 2 * kb, n = bd[1];
-    if (FL_UNLIKELY(G < 1 || max_m < 1 || kb < 32 || kb % 32 || k > fl::kMaxExtent || max_m > fl::kMaxExtent))
-      return err_masked_dims("a", args[0], "(G, max_m, K//2) with G >= 1, max_m >= 1 and K a positive multiple of 64 up "
-                             "to 2147483584");
+    const int64_t G = ad[0], max_m = ad[1], k = a_fp16 ? ad[2] : 2 * ad[2], kb = k / 2, n = bd[1];
+    if (FL_UNLIKELY(G < 1 || max_m < 1 || k < 64 || k % 64 || k > fl::kMaxExtent || max_m > fl::kMaxExtent))
+      return err_masked_dims("a", args[0], a_fp16 ? "(G, max_m, K) with G >= 1, max_m >= 1 and K a positive multiple "
+                             "of 64 up to 2147483584" : "(G, max_m, K//2) with G >= 1, max_m >= 1 and K a positive "
+                             "multiple of 64 up to 2147483584");
     if (FL_UNLIKELY(n < 1 || n > fl::kMaxExtent || n % 8))
       return err_masked_dims("b", args[2], "(G, N, K//2) with N in 1..2147483647 a multiple of 8 (out's rows are "
                              "stored in 16-byte chunks)");
@@ -938,7 +954,8 @@ PyObject* grouped_mm_masked(PyObject*, PyObject* const* args, Py_ssize_t nargs) 
     snprintf(gmn, sizeof(gmn), "G=%lld, max_m=%lld, N=%lld", (long long)G, (long long)max_m, (long long)n);
     const int64_t kt = k / 64;
     const MaskedExpect ex[7] = {
-        {"a", Kind::kFp4, {G, max_m, kb}, 3, gmk, 16},
+        a_fp16 ? MaskedExpect{"a", Kind::kHalf, {G, max_m, k}, 3, gmk, 16}
+               : MaskedExpect{"a", Kind::kFp4, {G, max_m, kb}, 3, gmk, 16},
         {"sfa", Kind::kScale, {G, fl::ceil_div(max_m, 128), kt, 32, 4, 4}, 6, gmk, 16},
         {"b", Kind::kFp4, {G, n, kb}, 3, gnk, 16},
         {"sfb", Kind::kScale, {G, fl::ceil_div(n, 128), kt, 32, 4, 4}, 6, gnk, 16},
@@ -949,10 +966,10 @@ PyObject* grouped_mm_masked(PyObject*, PyObject* const* args, Py_ssize_t nargs) 
     const int count = scaled ? 7 : 6;
     int64_t ptr[7] = {};
     c10::Device device{c10::kCPU};
+    for (int i = 0; i < count; ++i)  // (weight-only: no sfa)
+      if (!(a_fp16 && i == 1) && !check_masked_layout(args[i], ex[i])) return nullptr;
     for (int i = 0; i < count; ++i)
-      if (!check_masked_layout(args[i], ex[i])) return nullptr;
-    for (int i = 0; i < count; ++i)
-      if (!read_masked_data(args[i], ex[i], &device, &ptr[i])) return nullptr;
+      if (!(a_fp16 && i == 1) && !read_masked_data(args[i], ex[i], &device, &ptr[i])) return nullptr;
     const bool bf16 = THPVariable_Unpack(args[5]).scalar_type() == c10::ScalarType::BFloat16;
     const c10::DeviceIndex dev = device.index();
     cudaStream_t stream = c10::cuda::getCurrentCUDAStream(dev).stream();
@@ -960,7 +977,7 @@ PyObject* grouped_mm_masked(PyObject*, PyObject* const* args, Py_ssize_t nargs) 
                                reinterpret_cast<const void*>(ptr[2]), reinterpret_cast<const void*>(ptr[3]),
                                reinterpret_cast<const int32_t*>(ptr[4]), reinterpret_cast<void*>(ptr[5]),
                                G, max_m, n, k, reinterpret_cast<const float*>(ptr[6]),
-                               bf16 ? FL_OUT_BF16 : FL_OUT_FP16};
+                               bf16 ? FL_OUT_BF16 : FL_OUT_FP16, a_fp16 ? FL_A_FP16 : FL_A_NVFP4};
     char err[1024];
     const int rc = fl_launch_masked(&margs, stream, dev, &fl_torch_allocator, err, sizeof(err));
     if (FL_UNLIKELY(rc != FL_OK)) return err_launch(rc, err);
@@ -1033,7 +1050,8 @@ PyMethodDef kMethods[] = {
     {"grouped_mm_masked", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(grouped_mm_masked)),
      METH_FASTCALL,
      "grouped_mm_masked(a, sfa, b, sfb, masked_m, out, alpha=None) -> out\n\nThe masked NVFP4 grouped GEMM in the "
-     "serving layout (fastlaunch.grouped_mm_masked has the contract): expert g writes rows 0 .. masked_m[g]-1 of "
+     "serving layout (fastlaunch.grouped_mm_masked has the contract; a NVFP4 with sfa, or float16 [G, max_m, K] with "
+     "sfa None: weight-only): expert g writes rows 0 .. masked_m[g]-1 of "
      "out[g] (fp16 or bf16), times alpha[g] where alpha (fp32 [G]) is given, both read on the device; launches on "
      "the current stream of the tensors' device and returns out."},
     {"unpack", unpack, METH_O, "unpack(data) -> int\n\nChecks and unpacks like fast_launch (no device checks, no "

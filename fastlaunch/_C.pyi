@@ -35,7 +35,7 @@ def skinny(
 # The serving layout's masked grouped GEMM, called by torch.ops.fastlaunch.grouped_mm_masked on CUDA (fastlaunch/ops.py
 # documents the layout and the checks); builds without the masked kernel lack it, and the op then raises RuntimeError.
 def grouped_mm_masked(
-    a: torch.Tensor, sfa: torch.Tensor, b: torch.Tensor, sfb: torch.Tensor, masked_m: torch.Tensor, out: torch.Tensor,
+    a: torch.Tensor, sfa: torch.Tensor | None, b: torch.Tensor, sfb: torch.Tensor, masked_m: torch.Tensor, out: torch.Tensor,
     alpha: torch.Tensor | None = None, /,
 ) -> torch.Tensor: ...
 def setup_device(device: int) -> str: ...

@@ -3,9 +3,10 @@
     torch.ops.fastlaunch.grouped_gemm(Tensor[] a, Tensor[] sfa, Tensor[] b, Tensor[] sfb, Tensor(a!)[] c) -> ()
         The task layout, one group per list entry: a[g] [M, K//2, 1] and b[g] [N, K//2, 1] NVFP4 bytes, sfa[g] and
         sfb[g] the task's sf_reordered views, c[g] [M, N, 1] float16, written in place: c[g] = A[g] B[g]^T.
-    torch.ops.fastlaunch.grouped_mm_masked(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor masked_m,
+    torch.ops.fastlaunch.grouped_mm_masked(Tensor a, Tensor? sfa, Tensor b, Tensor sfb, Tensor masked_m,
                                            Tensor(a!) out, Tensor? alpha=None) -> ()
-        The serving layout: a [G, max_m, K//2], sfa [G, ceil(max_m/128), K//64, 32, 4, 4], b [G, N, K//2],
+        The serving layout: a [G, max_m, K//2], sfa [G, ceil(max_m/128), K//64, 32, 4, 4] (or weight-only: a float16
+        [G, max_m, K], sfa None), b [G, N, K//2],
         sfb [G, ceil(N/128), K//64, 32, 4, 4], masked_m int32 or int64 [G] on the device, out [G, max_m, N] float16
         or bfloat16, alpha None or float32 [G] on the device; expert g writes rows 0 .. masked_m[g]-1 of out[g]
         (times alpha[g]) and leaves the others as they were.
@@ -231,17 +232,27 @@ _COUNT_DTYPES = (torch.int32, torch.int64)  # masked_m in the ops (fastlaunch._C
 def _check_masked_meta(a, sfa, b, sfb, masked_m, out, count_dtypes=(torch.int32,), alpha=None) -> None:
     """The masked op's checks on metadata alone (masked_m's and alpha's values are never read), in argument order: a,
     sfa, b, sfb, masked_m, out, alpha (when given); each: dtype, shape, contiguous strides, device. G, max_m and K come
-    from a, N from b.
+    from a, N from b. a float16 [G, max_m, K] (weight-only) goes with sfa None, NVFP4 a with its scales.
     count_dtypes: what masked_m may be (the default, int32, is what fastlaunch._C.grouped_mm_masked takes)."""
+    weight_only = a.dtype == torch.float16
+    if a.dtype not in _FP4_DTYPES and not weight_only:
+        raise TypeError(f"a must be float4_e2m1fn_x2 or uint8 (NVFP4, with sfa) or float16 (weight-only, sfa None), "
+                        f"got {_name(a.dtype)}")
+    if weight_only != (sfa is None):
+        raise TypeError("sfa must be None where a is float16 (weight-only: a's values are used as they are)"
+                        if weight_only else
+                        "sfa must be a torch.Tensor of a's scales where a is NVFP4, got None")
+    a_dims = "(G, max_m, K)" if weight_only else "(G, max_m, K//2)"
     if a.dim() != 3:
-        raise ValueError(f"a has shape {_dims(a)}, expected (G, max_m, K//2)")
+        raise ValueError(f"a has shape {_dims(a)}, expected {a_dims}")
     if b.dim() != 3:
         raise ValueError(f"b has shape {_dims(b)}, expected (G, N, K//2)")
-    G, max_m, kb = a.shape
+    G, max_m, ka = a.shape
     n = b.shape[1]
-    k = 2 * kb
-    if not (G >= 1 and max_m >= 1 and 32 <= kb <= _MAX_K // 2 and kb % 32 == 0):
-        raise ValueError(f"a has shape {_dims(a)}, expected (G, max_m, K//2) with G >= 1, max_m >= 1 and K a "
+    k = ka if weight_only else 2 * ka
+    kb = k // 2
+    if not (G >= 1 and max_m >= 1 and 64 <= k <= _MAX_K and k % 64 == 0):
+        raise ValueError(f"a has shape {_dims(a)}, expected {a_dims} with G >= 1, max_m >= 1 and K a "
                          f"positive multiple of 64 up to 2147483584")
     if not 1 <= n <= _MAX_EXTENT or n % 8:
         raise ValueError(f"b has shape {_dims(b)}, expected (G, N, K//2) with N in 1..2147483647 a multiple of 8 "
@@ -250,9 +261,12 @@ def _check_masked_meta(a, sfa, b, sfb, masked_m, out, count_dtypes=(torch.int32,
     e4m3 = (torch.float8_e4m3fn,)
     dev = a.device
     out_names = " or ".join(_name(d) for d in _MASKED_OUT_DTYPES)
-    _masked_check("a", a, _FP4_DTYPES, fp4, (G, max_m, kb), (("G", G), ("max_m", max_m), ("K", k)), dev)
-    _masked_check("sfa", sfa, e4m3, "float8_e4m3fn", (G, _ceil128(max_m), k // 64, 32, 4, 4),
-                  (("G", G), ("max_m", max_m), ("K", k)), dev)
+    if weight_only:
+        _masked_check("a", a, (torch.float16,), "float16", (G, max_m, k), (("G", G), ("max_m", max_m), ("K", k)), dev)
+    else:
+        _masked_check("a", a, _FP4_DTYPES, fp4, (G, max_m, kb), (("G", G), ("max_m", max_m), ("K", k)), dev)
+        _masked_check("sfa", sfa, e4m3, "float8_e4m3fn", (G, _ceil128(max_m), k // 64, 32, 4, 4),
+                      (("G", G), ("max_m", max_m), ("K", k)), dev)
     _masked_check("b", b, _FP4_DTYPES, fp4, (G, n, kb), (("G", G), ("N", n), ("K", k)), dev)
     _masked_check("sfb", sfb, e4m3, "float8_e4m3fn", (G, _ceil128(n), k // 64, 32, 4, 4),
                   (("G", G), ("N", n), ("K", k)), dev)
@@ -264,12 +278,12 @@ def _check_masked_meta(a, sfa, b, sfb, masked_m, out, count_dtypes=(torch.int32,
         _masked_check("alpha", alpha, (torch.float32,), "float32", (G,), (("G", G),), dev)
 
 
-_MASKED_SCHEMA = "(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor masked_m, Tensor(a!) out, Tensor? alpha=None) -> ()"
+_MASKED_SCHEMA = "(Tensor a, Tensor? sfa, Tensor b, Tensor sfb, Tensor masked_m, Tensor(a!) out, Tensor? alpha=None) -> ()"
 
 
 @torch.library.custom_op("fastlaunch::grouped_mm_masked", mutates_args=("out",), device_types="cpu",
                          schema=_MASKED_SCHEMA)
-def _grouped_mm_masked_op(a: torch.Tensor, sfa: torch.Tensor, b: torch.Tensor, sfb: torch.Tensor,
+def _grouped_mm_masked_op(a: torch.Tensor, sfa: torch.Tensor | None, b: torch.Tensor, sfb: torch.Tensor,
                           masked_m: torch.Tensor, out: torch.Tensor, alpha: torch.Tensor | None = None) -> None:
     # CPU: the checks, then the fp32 reference (times alpha) into rows < masked_m[g] only (reading masked_m here is a
     # host read of host memory; ref_masked raises on values outside 0..max_m).
@@ -298,7 +312,7 @@ def _grouped_mm_masked_fake(a, sfa, b, sfb, masked_m, out, alpha=None) -> None:
     _check_masked_meta(a, sfa, b, sfb, masked_m, out, _COUNT_DTYPES, alpha)
 
 
-def grouped_mm_masked(a: torch.Tensor, sfa: torch.Tensor, b: torch.Tensor, sfb: torch.Tensor,
+def grouped_mm_masked(a: torch.Tensor, sfa: torch.Tensor | None, b: torch.Tensor, sfb: torch.Tensor,
                       masked_m: torch.Tensor, out: torch.Tensor | None = None, *, alpha: torch.Tensor | None = None,
                       out_dtype: torch.dtype | None = None) -> torch.Tensor:
     """Masked NVFP4 grouped GEMM in the serving layout, through torch.ops.fastlaunch.grouped_mm_masked; returns out
@@ -310,6 +324,8 @@ def grouped_mm_masked(a: torch.Tensor, sfa: torch.Tensor, b: torch.Tensor, sfb: 
       sfa: [G, ceil(max_m/128), K//64, 32, 4, 4] float8_e4m3fn, contiguous: a's scales, one per 16 K elements of a
         row, row i and K block j of expert g at [g, i//128, j//4, i%32, (i%128)//32, j%4]
         (fastlaunch.reference.block_scales builds it from plain [rows, K//16] scales);
+      or weight-only: a [G, max_m, K] float16, contiguous, the activations as they are (read by the GEMM where they
+        lie: no conversion kernel), with sfa None;
       b: [G, N, K//2] and sfb: [G, ceil(N/128), K//64, 32, 4, 4] likewise (the stacked expert weights);
       masked_m: int32 or int64 [G] on the same device: expert g computes rows 0 .. masked_m[g]-1,
         0 <= masked_m[g] <= max_m (int64 counts, e.g. from a sum, cost one small int32 conversion on the device);
@@ -334,7 +350,7 @@ def grouped_mm_masked(a: torch.Tensor, sfa: torch.Tensor, b: torch.Tensor, sfb: 
     elif out_dtype is not None and out.dtype != out_dtype:
         raise TypeError(f"out is {_name(out.dtype)} but out_dtype is {_name(out_dtype)}: give one or make them agree")
     kernel = getattr(_C, "grouped_mm_masked", None)
-    tensors = (a, sfa, b, sfb, masked_m, out) if alpha is None else (a, sfa, b, sfb, masked_m, out, alpha)
+    tensors = tuple(t for t in (a, sfa, b, sfb, masked_m, out, alpha) if t is not None)
     if kernel is not None and masked_m.dtype == torch.int32 and _eager(tensors):
         kernel(a, sfa, b, sfb, masked_m, out, alpha)  # the op's CUDA kernel makes this call
     else:

@@ -295,23 +295,26 @@ def generate_masked_input(g: int, max_m: int, n: int, k: int, masked_m, seed: in
     return tuple(t.to(device) for t in (a, sfa, b, sfb, masked, out))
 
 
-def ref_masked(a: torch.Tensor, sfa: torch.Tensor, b: torch.Tensor, sfb: torch.Tensor,
+def ref_masked(a: torch.Tensor, sfa: torch.Tensor | None, b: torch.Tensor, sfb: torch.Tensor,
                masked_m: torch.Tensor, alpha: torch.Tensor | None = None) -> torch.Tensor:
     """fp32 [G, max_m, N]: row r of expert g is dequantize(a[g, r]) @ dequantize(b[g])^T (times alpha[g] where alpha
     is given) for r < masked_m[g], rows at and past masked_m[g] are NaN (no part of the result; check_masked compares
-    them with the output's old contents instead). Reads masked_m and alpha on the host; computed on a's device."""
+    them with the output's old contents instead). a float16 [G, max_m, K] with sfa None (weight-only): a's rows as
+    they are in place of dequantize(a[g, r]). Reads masked_m and alpha on the host; computed on a's device."""
     G, max_m, _kb = a.shape
     n = b.shape[1]
     ms = [int(x) for x in masked_m.tolist()]
     if len(ms) != G:
         raise ValueError(f"masked_m has {len(ms)} entries, expected G={G}")
     ref = torch.full((G, max_m, n), float("nan"), dtype=torch.float32, device=a.device)
-    plain_a, plain_b = unblock_scales(sfa, max_m), unblock_scales(sfb, n)
+    weight_only = a.dtype == torch.float16
+    plain_a, plain_b = None if weight_only else unblock_scales(sfa, max_m), unblock_scales(sfb, n)
     for e, m in enumerate(ms):
         if not 0 <= m <= max_m:
             raise ValueError(f"masked_m[{e}] is {m}, expected 0..{max_m} (max_m)")
         if m:
-            ref[e, :m] = dequantize(a[e, :m], plain_a[e, :m]) @ dequantize(b[e], plain_b[e]).T
+            rows = a[e, :m].float() if weight_only else dequantize(a[e, :m], plain_a[e, :m])
+            ref[e, :m] = rows @ dequantize(b[e], plain_b[e]).T
             if alpha is not None:
                 ref[e, :m] *= float(alpha[e])
     return ref

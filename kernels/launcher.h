@@ -57,6 +57,7 @@ int fl_launch(const int64_t* buf, int num_groups, void* stream, int device, cons
 /* The masked form (a mixture-of-experts layer, experts stacked): G groups of the same N and K, each with room
  * for max_m rows of A, every operand contiguous:
  *   a   [G, max_m, K/2] packed E2M1          sfa [G, ceil(max_m/128), K/64, 32, 4, 4] reordered E4M3 scales
+ *       or, with a_dtype FL_A_FP16 (weight-only), [G, max_m, K] fp16 read as it is, and sfa null
  *   b   [G, N, K/2] packed E2M1              sfb [G, ceil(N/128), K/64, 32, 4, 4]
  *   out [G, max_m, N] fp16 or bf16           masked_m: int32 [G] in device memory
  *   alpha: fp32 [G] in device memory, or null
@@ -66,6 +67,7 @@ int fl_launch(const int64_t* buf, int num_groups, void* stream, int device, cons
  * call can be captured in a CUDA graph and replayed with new contents. a, b, sfa, sfb, out 16-byte aligned;
  * N a multiple of 8. */
 enum { FL_OUT_FP16 = 0, FL_OUT_BF16 = 1 };
+enum { FL_A_NVFP4 = 0, FL_A_FP16 = 1 };
 typedef struct fl_masked_args {
   const void* a;
   const void* sfa;
@@ -76,6 +78,7 @@ typedef struct fl_masked_args {
   int64_t groups, max_m, n, k;
   const float* alpha; /* or null */
   int32_t out_dtype;  /* FL_OUT_FP16 or FL_OUT_BF16 */
+  int32_t a_dtype;    /* FL_A_NVFP4 or FL_A_FP16 */
 } fl_masked_args;
 
 int fl_launch_masked(const fl_masked_args* args, void* stream, int device, const fl_allocator* alloc, char* err,

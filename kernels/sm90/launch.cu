@@ -192,23 +192,30 @@ int64_t maps_bytes(int groups) { return round_up((int64_t)groups * sm90::kMapByt
 int64_t flags_bytes(int sm_count) {
   return round_up((int64_t)max_ctas(sm_count) * sm90::kConsumerWarps * 4, sm90::kWorkspaceAlign);
 }
-int64_t chunk_bytes(int64_t rows, int64_t kmax, int groups, int sm_count, const sm90::LaunchPlan& plan) {
-  return sm90::a16_launch_bytes(rows, kmax) + maps_bytes(groups) + flags_bytes(sm_count) +
+// (own_a16 false: A is the caller's fp16, read where it lies; no A in the workspace)
+int64_t chunk_bytes(int64_t rows, int64_t kmax, int groups, int sm_count, const sm90::LaunchPlan& plan,
+                    bool own_a16 = true) {
+  return (own_a16 ? sm90::a16_launch_bytes(rows, kmax) : 0) + maps_bytes(groups) + flags_bytes(sm_count) +
          (plan.splits ? (int64_t)plan.ctas * sm90::kPartialBytes : 0);
 }
 
 // The masked form's device-side inputs of a call: each group's rows (masked_m), its scale (alpha, or null) and C's
-// dtype; null for the task form.
+// dtype; null for the task form. a_fp16: A is the caller's fp16 (weight-only), each group's max_m rows after the
+// last's, read by the GEMM where it lies: no conversion of A.
 struct MaskedCall {
   const int32_t* m;
   const float* alpha;
   bool bf16;
+  bool a_fp16;
 };
 
 // One launch of up to MAXG groups g0 .. g0+gc-1: the A conversion (and the B maps, for MAXG >
 // kGroupsSmall), then the GEMM. `a16` points at this launch's part of the workspace and is advanced
 // past it. `known`: the launch's plan if the caller holds it (else it is looked up again under `force`).
-// `masked` (the masked form, or null): the G groups' rows on the device; the GEMM is its masked kernel.
+// `masked` (the masked form, or null): the G groups' rows on the device; the GEMM is its masked kernel. With
+// the caller's fp16 A (masked->a_fp16) the GEMM reads it through maps over it, and the conversion kernel runs
+// (converting nothing) only where the GEMM needs it: its B maps (more than kGroupsSmall groups) or zeroed flags
+// (split tiles); else the call is the GEMM's one launch.
 template <int MAXG>
 int launch_chunk(const DeviceState& dev, const int64_t* buf, int G, int g0, int gc, uint8_t*& a16,
                  const sm90::LaunchPlan* known, const sm90::PlanForce& force, const MaskedCall* masked,
@@ -225,7 +232,11 @@ int launch_chunk(const DeviceState& dev, const int64_t* buf, int G, int g0, int 
             : launch_plan(buf + 5 * G + g0, buf + 6 * G + g0, buf + 7 * G + g0, gc, dev.sm_count, force);
   int64_t rows = 0, kmax = 0;
   launch_extent(buf, G, g0, gc, &rows, &kmax);
-  if (int rc = a16_maps(dev.drv, p.map_a16, a16, kmax * 2, sm90::a16_map_rows(rows), err)) return rc;
+  // the caller's fp16 A: group g0's first row on, exactly the launch's rows (a box past them is zero-filled)
+  const bool a_fp16 = masked && masked->a_fp16;
+  uint8_t* const a_base = a_fp16 ? reinterpret_cast<uint8_t*>(buf[0 * G + g0]) : a16;
+  if (int rc = a16_maps(dev.drv, p.map_a16, a_base, kmax * 2, a_fp16 ? rows : sm90::a16_map_rows(rows), err))
+    return rc;
   std::memcpy(&p.tmpl_b, &st.tmpl_b, sizeof(CUtensorMap));
   int64_t tiles = 0, units = 0, row = 0, red_ctas = 0;
   bool any = false;  // a group whose C rows are not all 16-byte aligned
@@ -234,10 +245,10 @@ int launch_chunk(const DeviceState& dev, const int64_t* buf, int G, int g0, int 
     const sm90::GroupTiles& gt = plan.group[local];
     const int64_t m = buf[5 * G + g], n = buf[6 * G + g], k = buf[7 * G + g];
     tiles += gt.chunks * gt.tiles_n;
-    units += m * (k / sm90::kBlockK);
+    units += a_fp16 ? 0 : m * (k / sm90::kBlockK);
     sm90::Group& gr = p.groups[i];
     load_operands(gr, buf, G, g);
-    gr.a16 = reinterpret_cast<__half*>(a16) + row * kmax;
+    gr.a16 = reinterpret_cast<__half*>(a_base) + row * kmax;
     gr.a16_row = (int32_t)row;
     row += m;
     gr.m = (int32_t)m;
@@ -260,11 +271,11 @@ int launch_chunk(const DeviceState& dev, const int64_t* buf, int G, int g0, int 
     if (!any && !plan.reduce && !masked)  // the kernels of aligned C (sm90::kTmaC) store it through these
       if (int rc = c_maps(dev.drv, p.map_c, buf, G, g0, plan.order, gc, err)) return rc;
   }
-  uint8_t* const tail = a16 + sm90::a16_launch_bytes(rows, kmax);
+  uint8_t* const tail = a16 + (a_fp16 ? 0 : sm90::a16_launch_bytes(rows, kmax));
   p.b_maps = tail;
   p.flags = reinterpret_cast<int32_t*>(tail + maps_bytes(gc));
   p.partials = reinterpret_cast<float*>(reinterpret_cast<uint8_t*>(p.flags) + flags_bytes(dev.sm_count));
-  a16 += chunk_bytes(rows, kmax, gc, dev.sm_count, plan);
+  a16 += chunk_bytes(rows, kmax, gc, dev.sm_count, plan, !a_fp16);
   p.num_groups = gc;
   p.num_ctas = plan.ctas;
   p.num_units = (int32_t)units;
@@ -282,6 +293,7 @@ int launch_chunk(const DeviceState& dev, const int64_t* buf, int G, int g0, int 
   // GEMM alone (experiments): the same kernel with no units (only the conversion reads num_units), so
   // the maps and flags are still written.
   if (st.only == 2) p.num_units = 0;
+  const bool convert = !a_fp16 || MAXG > sm90::kGroupsSmall || plan.splits > 0;
   CUlaunchConfig cfg = st.convert_config;  // attrs point into dev, which outlives the call
   const int64_t blocks = sm90::convert_ctas(p.num_units, dev.sm_count);
   const int64_t map_blocks = ceil_div(gc, sm90::kConvertThreads / 32);
@@ -299,7 +311,7 @@ int launch_chunk(const DeviceState& dev, const int64_t* buf, int G, int g0, int 
       cp.groups[i] = {gr.a, gr.sfa, gr.a16, gr.k, gr.unit_end};
     }
     void* cargs[1] = {&cp};
-    FL_LAUNCH_TRY(err, dev.drv, dev.drv.launch_kernel_ex(&cfg, st.convert_fn[which], cargs, nullptr));
+    if (convert) FL_LAUNCH_TRY(err, dev.drv, dev.drv.launch_kernel_ex(&cfg, st.convert_fn[which], cargs, nullptr));
   } else {
     FL_LAUNCH_TRY(err, dev.drv, dev.drv.launch_kernel_ex(&cfg, st.convert_fn[which], args, nullptr));
   }
@@ -548,7 +560,7 @@ int launch_groups(const DeviceState& dev, const int64_t* buf, int G, const int* 
       const int g0 = g / sm90::kGroupsPerLaunch * sm90::kGroupsPerLaunch;
       const sm90::LaunchPlan& plan =
           launch_plan(buf + 5 * G + g0, buf + 6 * G + g0, buf + 7 * G + g0, g + 1 - g0, dev.sm_count, force);
-      workspace += chunk_bytes(rows, kmax, g + 1 - g0, dev.sm_count, plan);
+      workspace += chunk_bytes(rows, kmax, g + 1 - g0, dev.sm_count, plan, !(masked && masked->a_fp16));
       if (G <= sm90::kGroupsPerLaunch) single = &plan;
       if (workspace > kMaxWorkspaceBytes)
         return err.set(FL_ERR_VALUE, "group %d: the fp16 copy of A would exceed %lld bytes", caller_g,
@@ -650,10 +662,11 @@ int sm90_launch_masked(const DeviceState& dev, const fl_masked_args& a, cudaStre
     return err.set(FL_ERR_VALUE, "masked form: out rows must be 16-byte aligned: N a multiple of 8 (got N=%lld) and "
                    "out 16-byte aligned", (long long)a.n);
   // The groups as the task layout's buffer, each planned at max_m rows: group g's operands lie a fixed
-  // stride after group 0's.
+  // stride after group 0's (fp16 A: 2 bytes a value, no scales).
   const int G = (int)a.groups;
+  const bool a_fp16 = a.a_dtype == FL_A_FP16;
   const int64_t kb = a.k / 2, kt = a.k / sm90::kBlockK;
-  const int64_t a_stride = a.max_m * kb, b_stride = a.n * kb, c_stride = a.max_m * a.n * 2;
+  const int64_t a_stride = a.max_m * (a_fp16 ? a.k * 2 : kb), b_stride = a.n * kb, c_stride = a.max_m * a.n * 2;
   const int64_t sfa_stride = ceil_div(a.max_m, 128) * kt * sm90::kSfBlockBytes;
   const int64_t sfb_stride = ceil_div(a.n, 128) * kt * sm90::kSfBlockBytes;
   thread_local std::vector<int64_t> buf;
@@ -666,16 +679,17 @@ int sm90_launch_masked(const DeviceState& dev, const fl_masked_args& a, cudaStre
     buf[0 * G + g] = reinterpret_cast<int64_t>(a.a) + g * a_stride;
     buf[1 * G + g] = reinterpret_cast<int64_t>(a.b) + g * b_stride;
     buf[2 * G + g] = reinterpret_cast<int64_t>(a.out) + g * c_stride;
-    buf[3 * G + g] = reinterpret_cast<int64_t>(a.sfa) + g * sfa_stride;
+    buf[3 * G + g] = a_fp16 ? 0 : reinterpret_cast<int64_t>(a.sfa) + g * sfa_stride;
     buf[4 * G + g] = reinterpret_cast<int64_t>(a.sfb) + g * sfb_stride;
     buf[5 * G + g] = a.max_m, buf[6 * G + g] = a.n, buf[7 * G + g] = a.k;
   }
-  // Its kernels: whole and split tiles of the main and narrow builds, and the skinny kernel where every group
-  // may take it (max_m rows at most kSkinnyMaxM, up to kGroupsPerLaunch groups) and it is estimated faster.
+  // Its kernels: whole and split tiles of the main and narrow builds, and the skinny kernel (NVFP4 A only)
+  // where every group may take it (max_m rows at most kSkinnyMaxM, up to kGroupsPerLaunch groups) and it is
+  // estimated faster.
   sm90::PlanForce force = dev.sm90.force;
   force.half = 2, force.mid = 2, force.reduce = 2;
-  const MaskedCall call{a.masked_m, a.alpha, a.out_dtype == FL_OUT_BF16};
-  if (a.max_m <= sm90::kSkinnyMaxM && G <= sm90::kGroupsPerLaunch) {
+  const MaskedCall call{a.masked_m, a.alpha, a.out_dtype == FL_OUT_BF16, a_fp16};
+  if (!a_fp16 && a.max_m <= sm90::kSkinnyMaxM && G <= sm90::kGroupsPerLaunch) {
     bool taken = false;
     if (int rc = try_skinny(dev, buf.data(), G, force, &call, stream, &taken, err)) return rc;
     if (taken) return FL_OK;

@@ -39,9 +39,32 @@ def _faults():
     ]
 
 
-@pytest.mark.parametrize("name,index,bad", _faults(), ids=[f[0] for f in _faults()])
+def _weight_only_args(g=3, max_m=200, n=72, k=256):
+    """The weight-only form's arguments: a float16 [G, max_m, K], sfa None."""
+    args = _args(g, max_m, n, k)
+    args[0] = torch.randn(g, max_m, k, generator=torch.Generator().manual_seed(fresh_seed())).half()
+    args[1] = None
+    return args
+
+
+def _weight_only_faults():
+    a, sfa, *_rest = _args()
+    x = _weight_only_args()[0]
+    return [
+        ("weight-only: sfa given", 1, sfa),
+        ("weight-only: a bfloat16", 0, x.bfloat16()),
+        ("weight-only: a float32", 0, x.float()),
+        ("weight-only: a K", 0, x[:, :, :100].contiguous()),
+        ("weight-only: a K//2 as for NVFP4", 0, x[:, :, :128].contiguous()),
+        ("weight-only: a strides", 0, x.transpose(0, 1).contiguous().transpose(0, 1)),
+        ("NVFP4 a without sfa", 0, a),
+    ]
+
+
+@pytest.mark.parametrize("name,index,bad", _faults() + _weight_only_faults(),
+                         ids=[f[0] for f in _faults() + _weight_only_faults()])
 def test_messages_match_the_fake_implementation(name, index, bad):
-    args = _args() + [torch.ones(3)]  # alpha: fp32 [G]
+    args = (_weight_only_args() if name.startswith(("weight-only", "NVFP4 a without")) else _args()) + [torch.ones(3)]
     args[index] = bad
     with pytest.raises((TypeError, ValueError)) as c_err:
         fastlaunch._C.grouped_mm_masked(*args)
@@ -62,6 +85,9 @@ def test_well_formed_cpu_tensors_stop_at_the_device_check():
     args[5] = args[5].to(torch.bfloat16)  # bf16 out passes the layout checks
     with pytest.raises(ValueError, match=r"^a must be on a CUDA device, got cpu$"):
         fastlaunch._C.grouped_mm_masked(*args)
+    for extra in ([], [torch.ones(3)]):  # weight-only: a float16 [G, max_m, K], sfa None
+        with pytest.raises(ValueError, match=r"^a must be on a CUDA device, got cpu$"):
+            fastlaunch._C.grouped_mm_masked(*_weight_only_args(), *extra)
 
 
 def test_argument_count():

@@ -21,7 +21,7 @@ MM = torch.ops.fastlaunch.grouped_mm_masked.default
 def test_schemas_and_exports():
     assert str(GG._schema) == ("fastlaunch::grouped_gemm(Tensor[] a, Tensor[] sfa, Tensor[] b, Tensor[] sfb, "
                                "Tensor(a!)[] c) -> ()")
-    assert str(MM._schema) == ("fastlaunch::grouped_mm_masked(Tensor a, Tensor sfa, Tensor b, Tensor sfb, "
+    assert str(MM._schema) == ("fastlaunch::grouped_mm_masked(Tensor a, Tensor? sfa, Tensor b, Tensor sfb, "
                                "Tensor masked_m, Tensor(a!) out, Tensor? alpha=None) -> ()")
     for name in ("grouped_gemm", "grouped_mm_masked", "fast_launch"):
         assert name in fastlaunch.__all__ and callable(getattr(fastlaunch, name))
@@ -49,6 +49,13 @@ def test_opcheck_grouped_mm_masked_bf16_out_and_alpha():
     a, sfa, b, sfb, mm, out = R.generate_masked_input(3, 40, 72, 128, [0, 40, 9], fresh_seed(), device="cpu",
                                                       out_init="randn")
     opcheck_all(MM, (a, sfa, b, sfb, mm, out.to(torch.bfloat16), torch.tensor([0.5, 2.0, 0.125])))
+
+
+def test_opcheck_grouped_mm_masked_weight_only():
+    _a, _sfa, b, sfb, mm, out = R.generate_masked_input(3, 40, 72, 128, [0, 40, 9], fresh_seed(), device="cpu",
+                                                        out_init="randn")
+    x = torch.randn(3, 40, 128, generator=torch.Generator().manual_seed(fresh_seed())).half()
+    opcheck_all(MM, (x, None, b, sfb, mm, out.to(torch.bfloat16), torch.tensor([0.5, 2.0, 0.125])))
 
 
 def test_opcheck_schema_check_sees_a_float8_argument_mutated():
@@ -155,6 +162,28 @@ def test_grouped_mm_masked_cpu_bf16_out_and_alpha():
         fastlaunch.grouped_mm_masked(a, sfa, b, sfb, masked_m, alpha=alpha.half())
 
 
+def test_grouped_mm_masked_cpu_weight_only():
+    # a float16 [G, max_m, K] as it is, sfa None: rows < masked_m[g] are a's rows times B[g]^T (fp32, times alpha),
+    # rounded once; the other rows untouched
+    seed = fresh_seed()
+    _a, _sfa, b, sfb, masked_m, _out = R.generate_masked_input(3, 20, 16, 128, [20, 0, 7], seed, device="cpu")
+    x = torch.randn(3, 20, 128, generator=torch.Generator().manual_seed(seed)).half()
+    alpha = torch.tensor([0.75, 3.0, 2.0**-9])
+    ref = R.ref_masked(x, None, b, sfb, masked_m, alpha)
+    wb = R.dequantize(b[0], R.unblock_scales(sfb, 16)[0])
+    assert torch.equal(ref[0], (x[0].float() @ wb.T) * 0.75)  # the reference: a's values as they are
+    for dtype in (torch.float16, torch.bfloat16):
+        given = torch.full((3, 20, 16), float("nan"), dtype=dtype)
+        before = given.clone()
+        got = fastlaunch.grouped_mm_masked(x, None, b, sfb, masked_m, given, alpha=alpha)
+        ok, msg = R.check_masked(got, ref, masked_m, before, rtol=4e-3 if dtype == torch.bfloat16 else R.RTOL)
+        assert got is given and ok, (dtype, msg)
+        for e, m in enumerate(masked_m.tolist()):
+            assert torch.equal(got[e, :m], ref[e, :m].to(dtype)), (dtype, e)
+    out = fastlaunch.grouped_mm_masked(x, None, b, sfb, masked_m)
+    assert out.dtype == torch.float16 and out.shape == (3, 20, 16)
+
+
 def test_grouped_mm_masked_cpu_rejects_counts_outside_0_to_max_m():
     a, sfa, b, sfb, masked_m, out = R.generate_masked_input(2, 8, 16, 64, 3, fresh_seed(), device="cpu")
     for bad, msg in ((9, r"^masked_m\[1\] is 9, expected 0\.\.8 \(max_m\)$"),
@@ -221,6 +250,8 @@ def _fake_error(op, args, device="cpu"):
     def fake(x):
         if isinstance(x, list):
             return [fake(t) for t in x]
+        if x is None:
+            return None
         return mode.from_tensor(x).to(device) if device != "cpu" else mode.from_tensor(x)
 
     with mode:
@@ -324,6 +355,19 @@ def _masked_cases_bad():
     case("out dtype", 5, out.float(), TypeError, "out must be float16 or bfloat16, got float32")
     case("out shape", 5, out[:, :100], ValueError,
          "out has shape (3, 100, 72), expected (3, 200, 72) for G=3, max_m=200, N=72")
+    x = torch.zeros(3, 200, 256, dtype=torch.float16)  # weight-only a
+    cases.append(("weight-only sfa given", [x, sfa, b, sfb, masked_m, out], TypeError,
+                  "sfa must be None where a is float16 (weight-only: a's values are used as they are)"))
+    cases.append(("NVFP4 a without sfa", [a, None, b, sfb, masked_m, out], TypeError,
+                  "sfa must be a torch.Tensor of a's scales where a is NVFP4, got None"))
+    cases.append(("a bfloat16", [x.bfloat16(), None, b, sfb, masked_m, out], TypeError,
+                  "a must be float4_e2m1fn_x2 or uint8 (NVFP4, with sfa) or float16 (weight-only, sfa None), got "
+                  "bfloat16"))
+    cases.append(("weight-only a K", [x[:, :, :96], None, b, sfb, masked_m, out], ValueError,
+                  "a has shape (3, 200, 96), expected (G, max_m, K) with G >= 1, max_m >= 1 and K a positive multiple "
+                  "of 64 up to 2147483584"))
+    cases.append(("weight-only b K", [x[:, :, :128].contiguous(), None, b, sfb, masked_m, out], ValueError,
+                  "b has shape (3, 72, 128), expected (3, 72, 64) for G=3, N=72, K=128"))
     cases.append(("alpha dtype", base + [torch.ones(3, dtype=torch.float16)], TypeError,
                   "alpha must be float32, got float16"))
     cases.append(("alpha shape", base + [torch.ones(1, 3)], ValueError,

@@ -166,3 +166,88 @@ def test_masked_bf16_out_and_alpha(env):
                          capture_output=True, text=True, timeout=600, env={**os.environ, **env})
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.count(": ok") == len(cases), out.stdout
+
+
+WEIGHT_ONLY_CHILD = r"""
+import json, sys, torch
+from torch.autograd import DeviceType
+from torch.profiler import ProfilerActivity, profile
+import fastlaunch
+from fastlaunch import reference as R
+seed, cases, kernels = int(sys.argv[1]), json.loads(sys.argv[2]), json.loads(sys.argv[3])
+for i, (g, max_m, n, k, counts, dtype, scaled, exact) in enumerate(cases):
+    a, sfa, b, sfb, mm, _out = R.generate_masked_input(g, max_m, n, k, counts, seed + i, device="cuda")
+    gen = torch.Generator(device="cuda").manual_seed(seed + i)
+    if exact:  # the NVFP4 activations' values in fp16 (exact): the same products as the NVFP4 form's
+        plain = R.unblock_scales(sfa, max_m)
+        x = torch.stack([R.dequantize(a[e], plain[e]) for e in range(g)]).half()
+    else:  # any fp16 values, rows past the counts included (they feed only rows never stored)
+        x = (torch.randn(g, max_m, k, generator=gen, device="cuda") / 4).half()
+    out = torch.full((g, max_m, n), float("nan"), dtype=getattr(torch, dtype), device="cuda")
+    alpha = None
+    if scaled:
+        alpha = torch.exp2(torch.randint(-3, 3, (g,), generator=gen, device="cuda").float())
+    before = out.clone()
+    ref = R.ref_masked(x, None, b, sfb, mm, alpha)
+    got = fastlaunch.grouped_mm_masked(x, None, b, sfb, mm, out, alpha=alpha)
+    torch.cuda.synchronize()
+    ok, msg = R.check_masked(out, ref, mm, before, rtol=4e-3 if dtype == "bfloat16" else R.RTOL)
+    ok = ok and got is out
+    if ok and exact and max_m > 16:  # bit for bit the NVFP4 form's output on the same values (its A converted to
+        # the same fp16, the same plan; at most 16 rows the NVFP4 form may take the skinny kernel instead)
+        nv = torch.full_like(out, float("nan"))
+        fastlaunch.grouped_mm_masked(a, sfa, b, sfb, mm, nv, alpha=alpha)
+        torch.cuda.synchronize()
+        rows = [out[e, :c] for e, c in enumerate(mm.tolist())]
+        nv_rows = [nv[e, :c] for e, c in enumerate(mm.tolist())]
+        same = all(torch.equal(p.view(torch.int16), q.view(torch.int16)) for p, q in zip(rows, nv_rows))
+        ok, msg = same, "differs from the NVFP4 form's output"
+    if ok and kernels is not None:  # GPU kernels one call runs
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            fastlaunch.grouped_mm_masked(x, None, b, sfb, mm, out, alpha=alpha)
+            torch.cuda.synchronize()
+        ran = [e.name for e in prof.events() if e.device_type == DeviceType.CUDA and not e.name.startswith(("Memcpy", "Memset"))]
+        expect = kernels[0] if g <= 16 else kernels[1]
+        ok, msg = len(ran) == expect, f"{len(ran)} kernels ({ran}), expected {expect}"
+    # graph capture: replayed with new counts, the new step
+    if ok:
+        graph = torch.cuda.CUDAGraph()
+        side = torch.cuda.Stream()
+        with torch.cuda.stream(side):
+            with torch.cuda.graph(graph):
+                fastlaunch.grouped_mm_masked(x, None, b, sfb, mm, out, alpha=alpha)
+        mm.copy_(torch.randint(0, max_m + 1, (g,), generator=gen, device="cuda", dtype=torch.int32))
+        out.fill_(float("nan"))
+        before = out.clone()
+        graph.replay()
+        torch.cuda.synchronize()
+        ok, msg = R.check_masked(out, R.ref_masked(x, None, b, sfb, mm, alpha), mm, before,
+                                 rtol=4e-3 if dtype == "bfloat16" else R.RTOL)
+        msg = "graph replay: " + msg
+    print(f"case {i} g={g} max_m={max_m} {dtype} alpha={scaled} exact={exact}: {'ok' if ok else 'FAIL ' + msg}",
+          flush=True)
+"""
+
+
+@pytest.mark.parametrize("env,kernels", [({}, None), ({"FASTLAUNCH_SM90_SHARE": "whole"}, [1, 2]),
+                                         ({"FASTLAUNCH_SM90_SHARE": "split"}, [2, 2]),
+                                         ({"FASTLAUNCH_SM90_SHARE": "wave"}, [1, 2]),
+                                         ({"FASTLAUNCH_SM90_NARROW": "1"}, None)],
+                         ids=["planner", "whole", "split", "wave", "narrow"])
+def test_masked_weight_only(env, kernels):
+    # a float16 [G, max_m, K] read where it lies, sfa None: against the reference of a's values, bit for bit the NVFP4
+    # form's output where a holds the NVFP4 activations' values, one launch (up to 16 groups, no split tiles; the
+    # conversion kernel, converting nothing, where split tiles need their flags zeroed or more than 16 groups their B
+    # maps), and a graph replayed with new counts; bf16 and fp16 out, with and without alpha
+    seed = fresh_seed()
+    rng = random.Random(seed)
+    cases = []
+    for dtype, scaled in (("float16", False), ("bfloat16", True)):
+        for exact in (True, False):
+            cases += [(8, 8, 2048, 1024, [0] + [rng.randrange(1, 9) for _ in range(6)] + [8], dtype, scaled, exact),
+                      (4, 300, 512, 2048, [300, 0, 129, rng.randrange(1, 301)], dtype, scaled, exact),
+                      (20, 64, 256, 512, [rng.randrange(0, 65) for _ in range(20)], dtype, scaled, exact)]
+    out = subprocess.run([sys.executable, "-c", WEIGHT_ONLY_CHILD, str(seed), json.dumps(cases), json.dumps(kernels)],
+                         cwd=ROOT, capture_output=True, text=True, timeout=600, env={**os.environ, **env})
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.count(": ok") == len(cases), out.stdout
