@@ -16,8 +16,8 @@ from tools_support import HAS_VENV, changes, program, readme_commands, snapshot
 
 # a user's environment: nothing points Python at the clone
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-DRY_RUN = ["benchmarks/bench_kernels.py", "benchmarks/bench_launch.py", "benchmarks/bench_scaling.py",
-           "benchmarks/bench_serving.py",
+DRY_RUN = ["benchmarks/bench_kernels.py", "benchmarks/bench_launch.py", "benchmarks/bench_moe.py",
+           "benchmarks/bench_scaling.py", "benchmarks/bench_serving.py",
            "benchmarks/eval.py", "tools/b200_check.py", "tools/soak.py"]
 # Every script of the clone (tools/sanitize/ answers with its own usage line: `cases.py FAMILY | --list`).
 SCRIPTS = sorted(os.path.relpath(p, ROOT) for pattern in ("benchmarks/*.py", "tools/*.py", "tools/*.sh",
