@@ -909,6 +909,15 @@ FL_COLD PyObject* err_masked_dims(const char* field, PyObject* obj, const char* 
   return raise(PyExc_ValueError, "%s has shape %s, expected %s", field, a, expected);
 }
 
+// The masked and contiguous calls' launch: returns `out` (a new reference), or null with the launcher's error set.
+PyObject* launch_masked(const fl_masked_args& margs, cudaStream_t stream, c10::DeviceIndex dev, PyObject* out) {
+  char err[1024];
+  const int rc = fl_launch_masked(&margs, stream, dev, &fl_torch_allocator, err, sizeof(err));
+  if (FL_UNLIKELY(rc != FL_OK)) return err_launch(rc, err);
+  Py_INCREF(out);
+  return out;
+}
+
 PyObject* grouped_mm_masked(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   if (FL_UNLIKELY(nargs != 6 && nargs != 7))
     return raise(PyExc_TypeError, "grouped_mm_masked(a, sfa, b, sfb, masked_m, out, alpha=None) takes 6 or 7 "
@@ -977,12 +986,8 @@ PyObject* grouped_mm_masked(PyObject*, PyObject* const* args, Py_ssize_t nargs) 
                                reinterpret_cast<const void*>(ptr[2]), reinterpret_cast<const void*>(ptr[3]),
                                reinterpret_cast<const int32_t*>(ptr[4]), reinterpret_cast<void*>(ptr[5]),
                                G, max_m, n, k, reinterpret_cast<const float*>(ptr[6]),
-                               bf16 ? FL_OUT_BF16 : FL_OUT_FP16, a_fp16 ? FL_A_FP16 : FL_A_NVFP4};
-    char err[1024];
-    const int rc = fl_launch_masked(&margs, stream, dev, &fl_torch_allocator, err, sizeof(err));
-    if (FL_UNLIKELY(rc != FL_OK)) return err_launch(rc, err);
-    Py_INCREF(args[5]);
-    return args[5];
+                               bf16 ? FL_OUT_BF16 : FL_OUT_FP16, a_fp16 ? FL_A_FP16 : FL_A_NVFP4, nullptr};
+    return launch_masked(margs, stream, dev, args[5]);
   } catch (const std::exception& e) {
     return err_cpp(e.what());
   }
@@ -1042,6 +1047,75 @@ PyObject* plan_memo_ns(PyObject*, PyObject* args) {
   }
 }
 
+// grouped_mm_contiguous(a, sfa, b, sfb, offs, out[, alpha]) -> out: the contiguous layout (kernels/launcher.h
+// fl_masked_args.offs), weight-only: a fp16 [T, K], sfa None, offs int32 [G] on the device, out [T, N] fp16 or bf16.
+PyObject* grouped_mm_contiguous(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (FL_UNLIKELY(nargs != 6 && nargs != 7))
+    return raise(PyExc_TypeError, "grouped_mm_contiguous(a, sfa, b, sfb, offs, out, alpha=None) takes 6 or 7 "
+                 "arguments, got %zd", nargs);
+  const bool scaled = nargs == 7 && args[6] != Py_None;
+  try {
+    if (FL_UNLIKELY(args[1] != Py_None))
+      return raise(PyExc_TypeError, "sfa must be None: the contiguous layout takes float16 activations as they are "
+                   "(weight-only)");
+    const auto dims = [](PyObject* obj, size_t nd, int64_t* d) {
+      if (!PyObject_TypeCheck(obj, reinterpret_cast<PyTypeObject*>(THPVariableClass))) return false;
+      const c10::IntArrayRef s = THPVariable_Unpack(obj).sizes();
+      if (s.size() != nd) return false;
+      for (size_t i = 0; i < nd; ++i) d[i] = s[i];
+      return true;
+    };
+    int64_t ad[2], bd[3];
+    if (FL_UNLIKELY(!dims(args[0], 2, ad))) return err_masked_dims("a", args[0], "(T, K)");
+    if (FL_UNLIKELY(!dims(args[2], 3, bd))) return err_masked_dims("b", args[2], "(G, N, K//2)");
+    const int64_t T = ad[0], k = ad[1], kb = k / 2, G = bd[0], n = bd[1];
+    if (FL_UNLIKELY(T < 0 || k < 64 || k % 64 || k > fl::kMaxExtent || T > fl::kMaxExtent))
+      return err_masked_dims("a", args[0], "(T, K) with K a positive multiple of 64 up to 2147483584");
+    if (FL_UNLIKELY(G < 1 || G > 256))
+      return err_masked_dims("b", args[2], "(G, N, K//2) with G in 1..256");
+    if (FL_UNLIKELY(n < 1 || n > fl::kMaxExtent || n % 8))
+      return err_masked_dims("b", args[2], "(G, N, K//2) with N in 1..2147483647 a multiple of 8 (out's rows are "
+                             "stored in 16-byte chunks)");
+    char tk[96], gnk[96], gm[64], tn[96];
+    snprintf(tk, sizeof(tk), "T=%lld, K=%lld", (long long)T, (long long)k);
+    snprintf(gnk, sizeof(gnk), "G=%lld, N=%lld, K=%lld", (long long)G, (long long)n, (long long)k);
+    snprintf(gm, sizeof(gm), "G=%lld", (long long)G);
+    snprintf(tn, sizeof(tn), "T=%lld, N=%lld", (long long)T, (long long)n);
+    const int64_t kt = k / 64;
+    const MaskedExpect ex[7] = {
+        {"a", Kind::kHalf, {T, k}, 2, tk, 16},
+        {"sfa", Kind::kScale, {}, 0, tk, 16},  // (None: not checked)
+        {"b", Kind::kFp4, {G, n, kb}, 3, gnk, 16},
+        {"sfb", Kind::kScale, {G, fl::ceil_div(n, 128), kt, 32, 4, 4}, 6, gnk, 16},
+        {"offs", Kind::kInt32, {G}, 1, gm, 4},
+        {"out", Kind::kOut, {T, n}, 2, tn, 16},
+        {"alpha", Kind::kFloat, {G}, 1, gm, 4},
+    };
+    const int count = scaled ? 7 : 6;
+    int64_t ptr[7] = {};
+    c10::Device device{c10::kCPU};
+    for (int i = 0; i < count; ++i)
+      if (i != 1 && !check_masked_layout(args[i], ex[i])) return nullptr;
+    if (T == 0) {  // no row: nothing to compute, no CUDA call
+      Py_INCREF(args[5]);
+      return args[5];
+    }
+    for (int i = 0; i < count; ++i)
+      if (i != 1 && !read_masked_data(args[i], ex[i], &device, &ptr[i])) return nullptr;
+    const bool bf16 = THPVariable_Unpack(args[5]).scalar_type() == c10::ScalarType::BFloat16;
+    const c10::DeviceIndex dev = device.index();
+    cudaStream_t stream = c10::cuda::getCurrentCUDAStream(dev).stream();
+    const fl_masked_args margs{reinterpret_cast<const void*>(ptr[0]), nullptr,
+                               reinterpret_cast<const void*>(ptr[2]), reinterpret_cast<const void*>(ptr[3]),
+                               nullptr, reinterpret_cast<void*>(ptr[5]), G, T, n, k,
+                               reinterpret_cast<const float*>(ptr[6]), bf16 ? FL_OUT_BF16 : FL_OUT_FP16, FL_A_FP16,
+                               reinterpret_cast<const int32_t*>(ptr[4])};
+    return launch_masked(margs, stream, dev, args[5]);
+  } catch (const std::exception& e) {
+    return err_cpp(e.what());
+  }
+}
+
 PyMethodDef kMethods[] = {
     {"fast_launch", fast_launch, METH_O,
      "fast_launch(data) -> list[Tensor]\n\nRuns the NVFP4 grouped GEMM on the GPU MODE nvfp4_group_gemm input "
@@ -1054,6 +1128,12 @@ PyMethodDef kMethods[] = {
      "sfa None: weight-only): expert g writes rows 0 .. masked_m[g]-1 of "
      "out[g] (fp16 or bf16), times alpha[g] where alpha (fp32 [G]) is given, both read on the device; launches on "
      "the current stream of the tensors' device and returns out."},
+    {"grouped_mm_contiguous",
+     reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(grouped_mm_contiguous)), METH_FASTCALL,
+     "grouped_mm_contiguous(a, sfa, b, sfb, offs, out, alpha=None) -> out\n\nThe contiguous layout, weight-only "
+     "(fastlaunch.grouped_mm_contiguous has the contract): a float16 [T, K], sfa None, expert g's rows offs[g-1] .. "
+     "offs[g]-1 of a and out (offs int32 [G], read on the device); launches on the current stream of the tensors' "
+     "device and returns out."},
     {"unpack", unpack, METH_O, "unpack(data) -> int\n\nChecks and unpacks like fast_launch (no device checks, no "
                                "launch); returns the number of groups."},
     {"pack", pack, METH_O, "pack(data) -> tuple[int, ...]\n\nThe int64 buffer [a b c sfa sfb m n k] x G (the "

@@ -11,7 +11,9 @@ For torch.compile, CUDA graphs and serving engines, the same work as torch ops (
 argument convention, (a, sfa, b, sfb, <sizes>, out), out optional:
 grouped_gemm(a, sfa, b, sfb, c=None) (torch.ops.fastlaunch.grouped_gemm, the task layout as lists) and
 grouped_mm_masked(a, sfa, b, sfb, masked_m, out=None) (torch.ops.fastlaunch.grouped_mm_masked, the serving
-layout with per-expert row counts, int32 or int64, on the device); both also run on the CPU (the fp32 reference).
+layout with per-expert row counts, int32 or int64, on the device) and grouped_mm_contiguous(a, None, b, sfb, offs,
+out=None) (torch.ops.fastlaunch.grouped_mm_contiguous, fp16 token rows of all experts with per-expert end offsets on
+the device); all also run on the CPU (the fp32 reference).
 """
 import torch  # noqa: F401  (loads libtorch, which the extension links against)
 
@@ -20,11 +22,11 @@ from . import _torch_fit
 _torch_fit.check()  # a torch that does not fit the build: a clear ImportError rather than the loader's
 
 from ._C import fast_launch, pack, unpack, supported_archs  # noqa: E402
-from .ops import grouped_gemm, grouped_mm_masked  # noqa: E402  (registers the torch.ops.fastlaunch ops)
+from .ops import grouped_gemm, grouped_mm_contiguous, grouped_mm_masked  # noqa: E402  (registers the ops)
 from .quantize import quantize  # noqa: E402
 
 __all__ = ["fast_launch", "pack", "unpack", "supported_archs", "custom_kernel", "grouped_gemm", "grouped_mm_masked",
-           "quantize"]
+           "grouped_mm_contiguous", "quantize"]
 __version__ = "0.1.0"
 
 custom_kernel = fast_launch

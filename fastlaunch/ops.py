@@ -312,6 +312,19 @@ def _grouped_mm_masked_fake(a, sfa, b, sfb, masked_m, out, alpha=None) -> None:
     _check_masked_meta(a, sfa, b, sfb, masked_m, out, _COUNT_DTYPES, alpha)
 
 
+def _out_for(out, out_dtype, shape, device) -> torch.Tensor:
+    """The wrappers' out: `out` if given (its dtype agreeing with out_dtype, if that is given too), else a new
+    uninitialised tensor of shape() and out_dtype (float16 unless given) on `device`."""
+    if out is None:
+        dtype = torch.float16 if out_dtype is None else out_dtype
+        if dtype not in _MASKED_OUT_DTYPES:
+            raise TypeError(f"out_dtype must be float16 or bfloat16, got {dtype}")
+        return torch.empty(shape(), dtype=dtype, device=device)
+    if out_dtype is not None and out.dtype != out_dtype:
+        raise TypeError(f"out is {_name(out.dtype)} but out_dtype is {_name(out_dtype)}: give one or make them agree")
+    return out
+
+
 def grouped_mm_masked(a: torch.Tensor, sfa: torch.Tensor | None, b: torch.Tensor, sfb: torch.Tensor,
                       masked_m: torch.Tensor, out: torch.Tensor | None = None, *, alpha: torch.Tensor | None = None,
                       out_dtype: torch.dtype | None = None) -> torch.Tensor:
@@ -340,19 +353,112 @@ def grouped_mm_masked(a: torch.Tensor, sfa: torch.Tensor | None, b: torch.Tensor
     replayed with new masked_m contents); the CPU implementation reads it. Works under torch.compile (fullgraph).
     An eager call on plain CUDA tensors (int32 counts) goes straight to the extension; traced, fake or CPU tensors
     go through the op."""
-    if out is None:
-        if a.dim() != 3 or b.dim() != 3:
-            _check_masked_meta(a, sfa, b, sfb, masked_m, a, _COUNT_DTYPES)  # raises the shape error
-        dtype = torch.float16 if out_dtype is None else out_dtype
-        if dtype not in _MASKED_OUT_DTYPES:
-            raise TypeError(f"out_dtype must be float16 or bfloat16, got {dtype}")
-        out = torch.empty((a.shape[0], a.shape[1], b.shape[1]), dtype=dtype, device=a.device)
-    elif out_dtype is not None and out.dtype != out_dtype:
-        raise TypeError(f"out is {_name(out.dtype)} but out_dtype is {_name(out_dtype)}: give one or make them agree")
+    if out is None and (a.dim() != 3 or b.dim() != 3):
+        _check_masked_meta(a, sfa, b, sfb, masked_m, a, _COUNT_DTYPES)  # raises the shape error
+    out = _out_for(out, out_dtype, lambda: (a.shape[0], a.shape[1], b.shape[1]), a.device)
     kernel = getattr(_C, "grouped_mm_masked", None)
     tensors = tuple(t for t in (a, sfa, b, sfb, masked_m, out, alpha) if t is not None)
     if kernel is not None and masked_m.dtype == torch.int32 and _eager(tensors):
         kernel(a, sfa, b, sfb, masked_m, out, alpha)  # the op's CUDA kernel makes this call
     else:
         torch.ops.fastlaunch.grouped_mm_masked(a, sfa, b, sfb, masked_m, out, alpha)
+    return out
+
+
+# ============================================================================ the contiguous layout (grouped_mm_contiguous)
+
+def _check_contiguous_meta(a, sfa, b, sfb, offs, out, count_dtypes=(torch.int32,), alpha=None) -> None:
+    """The contiguous op's checks on metadata alone (offs' and alpha's values are never read), in argument order, with
+    fastlaunch._C.grouped_mm_contiguous's messages. T and K come from a, G and N from b."""
+    if sfa is not None:
+        raise TypeError("sfa must be None: the contiguous layout takes float16 activations as they are (weight-only)")
+    if a.dim() != 2:
+        raise ValueError(f"a has shape {_dims(a)}, expected (T, K)")
+    if b.dim() != 3:
+        raise ValueError(f"b has shape {_dims(b)}, expected (G, N, K//2)")
+    T, k = a.shape
+    G, n = b.shape[0], b.shape[1]
+    if not (64 <= k <= _MAX_K and k % 64 == 0 and T <= _MAX_EXTENT):
+        raise ValueError(f"a has shape {_dims(a)}, expected (T, K) with K a positive multiple of 64 up to 2147483584")
+    if not 1 <= G <= 256:
+        raise ValueError(f"b has shape {_dims(b)}, expected (G, N, K//2) with G in 1..256")
+    if not 1 <= n <= _MAX_EXTENT or n % 8:
+        raise ValueError(f"b has shape {_dims(b)}, expected (G, N, K//2) with N in 1..2147483647 a multiple of 8 "
+                         f"(out's rows are stored in 16-byte chunks)")
+    dev = a.device
+    tk, gnk = (("T", T), ("K", k)), (("G", G), ("N", n), ("K", k))
+    _masked_check("a", a, (torch.float16,), "float16", (T, k), tk, dev)
+    _masked_check("b", b, _FP4_DTYPES, "float4_e2m1fn_x2 or uint8", (G, n, k // 2), gnk, dev)
+    _masked_check("sfb", sfb, (torch.float8_e4m3fn,), "float8_e4m3fn", (G, _ceil128(n), k // 64, 32, 4, 4), gnk, dev)
+    _masked_check("offs", offs, count_dtypes, " or ".join(_name(d) for d in count_dtypes), (G,), (("G", G),), dev)
+    _masked_check("out", out, _MASKED_OUT_DTYPES, " or ".join(_name(d) for d in _MASKED_OUT_DTYPES), (T, n),
+                  (("T", T), ("N", n)), dev)
+    if alpha is not None:
+        _masked_check("alpha", alpha, (torch.float32,), "float32", (G,), (("G", G),), dev)
+
+
+_CONTIGUOUS_SCHEMA = ("(Tensor a, Tensor? sfa, Tensor b, Tensor sfb, Tensor offs, Tensor(a!) out, Tensor? alpha=None)"
+                      " -> ()")
+
+
+@torch.library.custom_op("fastlaunch::grouped_mm_contiguous", mutates_args=("out",), device_types="cpu",
+                         schema=_CONTIGUOUS_SCHEMA)
+def _grouped_mm_contiguous_op(a: torch.Tensor, sfa: torch.Tensor | None, b: torch.Tensor, sfb: torch.Tensor,
+                              offs: torch.Tensor, out: torch.Tensor, alpha: torch.Tensor | None = None) -> None:
+    # CPU: the checks, then the fp32 reference (times alpha) into the experts' rows only (ref_contiguous raises on
+    # offs out of order or past T)
+    _check_contiguous_meta(a, sfa, b, sfb, offs, out, _COUNT_DTYPES, alpha)
+    ref = _R.ref_contiguous(a, b, sfb, offs, alpha)
+    start = 0
+    for end in offs.tolist():
+        if end > start:
+            out[start:end] = ref[start:end].to(out.dtype)
+        start = end
+
+
+@_grouped_mm_contiguous_op.register_kernel("cuda")
+def _grouped_mm_contiguous_cuda(a, sfa, b, sfb, offs, out, alpha=None) -> None:
+    kernel = getattr(_C, "grouped_mm_contiguous", None)
+    if kernel is None:
+        raise RuntimeError("fastlaunch._C has no grouped_mm_contiguous: this build of the extension predates the "
+                           "contiguous layout (rebuild fastlaunch); the CPU implementation still works")
+    if offs.dtype == torch.int64:  # the kernel reads int32 offsets: one small device-side conversion, no sync
+        _check_contiguous_meta(a, sfa, b, sfb, offs, out, _COUNT_DTYPES, alpha)
+        offs = offs.to(torch.int32)
+    kernel(a, sfa, b, sfb, offs, out, alpha)
+
+
+@_grouped_mm_contiguous_op.register_fake
+def _grouped_mm_contiguous_fake(a, sfa, b, sfb, offs, out, alpha=None) -> None:
+    _check_contiguous_meta(a, sfa, b, sfb, offs, out, _COUNT_DTYPES, alpha)
+
+
+def grouped_mm_contiguous(a: torch.Tensor, sfa: torch.Tensor | None, b: torch.Tensor, sfb: torch.Tensor,
+                          offs: torch.Tensor, out: torch.Tensor | None = None, *, alpha: torch.Tensor | None = None,
+                          out_dtype: torch.dtype | None = None) -> torch.Tensor:
+    """NVFP4-weight grouped GEMM in the contiguous (prefill) layout, weight-only, through
+    torch.ops.fastlaunch.grouped_mm_contiguous; returns out (allocated first when None, as out_dtype: float16 unless
+    given).
+
+    With T token rows of all experts, expert by expert, G experts, N outputs and K (a multiple of 64) inputs:
+      a: [T, K] float16, contiguous: the activations as they are (read by the GEMM where they lie); sfa: None;
+      b: [G, N, K//2] float4_e2m1fn_x2 (or uint8) and sfb: [G, ceil(N/128), K//64, 32, 4, 4] float8_e4m3fn, the
+        stacked expert weights (as grouped_mm_masked takes them);
+      offs: int32 or int64 [G] on the same device, each expert's end row (cumulative, as torch._grouped_mm's offs):
+        expert g owns rows offs[g-1] .. offs[g]-1 (offs[-1] read as 0), 0 <= offs[0] <= ... <= offs[G-1] <= T;
+      out: [T, N] float16 or bfloat16, contiguous: each expert's rows = alpha[g] a[rows] B[g]^T (fp32 accumulation,
+        one rounding); rows past offs[G-1] are not written;
+      alpha: optional float32 [G] on the same device: each expert's global scale.
+    At most 256 experts. The host never reads offs on CUDA (a CUDA graph replays with new offsets); the CUDA kernel
+    clamps offsets out of order to the rows before them, the CPU implementation raises. Tiles are counted on the device
+    from offs, so a call costs the rows the experts have, not G times T."""
+    if out is None and (a.dim() != 2 or b.dim() != 3):
+        _check_contiguous_meta(a, sfa, b, sfb, offs, a, _COUNT_DTYPES)  # raises the shape error
+    out = _out_for(out, out_dtype, lambda: (a.shape[0], b.shape[1]), a.device)
+    kernel = getattr(_C, "grouped_mm_contiguous", None)
+    tensors = tuple(t for t in (a, sfa, b, sfb, offs, out, alpha) if t is not None)
+    if kernel is not None and offs.dtype == torch.int32 and _eager(tensors):
+        kernel(a, sfa, b, sfb, offs, out, alpha)  # the op's CUDA kernel makes this call
+    else:
+        torch.ops.fastlaunch.grouped_mm_contiguous(a, sfa, b, sfb, offs, out, alpha)
     return out

@@ -10,6 +10,7 @@ sfb [G, ceil(N/128), K//64, 32, 4, 4], masked_m int32 [G], out fp16 [G, max_m, N
 0 .. masked_m[g]-1 of out[g] and leaves the others as they were.
 generate_masked_input(g, max_m, n, k, masked_m, seed, device=...) -> (a, sfa, b, sfb, masked_m, out)
 ref_masked(a, sfa, b, sfb, masked_m) -> fp32 [G, max_m, N]
+ref_contiguous(a, b, sfb, offs, alpha=None) -> fp32 [T, N]; check_contiguous(out, ref, before) -> (ok, message)
 check_masked(out, ref, masked_m, before) -> (ok, message)
 
 Scale layouts: block_scales / unblock_scales convert plain [rows, K//16] scales to and from the blocked
@@ -318,6 +319,48 @@ def ref_masked(a: torch.Tensor, sfa: torch.Tensor | None, b: torch.Tensor, sfb: 
             if alpha is not None:
                 ref[e, :m] *= float(alpha[e])
     return ref
+
+
+def ref_contiguous(a: torch.Tensor, b: torch.Tensor, sfb: torch.Tensor, offs: torch.Tensor,
+                   alpha: torch.Tensor | None = None) -> torch.Tensor:
+    """fp32 [T, N] of the contiguous layout, weight-only: rows offs[g-1] .. offs[g]-1 (offs[-1] read as 0) of a
+    (float16 [T, K]) times dequantize(b[g])^T (times alpha[g] where given); rows in no expert's range are NaN.
+    Raises unless 0 <= offs[0] <= offs[1] <= ... <= T. Reads offs and alpha on the host; computed on a's device."""
+    T = a.shape[0]
+    G, n = b.shape[0], b.shape[1]
+    ends = [int(x) for x in offs.tolist()]
+    if len(ends) != G:
+        raise ValueError(f"offs has {len(ends)} entries, expected G={G}")
+    ref = torch.full((T, n), float("nan"), dtype=torch.float32, device=a.device)
+    plain_b = unblock_scales(sfb, n)
+    start = 0
+    for e, end in enumerate(ends):
+        if not start <= end <= T:
+            raise ValueError(f"offs[{e}] is {end}, expected {start}..{T} (offs[{e - 1}] or 0 .. T, the rows of a)")
+        if end > start:
+            ref[start:end] = a[start:end].float() @ dequantize(b[e], plain_b[e]).T
+            if alpha is not None:
+                ref[start:end] *= float(alpha[e])
+        start = end
+    return ref
+
+
+def check_contiguous(out: torch.Tensor, ref: torch.Tensor, before: torch.Tensor, atol: float = ATOL,
+                     rtol: float = RTOL):
+    """(ok, message) for a contiguous call: rows where ref holds values within atol + rtol*|ref|, the NaN rows of
+    ref (in no expert's range) bit-identical to `before`, out's contents before the call."""
+    if out.shape != ref.shape or out.shape != before.shape:
+        return False, f"out has shape {tuple(out.shape)}, expected {tuple(ref.shape)} (before: {tuple(before.shape)})"
+    mine_r = ~torch.isnan(ref).all(1)
+    mine = mine_r.to(out.device)
+    nbad, idx = _mismatch(out[mine], ref[mine_r], atol, rtol)
+    if nbad:
+        return False, (f"{nbad} elements in experts' rows differ; first at (row {int(mine.nonzero()[idx[0]])}, col "
+                       f"{idx[1]}): got {out[mine][idx].item()}, expected {ref[mine_r][idx].item()}")
+    changed = _bits(out[~mine]) != _bits(before.to(out.device)[~mine])
+    if int(changed.sum()):
+        return False, f"{int(changed.sum())} elements in rows of no expert were written"
+    return True, "ok"
 
 
 def _bits(t: torch.Tensor) -> torch.Tensor:

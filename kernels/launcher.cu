@@ -270,6 +270,10 @@ extern "C" int fl_launch_masked(const fl_masked_args* args, void* stream, int de
     return e.set(FL_ERR_VALUE, "masked form: a_dtype must be FL_A_NVFP4 (0) or FL_A_FP16 (1), got %d", (int)a.a_dtype);
   if (a.a_dtype == FL_A_FP16 && a.sfa)
     return e.set(FL_ERR_VALUE, "masked form: sfa must be null where a is fp16 (weight-only: a is read as it is)");
+  if (a.offs && (a.a_dtype != FL_A_FP16 || a.masked_m))
+    return e.set(FL_ERR_VALUE, "contiguous layout: a must be fp16 (FL_A_FP16) and masked_m null where offs is given");
+  if (!a.offs && !a.masked_m)
+    return e.set(FL_ERR_VALUE, "masked form: masked_m (or, for the contiguous layout, offs) must be given");
   if (a.max_m == 0) return FL_OK;  // no row to compute, and no CUDA call
   fl::DeviceState* dev = nullptr;
   if (int rc = fl::device_state(device, stream, &dev, e)) return rc;

@@ -79,6 +79,11 @@ typedef struct fl_masked_args {
   const float* alpha; /* or null */
   int32_t out_dtype;  /* FL_OUT_FP16 or FL_OUT_BF16 */
   int32_t a_dtype;    /* FL_A_NVFP4 or FL_A_FP16 */
+  /* The contiguous layout (else null): int32 [G] in device memory, expert g's rows are rows offs[g-1] .. offs[g]-1
+   * (offs[-1] read as 0; each clamped to 0 .. T, the later no lower than the earlier) of a [T, K] fp16 (a_dtype
+   * FL_A_FP16, sfa null) and out [T, N]; max_m is T, masked_m null; at most 256 experts. Read on the device like
+   * masked_m: rows outside every expert's range are not written. */
+  const int32_t* offs;
 } fl_masked_args;
 
 int fl_launch_masked(const fl_masked_args* args, void* stream, int device, const fl_allocator* alloc, char* err,

@@ -220,13 +220,28 @@ struct ConsumerPos {
 template <int MAXG, bool ANY, bool RED, bool MASKED = false>
 constexpr bool kTmaC = MAXG <= kGroupsSmall && !ANY && !RED && !MASKED;
 
+// The contiguous layout's first row of group g (MaskedParams::offs; 0 in the masked layout): offs[g-1] clamped to
+// 0 .. m (written by an earlier grid: read after griddepcontrol.wait).
+template <int MAXG>
+__device__ __forceinline__ int first_row(const MaskedParams<MAXG>& p, int g) {
+  if (!p.offs || g == 0) return 0;
+  const int s = __ldg(p.offs + g - 1), m = p.groups[g].m;
+  return s < 0 ? 0 : s < m ? s : m;
+}
+
 // The rows group g computes this call: its planned m, or in the masked form masked_m[g] clamped to
-// 0 .. m (written by an earlier grid: read after griddepcontrol.wait; `p` is then a MaskedParams).
+// 0 .. m, or in the contiguous layout offs[g] clamped to first_row .. m, less first_row (written by an earlier
+// grid: read after griddepcontrol.wait; `p` is then a MaskedParams).
 template <bool MASKED, int MAXG>
 __device__ __forceinline__ int call_rows(const Params<MAXG>& p, int g) {
   const int m = p.groups[g].m;
   if constexpr (MASKED) {
-    const int mm = __ldg(static_cast<const MaskedParams<MAXG>&>(p).masked_m + g);
+    const MaskedParams<MAXG>& mp = static_cast<const MaskedParams<MAXG>&>(p);
+    if (mp.offs) {
+      const int s = first_row(mp, g), e = __ldg(mp.offs + g);
+      return (e < s ? s : e < m ? e : m) - s;
+    }
+    const int mm = __ldg(mp.masked_m + g);
     return mm < 0 ? 0 : mm < m ? mm : m;
   } else {
     return m;
@@ -349,8 +364,10 @@ __device__ __forceinline__ void consumer_unit(const Params<MAXG>& p, const Smem&
   constexpr bool kTma = kTmaC<MAXG, ANY, RED, MASKED>;
   if constexpr (MASKED)
     store_tile<W, false, ANY, kTma>(sm.base + kOffEpi + cw * kEpiWgBytes, acc,
-                                    CallC{gr.c, m, gr.n, masked_out_form(static_cast<const MaskedParams<MAXG>&>(p),
-                                                                         w.tile.g)},
+                                    CallC{gr.c + (size_t)first_row(static_cast<const MaskedParams<MAXG>&>(p),
+                                                                   w.tile.g) * gr.n,
+                                          m, gr.n, masked_out_form(static_cast<const MaskedParams<MAXG>&>(p),
+                                                                   w.tile.g)},
                                     w.tile.m0, w.tile.n0, cw, wq, lane, c_map<kTma>(p, w.tile.g));
   else
     store_tile<W, false, ANY, kTma>(sm.base + kOffEpi + cw * kEpiWgBytes, acc, gr, w.tile.m0, w.tile.n0, cw, wq,
@@ -613,11 +630,14 @@ __device__ __forceinline__ void group_gemm(const Params<MAXG>& p) {
       if (lane == 0) ptx::prefetch_tensormap(map);
       ptx::griddep_wait_holding((uint32_t)a_row, bytes, map);
       if (lane == 0) trace(p.trace, kTrGridWait);
+      // the contiguous layout: a group's rows start at its first_row of the one A (read after the wait)
+      if constexpr (MASKED) a_row += first_row(static_cast<const MaskedParams<MAXG>&>(p), w.tile.g);
       for (int u = 0; u < share.units(); ++u) {
         if (u > 0) {
           w = share.unit<kBN>(p, u);
           const Group& gr = p.groups[w.tile.g];
           a_row = gr.a16_row + w.tile.m0;
+          if constexpr (MASKED) a_row += first_row(static_cast<const MaskedParams<MAXG>&>(p), w.tile.g);
           box(gr, map, bytes);
         }
         if constexpr (MASKED) {

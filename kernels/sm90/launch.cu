@@ -201,12 +201,14 @@ int64_t chunk_bytes(int64_t rows, int64_t kmax, int groups, int sm_count, const 
 
 // The masked form's device-side inputs of a call: each group's rows (masked_m), its scale (alpha, or null) and C's
 // dtype; null for the task form. a_fp16: A is the caller's fp16 (weight-only), each group's max_m rows after the
-// last's, read by the GEMM where it lies: no conversion of A.
+// last's, read by the GEMM where it lies: no conversion of A. offs (the contiguous layout, else null): every group
+// planned at all the rows of one A and one C, its own from offs on the device (MaskedParams::offs); one launch.
 struct MaskedCall {
   const int32_t* m;
   const float* alpha;
   bool bf16;
   bool a_fp16;
+  const int32_t* offs;
 };
 
 // One launch of up to MAXG groups g0 .. g0+gc-1: the A conversion (and the B maps, for MAXG >
@@ -234,9 +236,10 @@ int launch_chunk(const DeviceState& dev, const int64_t* buf, int G, int g0, int 
   launch_extent(buf, G, g0, gc, &rows, &kmax);
   // the caller's fp16 A: group g0's first row on, exactly the launch's rows (a box past them is zero-filled)
   const bool a_fp16 = masked && masked->a_fp16;
+  const bool contiguous = masked && masked->offs;  // (a_fp16 too: every group's A is the same T rows)
   uint8_t* const a_base = a_fp16 ? reinterpret_cast<uint8_t*>(buf[0 * G + g0]) : a16;
-  if (int rc = a16_maps(dev.drv, p.map_a16, a_base, kmax * 2, a_fp16 ? rows : sm90::a16_map_rows(rows), err))
-    return rc;
+  const int64_t a_rows = contiguous ? buf[5 * G + g0] : a_fp16 ? rows : sm90::a16_map_rows(rows);
+  if (int rc = a16_maps(dev.drv, p.map_a16, a_base, kmax * 2, a_rows, err)) return rc;
   std::memcpy(&p.tmpl_b, &st.tmpl_b, sizeof(CUtensorMap));
   int64_t tiles = 0, units = 0, row = 0, red_ctas = 0;
   bool any = false;  // a group whose C rows are not all 16-byte aligned
@@ -250,7 +253,7 @@ int launch_chunk(const DeviceState& dev, const int64_t* buf, int G, int g0, int 
     load_operands(gr, buf, G, g);
     gr.a16 = reinterpret_cast<__half*>(a_base) + row * kmax;
     gr.a16_row = (int32_t)row;
-    row += m;
+    if (!contiguous) row += m;
     gr.m = (int32_t)m;
     gr.n = (int32_t)n;
     gr.k = (int32_t)k;
@@ -287,6 +290,7 @@ int launch_chunk(const DeviceState& dev, const int64_t* buf, int G, int g0, int 
   mp.masked_m = masked ? masked->m + g0 : nullptr;
   mp.alpha = masked && masked->alpha ? masked->alpha + g0 : nullptr;
   mp.out_bf16 = masked && masked->bf16;
+  mp.offs = contiguous ? masked->offs : nullptr;  // (one launch: g0 is 0)
   void* args[1] = {&p};
 
   // The conversion: one thread per unit (kernels/sm90/plan/planner.h convert_ctas), and enough CTAs for one warp per group's B map.
@@ -662,11 +666,15 @@ int sm90_launch_masked(const DeviceState& dev, const fl_masked_args& a, cudaStre
     return err.set(FL_ERR_VALUE, "masked form: out rows must be 16-byte aligned: N a multiple of 8 (got N=%lld) and "
                    "out 16-byte aligned", (long long)a.n);
   // The groups as the task layout's buffer, each planned at max_m rows: group g's operands lie a fixed
-  // stride after group 0's (fp16 A: 2 bytes a value, no scales).
+  // stride after group 0's (fp16 A: 2 bytes a value, no scales); in the contiguous layout every group's A and C
+  // are the one A and C of max_m (T) rows, its own rows found on the device (offs), in one launch.
   const int G = (int)a.groups;
-  const bool a_fp16 = a.a_dtype == FL_A_FP16;
+  const bool a_fp16 = a.a_dtype == FL_A_FP16, contiguous = a.offs != nullptr;
+  if (contiguous && G > sm90::kGroupsPerLaunch)
+    return err.set(FL_ERR_VALUE, "contiguous layout: at most %d experts in one call, got %d", sm90::kGroupsPerLaunch, G);
   const int64_t kb = a.k / 2, kt = a.k / sm90::kBlockK;
-  const int64_t a_stride = a.max_m * (a_fp16 ? a.k * 2 : kb), b_stride = a.n * kb, c_stride = a.max_m * a.n * 2;
+  const int64_t a_stride = contiguous ? 0 : a.max_m * (a_fp16 ? a.k * 2 : kb), b_stride = a.n * kb,
+                c_stride = contiguous ? 0 : a.max_m * a.n * 2;
   const int64_t sfa_stride = ceil_div(a.max_m, 128) * kt * sm90::kSfBlockBytes;
   const int64_t sfb_stride = ceil_div(a.n, 128) * kt * sm90::kSfBlockBytes;
   thread_local std::vector<int64_t> buf;
@@ -685,10 +693,12 @@ int sm90_launch_masked(const DeviceState& dev, const fl_masked_args& a, cudaStre
   }
   // Its kernels: whole and split tiles of the main and narrow builds, and the skinny kernel (NVFP4 A only)
   // where every group may take it (max_m rows at most kSkinnyMaxM, up to kGroupsPerLaunch groups) and it is
-  // estimated faster.
+  // estimated faster. The contiguous layout takes wave plans, whose tiles are counted on the device: each group
+  // is planned at all T rows, and only the tiles of its own rows are handed out.
   sm90::PlanForce force = dev.sm90.force;
   force.half = 2, force.mid = 2, force.reduce = 2;
-  const MaskedCall call{a.masked_m, a.alpha, a.out_dtype == FL_OUT_BF16, a_fp16};
+  if (contiguous) force.share = 4, force.wave = 0;
+  const MaskedCall call{a.masked_m, a.alpha, a.out_dtype == FL_OUT_BF16, a_fp16, a.offs};
   if (!a_fp16 && a.max_m <= sm90::kSkinnyMaxM && G <= sm90::kGroupsPerLaunch) {
     bool taken = false;
     if (int rc = try_skinny(dev, buf.data(), G, force, &call, stream, &taken, err)) return rc;

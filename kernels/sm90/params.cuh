@@ -72,6 +72,10 @@ struct MaskedParams : Params<MAXG> {
   // expert g's product is multiplied by alpha[g] before the rounding (null: by 1); read on the device like masked_m
   const float* alpha;
   int32_t out_bf16;  // C is bf16 (else fp16)
+  // The contiguous layout (else null): group g's rows are rows offs[g-1] .. offs[g]-1 (offs[-1] read as 0, each
+  // clamped to the group's planned m, the launch's rows) of one A and one C shared by every group, whose a16_row
+  // and c point at row 0; masked_m is not read. Read on the device like masked_m.
+  const int32_t* offs;
 };
 
 // The A conversion's own parameters for launches of up to kGroupsSmall groups (whose B maps are GEMM
