@@ -548,11 +548,11 @@ int launch_groups(const DeviceState& dev, const int64_t* buf, int G, const int* 
     if (tiles > kMaxTilesPerLaunch)
       return err.set(FL_ERR_VALUE, "group %d: more than %lld tiles of %dx%d in one launch of up to %d groups",
                      caller_g, (long long)kMaxTilesPerLaunch, sm90::kWidths[0], sm90::kBlockN, sm90::kGroupsPerLaunch);
-    units += m * (k / sm90::kBlockK);
+    units += masked && masked->a_fp16 ? 0 : m * (k / sm90::kBlockK);  // (the caller's fp16 A: nothing converted)
     if (units > kMaxUnitsPerLaunch)
       return err.set(FL_ERR_VALUE, "group %d: more than %lld rows x K/64 of A in one launch of up to %d groups",
                      caller_g, (long long)kMaxUnitsPerLaunch, sm90::kGroupsPerLaunch);
-    rows += m;  // the workspace's row coordinate (int32 in the kernels)
+    rows = masked && masked->offs ? m : rows + m;  // A's row coordinate (int32 in the kernels; contiguous: T rows)
     if (rows > kMaxExtent)
       return err.set(FL_ERR_VALUE, "group %d: more than %lld rows of A in one launch of up to %d groups",
                      caller_g, (long long)kMaxExtent, sm90::kGroupsPerLaunch);
