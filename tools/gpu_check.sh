@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# usage: tools/gpu_check.sh [--help] [diag] [tests] [stress] [main] [bench] [extra] [launch] [serving] [eval] [sweep]
-#                          [sanitize] [soak]
+# usage: tools/gpu_check.sh [--help] [diag] [tests] [stress] [main] [bench] [extra] [launch] [serving] [moe] [eval]
+#                          [sweep] [sanitize] [soak]
 # One call on a GPU machine: build, inspect SASS, then the named steps (default: diag tests stress main bench
-# launch serving).
+# launch serving moe; moe: benchmarks/bench_moe.py, the MoE block against bf16).
 # (extra: bench_kernels on the task's test shapes and EXTRA_RANDOM random shapes (default 8, seed
 # EXTRA_SEED or a fresh one), against cuBLAS; stress: every forced kind of plan repeated on fresh data,
 # tools/stress_sm90.py, STRESS_REPS times each, default 20; sanitize: compute-sanitizer's memcheck, racecheck,
@@ -19,7 +19,7 @@ LOGS=${LOGS:-$OUT}
 mkdir -p "$OUT" "$LOGS"
 export PYTHONUNBUFFERED=1 PYTHONWARNINGS=ignore PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 PY=${PYTHON:-python3}
-steps=${*:-diag tests stress main bench launch serving}
+steps=${*:-diag tests stress main bench launch serving moe}
 
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv,noheader || true
 $PY -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"
@@ -104,10 +104,12 @@ for s in $steps; do
     sweep) timeout 900 $PY tools/tuning/sweep_sm90.py 2>&1 | tee "$LOGS/sweep.log" || rc=1 ;;
     launch) [ -f benchmarks/bench_launch.py ] && { timeout 600 $PY benchmarks/bench_launch.py --json "$OUT/bench_launch.json" --png "$OUT/bench_launch.png" 2>&1 | tee "$LOGS/launch.log" || rc=1; } ;;
     serving) [ -f benchmarks/bench_serving.py ] && { timeout 900 $PY benchmarks/bench_serving.py --json "$OUT/bench_serving.json" --png "$OUT/bench_serving.png" 2>&1 | tee "$LOGS/serving.log" || rc=1; } ;;
+    moe) timeout 900 $PY benchmarks/bench_moe.py --json "$OUT/bench_moe.json" 2>&1 | tee "$LOGS/moe.log" || rc=1 ;;
     sanitize) sanitize || rc=1 ;;
     soak) timeout $(( ${SOAK_MINUTES:-10} * 60 + 600 )) $PY tools/soak.py --minutes "${SOAK_MINUTES:-10}" \
             --threads "${SOAK_THREADS:-3}" ${SOAK_SEED:+--seed "$SOAK_SEED"} --json "$OUT/soak.json" 2>&1 \
             | tee "$LOGS/soak.log" || rc=1 ;;
+    *) echo "unknown step: $s (tools/gpu_check.sh --help lists them)"; rc=1 ;;
   esac
 done
 exit $rc
