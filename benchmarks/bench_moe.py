@@ -93,37 +93,35 @@ def block_fastlaunch(x: torch.Tensor, w: Weights, top_k: int) -> torch.Tensor:
     return (rows.float() * weights[..., None]).sum(1).to(torch.bfloat16)
 
 
-def block_contiguous(x: torch.Tensor, w: Weights, top_k: int) -> torch.Tensor:
+def block_sorted(x: torch.Tensor, w: Weights, top_k: int, gemm, dtype) -> torch.Tensor:
+    """The block with the assignments sorted by expert and each expert's end row on the device (counts summed there:
+    bincount would read its size on the host); gemm(rows, which, offs) runs the gate-up (0) or down (1) GEMM on
+    `dtype` rows and returns bf16."""
     tokens, hidden = x.shape
     G = w.q13.shape[0]
     experts, weights = route(x, w, top_k)
-    flat = experts.reshape(-1)
+    flat = experts.reshape(-1)  # assignment i: token i // top_k to expert flat[i]
     order = torch.argsort(flat, stable=True)
     offs = (flat[:, None] == torch.arange(G, device=x.device)).sum(0).cumsum(0).to(torch.int32)
-    xs = x[order // top_k].to(torch.float16)
-    h = fastlaunch.grouped_mm_contiguous(xs, None, w.q13, w.b13, offs, out_dtype=torch.bfloat16)
-    act = swiglu(h, w.ffn).to(torch.float16)
-    y = fastlaunch.grouped_mm_contiguous(act, None, w.q2, w.b2, offs, out_dtype=torch.bfloat16)
+    h = gemm(x[order // top_k].to(dtype), 0, offs)
+    y = gemm(swiglu(h, w.ffn).to(dtype), 1, offs)
     rows = torch.empty_like(y)
     rows[order] = y
     return (rows.view(tokens, top_k, hidden).float() * weights[..., None]).sum(1).to(torch.bfloat16)
+
+
+def block_contiguous(x: torch.Tensor, w: Weights, top_k: int) -> torch.Tensor:
+    weights = ((w.q13, w.b13), (w.q2, w.b2))
+
+    def gemm(rows, which, offs):
+        q, blocked = weights[which]
+        return fastlaunch.grouped_mm_contiguous(rows, None, q, blocked, offs, out_dtype=torch.bfloat16)
+    return block_sorted(x, w, top_k, gemm, torch.float16)
 
 
 def block_torch(x: torch.Tensor, w: Weights, top_k: int) -> torch.Tensor:
-    tokens, hidden = x.shape
-    G = w.q13.shape[0]
-    experts, weights = route(x, w, top_k)
-    flat = experts.reshape(-1)
-    order = torch.argsort(flat, stable=True)
-    counts = (flat[:, None] == torch.arange(G, device=x.device)).sum(0)  # (bincount would read its size on the host)
-    offs = counts.cumsum(0).to(torch.int32)
-    xs = x[order // top_k]
-    h = torch._grouped_mm(xs, w.t13, offs=offs)
-    act = swiglu(h, w.ffn).to(torch.bfloat16)
-    y = torch._grouped_mm(act, w.t2, offs=offs)
-    rows = torch.empty_like(y)
-    rows[order] = y
-    return (rows.view(tokens, top_k, hidden).float() * weights[..., None]).sum(1).to(torch.bfloat16)
+    return block_sorted(x, w, top_k, lambda rows, which, offs: torch._grouped_mm(rows, (w.t13, w.t2)[which], offs=offs),
+                        torch.bfloat16)
 
 
 def block_reference(x: torch.Tensor, w: Weights, top_k: int) -> torch.Tensor:

@@ -909,6 +909,26 @@ FL_COLD PyObject* err_masked_dims(const char* field, PyObject* obj, const char* 
   return raise(PyExc_ValueError, "%s has shape %s, expected %s", field, a, expected);
 }
 
+// obj's sizes into d[0 .. nd) if it is a tensor of nd dimensions (else false).
+bool tensor_dims(PyObject* obj, size_t nd, int64_t* d) {
+  if (!PyObject_TypeCheck(obj, reinterpret_cast<PyTypeObject*>(THPVariableClass))) return false;
+  const c10::IntArrayRef s = THPVariable_Unpack(obj).sizes();
+  if (s.size() != nd) return false;
+  for (size_t i = 0; i < nd; ++i) d[i] = s[i];
+  return true;
+}
+
+// The masked and contiguous calls' tensors args[0 .. count) but args[skip] (None): every layout first, then (device
+// not null) every place (device, data, alignment), their data pointers into ptr[i]. False with the error set.
+bool check_masked_tensors(PyObject* const* args, const MaskedExpect* ex, int count, int skip, c10::Device* device,
+                          int64_t* ptr) {
+  for (int i = 0; i < count; ++i)
+    if (i != skip && !check_masked_layout(args[i], ex[i])) return false;
+  for (int i = 0; device && i < count; ++i)
+    if (i != skip && !read_masked_data(args[i], ex[i], device, &ptr[i])) return false;
+  return true;
+}
+
 // The masked and contiguous calls' launch: returns `out` (a new reference), or null with the launcher's error set.
 PyObject* launch_masked(const fl_masked_args& margs, cudaStream_t stream, c10::DeviceIndex dev, PyObject* out) {
   char err[1024];
@@ -937,17 +957,10 @@ PyObject* grouped_mm_masked(PyObject*, PyObject* const* args, Py_ssize_t nargs) 
                             "as they are)")
                     : raise(PyExc_TypeError, "sfa must be a torch.Tensor of a's scales where a is NVFP4, got None");
     // G, max_m, K from a; N from b: both must be 3-D tensors first.
-    const auto dims3 = [](PyObject* obj, int64_t* d) {
-      if (!PyObject_TypeCheck(obj, reinterpret_cast<PyTypeObject*>(THPVariableClass))) return false;
-      const c10::IntArrayRef s = THPVariable_Unpack(obj).sizes();
-      if (s.size() != 3) return false;
-      d[0] = s[0], d[1] = s[1], d[2] = s[2];
-      return true;
-    };
     int64_t ad[3], bd[3];
     const char* const a_dims = a_fp16 ? "(G, max_m, K)" : "(G, max_m, K//2)";
-    if (FL_UNLIKELY(!dims3(args[0], ad))) return err_masked_dims("a", args[0], a_dims);
-    if (FL_UNLIKELY(!dims3(args[2], bd))) return err_masked_dims("b", args[2], "(G, N, K//2)");
+    if (FL_UNLIKELY(!tensor_dims(args[0], 3, ad))) return err_masked_dims("a", args[0], a_dims);
+    if (FL_UNLIKELY(!tensor_dims(args[2], 3, bd))) return err_masked_dims("b", args[2], "(G, N, K//2)");
     const int64_t G = ad[0], max_m = ad[1], k = a_fp16 ? ad[2] : 2 * ad[2], kb = k / 2, n = bd[1];
     if (FL_UNLIKELY(G < 1 || max_m < 1 || k < 64 || k % 64 || k > fl::kMaxExtent || max_m > fl::kMaxExtent))
       return err_masked_dims("a", args[0], a_fp16 ? "(G, max_m, K) with G >= 1, max_m >= 1 and K a positive multiple "
@@ -975,10 +988,7 @@ PyObject* grouped_mm_masked(PyObject*, PyObject* const* args, Py_ssize_t nargs) 
     const int count = scaled ? 7 : 6;
     int64_t ptr[7] = {};
     c10::Device device{c10::kCPU};
-    for (int i = 0; i < count; ++i)  // (weight-only: no sfa)
-      if (!(a_fp16 && i == 1) && !check_masked_layout(args[i], ex[i])) return nullptr;
-    for (int i = 0; i < count; ++i)
-      if (!(a_fp16 && i == 1) && !read_masked_data(args[i], ex[i], &device, &ptr[i])) return nullptr;
+    if (!check_masked_tensors(args, ex, count, a_fp16 ? 1 : -1, &device, ptr)) return nullptr;  // (weight-only: no sfa)
     const bool bf16 = THPVariable_Unpack(args[5]).scalar_type() == c10::ScalarType::BFloat16;
     const c10::DeviceIndex dev = device.index();
     cudaStream_t stream = c10::cuda::getCurrentCUDAStream(dev).stream();
@@ -1058,16 +1068,9 @@ PyObject* grouped_mm_contiguous(PyObject*, PyObject* const* args, Py_ssize_t nar
     if (FL_UNLIKELY(args[1] != Py_None))
       return raise(PyExc_TypeError, "sfa must be None: the contiguous layout takes float16 activations as they are "
                    "(weight-only)");
-    const auto dims = [](PyObject* obj, size_t nd, int64_t* d) {
-      if (!PyObject_TypeCheck(obj, reinterpret_cast<PyTypeObject*>(THPVariableClass))) return false;
-      const c10::IntArrayRef s = THPVariable_Unpack(obj).sizes();
-      if (s.size() != nd) return false;
-      for (size_t i = 0; i < nd; ++i) d[i] = s[i];
-      return true;
-    };
     int64_t ad[2], bd[3];
-    if (FL_UNLIKELY(!dims(args[0], 2, ad))) return err_masked_dims("a", args[0], "(T, K)");
-    if (FL_UNLIKELY(!dims(args[2], 3, bd))) return err_masked_dims("b", args[2], "(G, N, K//2)");
+    if (FL_UNLIKELY(!tensor_dims(args[0], 2, ad))) return err_masked_dims("a", args[0], "(T, K)");
+    if (FL_UNLIKELY(!tensor_dims(args[2], 3, bd))) return err_masked_dims("b", args[2], "(G, N, K//2)");
     const int64_t T = ad[0], k = ad[1], kb = k / 2, G = bd[0], n = bd[1];
     if (FL_UNLIKELY(T < 0 || k < 64 || k % 64 || k > fl::kMaxExtent || T > fl::kMaxExtent))
       return err_masked_dims("a", args[0], "(T, K) with K a positive multiple of 64 up to 2147483584");
@@ -1094,14 +1097,12 @@ PyObject* grouped_mm_contiguous(PyObject*, PyObject* const* args, Py_ssize_t nar
     const int count = scaled ? 7 : 6;
     int64_t ptr[7] = {};
     c10::Device device{c10::kCPU};
-    for (int i = 0; i < count; ++i)
-      if (i != 1 && !check_masked_layout(args[i], ex[i])) return nullptr;
-    if (T == 0) {  // no row: nothing to compute, no CUDA call
+    // (no row: the layouts checked, nothing to compute, no CUDA call)
+    if (!check_masked_tensors(args, ex, count, 1, T > 0 ? &device : nullptr, ptr)) return nullptr;
+    if (T == 0) {
       Py_INCREF(args[5]);
       return args[5];
     }
-    for (int i = 0; i < count; ++i)
-      if (i != 1 && !read_masked_data(args[i], ex[i], &device, &ptr[i])) return nullptr;
     const bool bf16 = THPVariable_Unpack(args[5]).scalar_type() == c10::ScalarType::BFloat16;
     const c10::DeviceIndex dev = device.index();
     cudaStream_t stream = c10::cuda::getCurrentCUDAStream(dev).stream();

@@ -294,17 +294,34 @@ def _grouped_mm_masked_op(a: torch.Tensor, sfa: torch.Tensor | None, b: torch.Te
             out[e, :m] = ref[e, :m].to(out.dtype)
 
 
+def _cuda_call(name, check_meta, a, sfa, b, sfb, sizes, out, alpha) -> None:
+    """The CUDA kernel of the masked and contiguous ops: fastlaunch._C.<name> (a missing one raises), int64 sizes
+    (masked_m, offs) converted to the int32 it reads on the device, after check_meta saw their shape and device."""
+    kernel = getattr(_C, name, None)
+    if kernel is None:
+        raise RuntimeError(f"fastlaunch._C has no {name}: this build of the extension lacks that kernel (rebuild "
+                           f"fastlaunch from a source tree that has it); the CPU implementation of "
+                           f"torch.ops.fastlaunch.{name} still works")
+    if sizes.dtype == torch.int64:  # one small device-side conversion, no sync
+        check_meta(a, sfa, b, sfb, sizes, out, _COUNT_DTYPES, alpha)
+        sizes = sizes.to(torch.int32)
+    kernel(a, sfa, b, sfb, sizes, out, alpha)
+
+
+def _wrapper_call(name, op, a, sfa, b, sfb, sizes, out, alpha) -> None:
+    """What a wrapper runs: on plain CUDA tensors with int32 sizes (_eager), fastlaunch._C.<name> itself, the call
+    the op's CUDA kernel makes; otherwise the op."""
+    kernel = getattr(_C, name, None)
+    tensors = tuple(t for t in (a, sfa, b, sfb, sizes, out, alpha) if t is not None)
+    if kernel is not None and sizes.dtype == torch.int32 and _eager(tensors):
+        kernel(a, sfa, b, sfb, sizes, out, alpha)
+    else:
+        op(a, sfa, b, sfb, sizes, out, alpha)
+
+
 @_grouped_mm_masked_op.register_kernel("cuda")
 def _grouped_mm_masked_cuda(a, sfa, b, sfb, masked_m, out, alpha=None) -> None:
-    kernel = getattr(_C, "grouped_mm_masked", None)
-    if kernel is None:
-        raise RuntimeError("fastlaunch._C has no grouped_mm_masked: this build of the extension has no masked "
-                           "grouped GEMM kernel (rebuild fastlaunch from a source tree that has it); the CPU "
-                           "implementation of torch.ops.fastlaunch.grouped_mm_masked still works")
-    if masked_m.dtype == torch.int64:  # the kernel reads int32 counts: one small device-side conversion, no sync
-        _check_masked_meta(a, sfa, b, sfb, masked_m, out, _COUNT_DTYPES, alpha)  # masked_m's shape and device first
-        masked_m = masked_m.to(torch.int32)
-    kernel(a, sfa, b, sfb, masked_m, out, alpha)
+    _cuda_call("grouped_mm_masked", _check_masked_meta, a, sfa, b, sfb, masked_m, out, alpha)
 
 
 @_grouped_mm_masked_op.register_fake
@@ -356,12 +373,7 @@ def grouped_mm_masked(a: torch.Tensor, sfa: torch.Tensor | None, b: torch.Tensor
     if out is None and (a.dim() != 3 or b.dim() != 3):
         _check_masked_meta(a, sfa, b, sfb, masked_m, a, _COUNT_DTYPES)  # raises the shape error
     out = _out_for(out, out_dtype, lambda: (a.shape[0], a.shape[1], b.shape[1]), a.device)
-    kernel = getattr(_C, "grouped_mm_masked", None)
-    tensors = tuple(t for t in (a, sfa, b, sfb, masked_m, out, alpha) if t is not None)
-    if kernel is not None and masked_m.dtype == torch.int32 and _eager(tensors):
-        kernel(a, sfa, b, sfb, masked_m, out, alpha)  # the op's CUDA kernel makes this call
-    else:
-        torch.ops.fastlaunch.grouped_mm_masked(a, sfa, b, sfb, masked_m, out, alpha)
+    _wrapper_call("grouped_mm_masked", torch.ops.fastlaunch.grouped_mm_masked, a, sfa, b, sfb, masked_m, out, alpha)
     return out
 
 
@@ -418,14 +430,7 @@ def _grouped_mm_contiguous_op(a: torch.Tensor, sfa: torch.Tensor | None, b: torc
 
 @_grouped_mm_contiguous_op.register_kernel("cuda")
 def _grouped_mm_contiguous_cuda(a, sfa, b, sfb, offs, out, alpha=None) -> None:
-    kernel = getattr(_C, "grouped_mm_contiguous", None)
-    if kernel is None:
-        raise RuntimeError("fastlaunch._C has no grouped_mm_contiguous: this build of the extension predates the "
-                           "contiguous layout (rebuild fastlaunch); the CPU implementation still works")
-    if offs.dtype == torch.int64:  # the kernel reads int32 offsets: one small device-side conversion, no sync
-        _check_contiguous_meta(a, sfa, b, sfb, offs, out, _COUNT_DTYPES, alpha)
-        offs = offs.to(torch.int32)
-    kernel(a, sfa, b, sfb, offs, out, alpha)
+    _cuda_call("grouped_mm_contiguous", _check_contiguous_meta, a, sfa, b, sfb, offs, out, alpha)
 
 
 @_grouped_mm_contiguous_op.register_fake
@@ -455,10 +460,6 @@ def grouped_mm_contiguous(a: torch.Tensor, sfa: torch.Tensor | None, b: torch.Te
     if out is None and (a.dim() != 2 or b.dim() != 3):
         _check_contiguous_meta(a, sfa, b, sfb, offs, a, _COUNT_DTYPES)  # raises the shape error
     out = _out_for(out, out_dtype, lambda: (a.shape[0], b.shape[1]), a.device)
-    kernel = getattr(_C, "grouped_mm_contiguous", None)
-    tensors = tuple(t for t in (a, sfa, b, sfb, offs, out, alpha) if t is not None)
-    if kernel is not None and offs.dtype == torch.int32 and _eager(tensors):
-        kernel(a, sfa, b, sfb, offs, out, alpha)  # the op's CUDA kernel makes this call
-    else:
-        torch.ops.fastlaunch.grouped_mm_contiguous(a, sfa, b, sfb, offs, out, alpha)
+    _wrapper_call("grouped_mm_contiguous", torch.ops.fastlaunch.grouped_mm_contiguous, a, sfa, b, sfb, offs, out,
+                  alpha)
     return out

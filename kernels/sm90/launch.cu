@@ -211,6 +211,15 @@ struct MaskedCall {
   const int32_t* offs;
 };
 
+// The device-side inputs both masked kernels' parameters share (MaskedParams, MaskedSkinnyParams), for the groups
+// from g0 on; the task form's (masked null): none.
+template <class P>
+void set_masked(P& mp, const MaskedCall* masked, int g0) {
+  mp.masked_m = masked && masked->m ? masked->m + g0 : nullptr;
+  mp.alpha = masked && masked->alpha ? masked->alpha + g0 : nullptr;
+  mp.out_bf16 = masked && masked->bf16;
+}
+
 // One launch of up to MAXG groups g0 .. g0+gc-1: the A conversion (and the B maps, for MAXG >
 // kGroupsSmall), then the GEMM. `a16` points at this launch's part of the workspace and is advanced
 // past it. `known`: the launch's plan if the caller holds it (else it is looked up again under `force`).
@@ -287,9 +296,7 @@ int launch_chunk(const DeviceState& dev, const int64_t* buf, int G, int g0, int 
   p.a16_pitch = (int32_t)kmax;
   p.wave_tiles = plan.wave ? (int32_t)plan.tiles : 0;
   p.trace = st.trace;
-  mp.masked_m = masked ? masked->m + g0 : nullptr;
-  mp.alpha = masked && masked->alpha ? masked->alpha + g0 : nullptr;
-  mp.out_bf16 = masked && masked->bf16;
+  set_masked(mp, masked, g0);
   mp.offs = contiguous ? masked->offs : nullptr;  // (one launch: g0 is 0)
   void* args[1] = {&p};
 
@@ -297,7 +304,6 @@ int launch_chunk(const DeviceState& dev, const int64_t* buf, int G, int g0, int 
   // GEMM alone (experiments): the same kernel with no units (only the conversion reads num_units), so
   // the maps and flags are still written.
   if (st.only == 2) p.num_units = 0;
-  const bool convert = !a_fp16 || MAXG > sm90::kGroupsSmall || plan.splits > 0;
   CUlaunchConfig cfg = st.convert_config;  // attrs point into dev, which outlives the call
   const int64_t blocks = sm90::convert_ctas(p.num_units, dev.sm_count);
   const int64_t map_blocks = ceil_div(gc, sm90::kConvertThreads / 32);
@@ -315,7 +321,8 @@ int launch_chunk(const DeviceState& dev, const int64_t* buf, int G, int g0, int 
       cp.groups[i] = {gr.a, gr.sfa, gr.a16, gr.k, gr.unit_end};
     }
     void* cargs[1] = {&cp};
-    if (convert) FL_LAUNCH_TRY(err, dev.drv, dev.drv.launch_kernel_ex(&cfg, st.convert_fn[which], cargs, nullptr));
+    // (the caller's fp16 A with B maps in the GEMM's parameters: only split tiles' flags need this kernel)
+    if (!a_fp16 || plan.splits > 0) FL_LAUNCH_TRY(err, dev.drv, dev.drv.launch_kernel_ex(&cfg, st.convert_fn[which], cargs, nullptr));
   } else {
     FL_LAUNCH_TRY(err, dev.drv, dev.drv.launch_kernel_ex(&cfg, st.convert_fn[which], args, nullptr));
   }
@@ -362,9 +369,7 @@ int launch_skinny(const DeviceState& dev, const int64_t* buf, int G, int g0, int
   const Sm90State& st = dev.sm90;
   sm90::MaskedSkinnyParams mp{};  // the masked form's; the task form's kernel reads the SkinnyParams in it
   sm90::SkinnyParams& p = mp;     // (its first base: at the same address, so &p serves both kernels)
-  mp.masked_m = masked ? masked->m + g0 : nullptr;
-  mp.alpha = masked && masked->alpha ? masked->alpha + g0 : nullptr;
-  mp.out_bf16 = masked && masked->bf16;
+  set_masked(mp, masked, g0);
   int64_t items = 0;
   for (int i = 0; i < gc; ++i) {
     const int g = g0 + i;
