@@ -15,8 +15,8 @@ a case with several inputs runs them in rotation, one per call:
   g public       e's decode rows through the entry a user calls, fastlaunch.grouped_mm_masked (an eager call on
                  CUDA tensors goes straight to fastlaunch._C.grouped_mm_masked, past the torch dispatcher), with
                  bf16 output and a per-expert alpha: the full serving call
-  h weight-only  e's decode rows with the activations in fp16 (e's values, exactly) read where they lie, sfa
-                 None: no conversion kernel (one launch where the plan splits no tile)
+  h weight-only  e's decode rows with the activations in fp16 (e's values, exactly), sfa None: the conversion
+                 kernel permutes them into the GEMM's K order instead of decoding NVFP4 (two launches)
   f torch        the peer: torch._grouped_mm in bf16 on the same experts' weights dequantised, with device-side
                  group offsets from the same counts as e
 

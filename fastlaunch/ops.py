@@ -354,8 +354,8 @@ def grouped_mm_masked(a: torch.Tensor, sfa: torch.Tensor | None, b: torch.Tensor
       sfa: [G, ceil(max_m/128), K//64, 32, 4, 4] float8_e4m3fn, contiguous: a's scales, one per 16 K elements of a
         row, row i and K block j of expert g at [g, i//128, j//4, i%32, (i%128)//32, j%4]
         (fastlaunch.reference.block_scales builds it from plain [rows, K//16] scales);
-      or weight-only: a [G, max_m, K] float16, contiguous, the activations as they are (read by the GEMM where they
-        lie: no conversion kernel), with sfa None;
+      or weight-only: a [G, max_m, K] float16, contiguous, the activations as they are (permuted into the GEMM's
+        K order by the conversion kernel, not quantised), with sfa None;
       b: [G, N, K//2] and sfb: [G, ceil(N/128), K//64, 32, 4, 4] likewise (the stacked expert weights);
       masked_m: int32 or int64 [G] on the same device: expert g computes rows 0 .. masked_m[g]-1,
         0 <= masked_m[g] <= max_m (int64 counts, e.g. from a sum, cost one small int32 conversion on the device);

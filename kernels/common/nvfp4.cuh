@@ -31,6 +31,7 @@ FL_NVFP4_FN uint32_t byte_perm(uint32_t a, uint32_t b, uint32_t sel) {
 }
 
 constexpr float kNvfp4Unscale = 268435456.0f;  // 2^28
+constexpr float kFp16AUnscale = 16384.0f;      // 2^14: A given as fp16 (only B carries 2^-14)
 
 // Nibbles j and j+4 of an 8-nibble word, as (low, high) halves of an f16x2, each value * 2^-14.
 template <int J>
@@ -73,6 +74,15 @@ FL_NVFP4_FN uint32_t e2m1_pair(uint32_t w, int j) {
     case 2: return e2m1_pair_j<2>(w);
     default: return e2m1_pair_j<3>(w);
   }
+}
+
+// The GEMM's K order inside a 64-wide step, for a row of fp16 A given in natural order (the weight-only forms): in
+// 16-byte chunk q = 2s + b, word c holds K values 16c + 8b + s (low half) and 16c + 8b + s + 4 (high half), the
+// order in which e2m1_pair(w[2c + b], s) decodes a packed row's nibbles (nibble t of word i: K 8i + t). `w`: the
+// row's 64 fp16 values, two a word (K 2i in the low half of w[i]).
+FL_NVFP4_FN uint32_t k_order_word(const uint32_t* w, int q, int c) {
+  const int s = q / 2, j = 16 * c + 8 * (q % 2) + s;  // K j and j + 4: half s % 2 of words j / 2 and j / 2 + 2
+  return byte_perm(w[j / 2], w[j / 2 + 2], s % 2 ? 0x7632u : 0x5410u);
 }
 
 }  // namespace fl

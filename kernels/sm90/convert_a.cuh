@@ -3,7 +3,8 @@
 // with a smaller K leaves the rest of its rows unwritten (the GEMM never reads them).
 //
 // One unit = one row and one 64-wide K step of one group: 32 packed bytes and the row's four scales
-// of that step in, 64 fp16 (128 bytes) out, scale folded in (exact: kernels/common/nvfp4.cuh), K permuted inside
+// of that step in, 64 fp16 (128 bytes) out, scale folded in (exact: kernels/common/nvfp4.cuh); or, where the
+// group's A is fp16 already (the weight-only forms, sfa null), its 64 values in, not scaled. K is permuted inside
 // the step as the GEMM's B fragments expect (kernels/sm90/gemm.cuh, "K permutation"): 16-byte chunk
 // q = 2s + b (s in 0..3, b in 0..1) holds, in word c (0..3), A's K values 16c + 8b + s and +4.
 // One thread per unit; consecutive units are consecutive K steps of a row (convert_units).
@@ -41,6 +42,48 @@ __device__ __forceinline__ void begin_conversion(const P& p) {
     for (int i = threadIdx.x; i < p.num_ctas * (int)kConsumerWarps; i += kConvertThreads) p.flags[i] = 0;
 }
 
+// One unit of NVFP4 A (32 packed bytes and the row's four scales of the step) to its eight fp16 chunks, chunk q at
+// slot q ^ (lane % 8) of `out`: chunk q = 2 s4 + b, word c holds K 16c + 8b + s4 (and + 4), scale folded in.
+template <class G>
+__device__ __forceinline__ void convert_nvfp4_unit(const G& gr, int row, int kc, int steps, uint4 (&out)[kChunksPerUnit],
+                                                   int lane) {
+  // 16-byte aligned: A's pointer is (the launcher checks it) and a row holds K / 2 bytes, K a multiple of 64
+  const uint4* src = reinterpret_cast<const uint4*>(gr.a + (int64_t)row * (gr.k / 2) + kc * (kBlockK / 2));
+  const uint4 lo = src[0], hi = src[1];
+  const uint32_t sf = *reinterpret_cast<const uint32_t*>(
+      gr.sfa + ((int64_t)(row / 128) * steps + kc) * kSfBlockBytes + sf_row_offset(row));
+  const uint32_t w[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+  uint32_t sc[4];
+#pragma unroll
+  for (int c = 0; c < 4; ++c) sc[c] = ptx::e4m3_to_f16x2_bcast(sf >> (8 * c));
+#pragma unroll
+  for (int q = 0; q < kChunksPerUnit; ++q) {
+    const int s4 = q / 2, b = q % 2;
+    uint32_t v[4];
+#pragma unroll
+    for (int c = 0; c < 4; ++c) v[c] = ptx::mul_f16x2(e2m1_pair(w[2 * c + b], s4), sc[c]);
+    out[q ^ (lane % 8)] = make_uint4(v[0], v[1], v[2], v[3]);
+  }
+}
+
+// One unit of fp16 A (the weight-only forms: sfa null; 64 values of a row in natural K order, rows 2K bytes apart)
+// to the same chunk order (k_order_word), not scaled: the epilogue unscales such a launch by 2^14, not 2^28.
+template <class G>
+__device__ __forceinline__ void permute_fp16_unit(const G& gr, int row, int kc, uint4 (&out)[kChunksPerUnit], int lane) {
+  // 16-byte aligned: A's pointer is (the extension checks it) and a row holds 2K bytes, K a multiple of 64
+  const uint4* src = reinterpret_cast<const uint4*>(gr.a + (int64_t)row * (gr.k * 2) + kc * (kBlockK * 2));
+  uint32_t w[32];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const uint4 t = src[i];
+    w[4 * i] = t.x, w[4 * i + 1] = t.y, w[4 * i + 2] = t.z, w[4 * i + 3] = t.w;
+  }
+#pragma unroll
+  for (int q = 0; q < kChunksPerUnit; ++q)
+    out[q ^ (lane % 8)] =
+        make_uint4(k_order_word(w, q, 0), k_order_word(w, q, 1), k_order_word(w, q, 2), k_order_word(w, q, 3));
+}
+
 // The units of the launch, one per thread, grid-stride. P: Params<MAXG> or ConvertParams (the same field
 // names). A thread loads its unit's 32 bytes (two 16-byte loads) and scale word and computes the unit's
 // eight chunks; consecutive lanes take consecutive units (consecutive K steps of a row), so a warp's loads
@@ -65,24 +108,9 @@ __device__ __forceinline__ void convert_units(const P& p) {
       const int local = u - (g ? p.groups[g - 1].unit_end : 0);
       const int steps = gr.k / kBlockK;
       const int row = local / steps, kc = local - row * steps;
-      // 16-byte aligned: A's pointer is (the launcher checks it) and a row holds K / 2 bytes, K a multiple of 64
-      const uint4* src = reinterpret_cast<const uint4*>(gr.a + (int64_t)row * (gr.k / 2) + kc * (kBlockK / 2));
-      const uint4 lo = src[0], hi = src[1];
-      const uint32_t sf = *reinterpret_cast<const uint32_t*>(
-          gr.sfa + ((int64_t)(row / 128) * steps + kc) * kSfBlockBytes + sf_row_offset(row));
-      const uint32_t w[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-      uint32_t sc[4];
-#pragma unroll
-      for (int c = 0; c < 4; ++c) sc[c] = ptx::e4m3_to_f16x2_bcast(sf >> (8 * c));
       dst = gr.a16 + (int64_t)row * p.a16_pitch + kc * kBlockK;
-#pragma unroll
-      for (int q = 0; q < kChunksPerUnit; ++q) {  // chunk q = 2 s4 + b: word c holds K 16c + 8b + s4 (and + 4)
-        const int s4 = q / 2, b = q % 2;
-        uint32_t v[4];
-#pragma unroll
-        for (int c = 0; c < 4; ++c) v[c] = ptx::mul_f16x2(e2m1_pair(w[2 * c + b], s4), sc[c]);
-        chunks[warp][lane][q ^ (lane % 8)] = make_uint4(v[0], v[1], v[2], v[3]);
-      }
+      if (gr.sfa) convert_nvfp4_unit(gr, row, kc, steps, chunks[warp][lane], lane);
+      else permute_fp16_unit(gr, row, kc, chunks[warp][lane], lane);
     }
     __syncwarp();
     const int q = lane % 8;

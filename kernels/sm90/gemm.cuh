@@ -265,11 +265,11 @@ struct CallC {
 };
 __device__ __forceinline__ OutForm out_form(const CallC& c) { return c.form; }
 
-// The masked form's C rounding for group g: 2^28 (the accumulators' scale) times alpha[g] where alpha is given, to
-// bf16 or fp16 (alpha: written by an earlier grid, read after griddepcontrol.wait).
+// The masked form's C rounding for group g: the accumulators' scale undone (MaskedParams::unscale) times alpha[g]
+// where alpha is given, to bf16 or fp16 (alpha: written by an earlier grid, read after griddepcontrol.wait).
 template <int MAXG>
 __device__ __forceinline__ OutForm masked_out_form(const MaskedParams<MAXG>& p, int g) {
-  return {p.alpha ? kNvfp4Unscale * __ldg(p.alpha + g) : kNvfp4Unscale, p.out_bf16 != 0};
+  return {p.alpha ? p.unscale * __ldg(p.alpha + g) : p.unscale, p.out_bf16 != 0};
 }
 
 // Group g's C map where the launch has them (kTmaC), else null.

@@ -192,17 +192,17 @@ int64_t maps_bytes(int groups) { return round_up((int64_t)groups * sm90::kMapByt
 int64_t flags_bytes(int sm_count) {
   return round_up((int64_t)max_ctas(sm_count) * sm90::kConsumerWarps * 4, sm90::kWorkspaceAlign);
 }
-// (own_a16 false: A is the caller's fp16, read where it lies; no A in the workspace)
-int64_t chunk_bytes(int64_t rows, int64_t kmax, int groups, int sm_count, const sm90::LaunchPlan& plan,
-                    bool own_a16 = true) {
-  return (own_a16 ? sm90::a16_launch_bytes(rows, kmax) : 0) + maps_bytes(groups) + flags_bytes(sm_count) +
+// (rows: of A in the workspace; the contiguous layout's launch holds its T rows once)
+int64_t chunk_bytes(int64_t rows, int64_t kmax, int groups, int sm_count, const sm90::LaunchPlan& plan) {
+  return sm90::a16_launch_bytes(rows, kmax) + maps_bytes(groups) + flags_bytes(sm_count) +
          (plan.splits ? (int64_t)plan.ctas * sm90::kPartialBytes : 0);
 }
 
 // The masked form's device-side inputs of a call: each group's rows (masked_m), its scale (alpha, or null) and C's
 // dtype; null for the task form. a_fp16: A is the caller's fp16 (weight-only), each group's max_m rows after the
-// last's, read by the GEMM where it lies: no conversion of A. offs (the contiguous layout, else null): every group
-// planned at all the rows of one A and one C, its own from offs on the device (MaskedParams::offs); one launch.
+// last's, which the conversion permutes into the GEMM's K order (not scaled: the epilogue unscales by 2^14). offs
+// (the contiguous layout, else null): every group planned at all the rows of one A and one C, its own from offs on
+// the device (MaskedParams::offs); one launch, whose conversion takes A's rows once.
 struct MaskedCall {
   const int32_t* m;
   const float* alpha;
@@ -223,10 +223,7 @@ void set_masked(P& mp, const MaskedCall* masked, int g0) {
 // One launch of up to MAXG groups g0 .. g0+gc-1: the A conversion (and the B maps, for MAXG >
 // kGroupsSmall), then the GEMM. `a16` points at this launch's part of the workspace and is advanced
 // past it. `known`: the launch's plan if the caller holds it (else it is looked up again under `force`).
-// `masked` (the masked form, or null): the G groups' rows on the device; the GEMM is its masked kernel. With
-// the caller's fp16 A (masked->a_fp16) the GEMM reads it through maps over it, and the conversion kernel runs
-// (converting nothing) only where the GEMM needs it: its B maps (more than kGroupsSmall groups) or zeroed flags
-// (split tiles); else the call is the GEMM's one launch.
+// `masked` (the masked form, or null): the G groups' rows on the device; the GEMM is its masked kernel.
 template <int MAXG>
 int launch_chunk(const DeviceState& dev, const int64_t* buf, int G, int g0, int gc, uint8_t*& a16,
                  const sm90::LaunchPlan* known, const sm90::PlanForce& force, const MaskedCall* masked,
@@ -243,12 +240,10 @@ int launch_chunk(const DeviceState& dev, const int64_t* buf, int G, int g0, int 
             : launch_plan(buf + 5 * G + g0, buf + 6 * G + g0, buf + 7 * G + g0, gc, dev.sm_count, force);
   int64_t rows = 0, kmax = 0;
   launch_extent(buf, G, g0, gc, &rows, &kmax);
-  // the caller's fp16 A: group g0's first row on, exactly the launch's rows (a box past them is zero-filled)
   const bool a_fp16 = masked && masked->a_fp16;
-  const bool contiguous = masked && masked->offs;  // (a_fp16 too: every group's A is the same T rows)
-  uint8_t* const a_base = a_fp16 ? reinterpret_cast<uint8_t*>(buf[0 * G + g0]) : a16;
-  const int64_t a_rows = contiguous ? buf[5 * G + g0] : a_fp16 ? rows : sm90::a16_map_rows(rows);
-  if (int rc = a16_maps(dev.drv, p.map_a16, a_base, kmax * 2, a_rows, err)) return rc;
+  const bool contiguous = masked && masked->offs;  // every group's A is the same T rows, converted once
+  if (contiguous) rows = buf[5 * G + g0];
+  if (int rc = a16_maps(dev.drv, p.map_a16, a16, kmax * 2, sm90::a16_map_rows(rows), err)) return rc;
   std::memcpy(&p.tmpl_b, &st.tmpl_b, sizeof(CUtensorMap));
   int64_t tiles = 0, units = 0, row = 0, red_ctas = 0;
   bool any = false;  // a group whose C rows are not all 16-byte aligned
@@ -257,10 +252,10 @@ int launch_chunk(const DeviceState& dev, const int64_t* buf, int G, int g0, int 
     const sm90::GroupTiles& gt = plan.group[local];
     const int64_t m = buf[5 * G + g], n = buf[6 * G + g], k = buf[7 * G + g];
     tiles += gt.chunks * gt.tiles_n;
-    units += a_fp16 ? 0 : m * (k / sm90::kBlockK);
+    units += contiguous && i > 0 ? 0 : m * (k / sm90::kBlockK);  // (contiguous: the first group's units are A's)
     sm90::Group& gr = p.groups[i];
     load_operands(gr, buf, G, g);
-    gr.a16 = reinterpret_cast<__half*>(a_base) + row * kmax;
+    gr.a16 = reinterpret_cast<__half*>(a16) + row * kmax;
     gr.a16_row = (int32_t)row;
     if (!contiguous) row += m;
     gr.m = (int32_t)m;
@@ -283,11 +278,11 @@ int launch_chunk(const DeviceState& dev, const int64_t* buf, int G, int g0, int 
     if (!any && !plan.reduce && !masked)  // the kernels of aligned C (sm90::kTmaC) store it through these
       if (int rc = c_maps(dev.drv, p.map_c, buf, G, g0, plan.order, gc, err)) return rc;
   }
-  uint8_t* const tail = a16 + (a_fp16 ? 0 : sm90::a16_launch_bytes(rows, kmax));
+  uint8_t* const tail = a16 + sm90::a16_launch_bytes(rows, kmax);
   p.b_maps = tail;
   p.flags = reinterpret_cast<int32_t*>(tail + maps_bytes(gc));
   p.partials = reinterpret_cast<float*>(reinterpret_cast<uint8_t*>(p.flags) + flags_bytes(dev.sm_count));
-  a16 += chunk_bytes(rows, kmax, gc, dev.sm_count, plan, !a_fp16);
+  a16 += chunk_bytes(rows, kmax, gc, dev.sm_count, plan);
   p.num_groups = gc;
   p.num_ctas = plan.ctas;
   p.num_units = (int32_t)units;
@@ -298,6 +293,7 @@ int launch_chunk(const DeviceState& dev, const int64_t* buf, int G, int g0, int 
   p.trace = st.trace;
   set_masked(mp, masked, g0);
   mp.offs = contiguous ? masked->offs : nullptr;  // (one launch: g0 is 0)
+  mp.unscale = a_fp16 ? kFp16AUnscale : kNvfp4Unscale;
   void* args[1] = {&p};
 
   // The conversion: one thread per unit (kernels/sm90/plan/planner.h convert_ctas), and enough CTAs for one warp per group's B map.
@@ -321,8 +317,7 @@ int launch_chunk(const DeviceState& dev, const int64_t* buf, int G, int g0, int 
       cp.groups[i] = {gr.a, gr.sfa, gr.a16, gr.k, gr.unit_end};
     }
     void* cargs[1] = {&cp};
-    // (the caller's fp16 A with B maps in the GEMM's parameters: only split tiles' flags need this kernel)
-    if (!a_fp16 || plan.splits > 0) FL_LAUNCH_TRY(err, dev.drv, dev.drv.launch_kernel_ex(&cfg, st.convert_fn[which], cargs, nullptr));
+    FL_LAUNCH_TRY(err, dev.drv, dev.drv.launch_kernel_ex(&cfg, st.convert_fn[which], cargs, nullptr));
   } else {
     FL_LAUNCH_TRY(err, dev.drv, dev.drv.launch_kernel_ex(&cfg, st.convert_fn[which], args, nullptr));
   }
@@ -553,7 +548,7 @@ int launch_groups(const DeviceState& dev, const int64_t* buf, int G, const int* 
     if (tiles > kMaxTilesPerLaunch)
       return err.set(FL_ERR_VALUE, "group %d: more than %lld tiles of %dx%d in one launch of up to %d groups",
                      caller_g, (long long)kMaxTilesPerLaunch, sm90::kWidths[0], sm90::kBlockN, sm90::kGroupsPerLaunch);
-    units += masked && masked->a_fp16 ? 0 : m * (k / sm90::kBlockK);  // (the caller's fp16 A: nothing converted)
+    units += masked && masked->offs && g > 0 ? 0 : m * (k / sm90::kBlockK);  // (contiguous: A's T rows once)
     if (units > kMaxUnitsPerLaunch)
       return err.set(FL_ERR_VALUE, "group %d: more than %lld rows x K/64 of A in one launch of up to %d groups",
                      caller_g, (long long)kMaxUnitsPerLaunch, sm90::kGroupsPerLaunch);
@@ -569,7 +564,7 @@ int launch_groups(const DeviceState& dev, const int64_t* buf, int G, const int* 
       const int g0 = g / sm90::kGroupsPerLaunch * sm90::kGroupsPerLaunch;
       const sm90::LaunchPlan& plan =
           launch_plan(buf + 5 * G + g0, buf + 6 * G + g0, buf + 7 * G + g0, g + 1 - g0, dev.sm_count, force);
-      workspace += chunk_bytes(rows, kmax, g + 1 - g0, dev.sm_count, plan, !(masked && masked->a_fp16));
+      workspace += chunk_bytes(rows, kmax, g + 1 - g0, dev.sm_count, plan);
       if (G <= sm90::kGroupsPerLaunch) single = &plan;
       if (workspace > kMaxWorkspaceBytes)
         return err.set(FL_ERR_VALUE, "group %d: the fp16 copy of A would exceed %lld bytes", caller_g,

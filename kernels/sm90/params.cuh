@@ -76,6 +76,9 @@ struct MaskedParams : Params<MAXG> {
   // clamped to the group's planned m, the launch's rows) of one A and one C shared by every group, whose a16_row
   // and c point at row 0; masked_m is not read. Read on the device like masked_m.
   const int32_t* offs;
+  // the accumulators' scale, undone before the rounding: kNvfp4Unscale (2^28) where A was NVFP4, kFp16AUnscale
+  // (2^14: only B's decode carries 2^-14) where it was the caller's fp16
+  float unscale;
 };
 
 // The A conversion's own parameters for launches of up to kGroupsSmall groups (whose B maps are GEMM

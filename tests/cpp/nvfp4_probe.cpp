@@ -2,6 +2,7 @@
 // compiler) for the queries on stdin, one answer per line, for tests/test_nvfp4_decode.py.
 //   pair J W   -> e2m1_pair_j<J>(W)                  (shifts and masks: the A conversion)
 //   bytes J W  -> e2m1_pair_bytes<J>(e2m1_bytes(W))  (bytes and a permute: the GEMM's B fragments)
+//   korder Q C W0 .. W31 -> k_order_word(W, Q, C)   (an fp16 A row's 64 values into the GEMM's K order)
 #include <cinttypes>
 #include <cstdio>
 #include <iostream>
@@ -26,7 +27,20 @@ int main() {
     std::string op;
     int j = -1;
     uint32_t w = 0;
-    in >> op >> j >> w;
+    in >> op >> j;
+    if (op == "korder") {  // j is Q here
+      int c = -1;
+      uint32_t row[32];
+      in >> c;
+      for (uint32_t& x : row) in >> x;
+      if (j < 0 || j > 7 || c < 0 || c > 3 || in.fail()) {
+        std::printf("bad query\n");
+        continue;
+      }
+      std::printf("%" PRIu32 "\n", fl::k_order_word(row, j, c));
+      continue;
+    }
+    in >> w;
     const bool bytes = op == "bytes";
     if ((!bytes && op != "pair") || j < 0 || j > 3 || in.fail()) {
       std::printf("bad query\n");

@@ -73,3 +73,34 @@ def test_both_decoders_agree_on_random_words(probe):
         a = probe([f"pair {j} {w}" for w in words])
         b = probe([f"bytes {j} {w}" for w in words])
         assert a == b == [expected(j, w) for w in words]
+
+
+def korder_query(q, c, halves):
+    words = [halves[2 * i] | halves[2 * i + 1] << 16 for i in range(32)]
+    return f"korder {q} {c} " + " ".join(map(str, words))
+
+
+def test_fp16_rows_take_the_documented_k_order(probe):
+    # an fp16 A row (the weight-only forms) permuted for the GEMM: chunk q = 2s + b, word c holds K 16c + 8b + s in
+    # its low half and K 16c + 8b + s + 4 in its high half; random bit patterns, fresh each run
+    rng = random.Random()
+    for _ in range(20):
+        halves = [rng.getrandbits(16) for _ in range(64)]
+        cells = [(q, c) for q in range(8) for c in range(4)]
+        got = probe([korder_query(q, c, halves) for q, c in cells])
+        for (q, c), word in zip(cells, got):
+            k = 16 * c + 8 * (q % 2) + q // 2
+            assert word == halves[k] | halves[k + 4] << 16, (q, c)
+
+
+def test_fp16_rows_meet_the_nvfp4_rows_k_order(probe):
+    # the same 64 values given as a packed NVFP4 row (nibble t of word i: K 8i + t) and as fp16 in natural order
+    # land in the same places: the NVFP4 conversion's chunk q, word c is pair q // 2 of packed word 2c + q % 2
+    # (before its scale), so a weight-only row meets the B fragments exactly where an NVFP4 row does
+    rng = random.Random()
+    for _ in range(20):
+        packed = [rng.getrandbits(32) for _ in range(8)]
+        halves = [fp16_bits((packed[k // 8] >> (4 * (k % 8))) & 0xF) for k in range(64)]
+        cells = [(q, c) for q in range(8) for c in range(4)]
+        got = probe([korder_query(q, c, halves) for q, c in cells])
+        assert got == [expected(q // 2, packed[2 * c + q % 2]) for q, c in cells]

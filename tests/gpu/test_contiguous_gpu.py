@@ -83,10 +83,10 @@ def test_contiguous_agrees_with_the_masked_weight_only_form():
         start += c
 
 
-def test_contiguous_one_launch_and_graph_replay_with_new_offsets():
+def test_contiguous_two_kernels_and_graph_replay_with_new_offsets():
     seed = fresh_seed()
     rng = random.Random(seed)
-    for G, kernels in ((8, 1), (40, 2)):  # up to 16 experts one launch; more: the conversion kernel writes B maps
+    for G, kernels in ((8, 2), (40, 2)):  # A's permutation (and, past 16 experts, the B maps), then the GEMM
         T, n, k = 600, 512, 1024
         x, b, sfb = _inputs(G, T, n, k, seed + G)
         offs = torch.tensor(_ends(rng, G, T), dtype=torch.int32, device="cuda")
