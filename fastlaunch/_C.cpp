@@ -801,10 +801,10 @@ PyObject* skinny(PyObject*, PyObject* args) {
 // ============================================================================ the masked form
 
 // grouped_mm_masked(a, sfa, b, sfb, masked_m, out[, alpha]) -> out: the serving layout (kernels/launcher.h
-// fl_launch_masked); a NVFP4 with its scales sfa, or fp16 [G, max_m, K] with sfa None (weight-only); out fp16 or
-// bf16, alpha None or fp32 [G] on the device.
+// fl_launch_masked); a NVFP4 with its scales sfa, or fp16 or bf16 [G, max_m, K] with sfa None (weight-only); out fp16
+// or bf16, alpha None or fp32 [G] on the device.
 // Messages as fastlaunch/ops.py's fake implementation words them: "<field> has shape (..), expected (..) for G=..".
-enum class Kind { kFp4, kScale, kOut, kInt32, kFloat, kHalf };  // the dtypes below, in this order
+enum class Kind { kFp4, kScale, kOut, kInt32, kFloat, kAct };  // the dtypes below, in this order (kAct: weight-only a)
 
 struct MaskedExpect {
   const char* field;
@@ -814,6 +814,11 @@ struct MaskedExpect {
   const char* names;  // "G=3, max_m=200, K=256"
   int align;
 };
+
+// fl_masked_args.a_dtype of a checked a: NVFP4 bytes, or the weight-only forms' fp16 or bf16.
+int32_t a_dtype_of(c10::ScalarType st) {
+  return st == c10::ScalarType::Half ? FL_A_FP16 : st == c10::ScalarType::BFloat16 ? FL_A_BF16 : FL_A_NVFP4;
+}
 
 FL_COLD PyObject* err_masked_dtype(const char* field, const char* expected, c10::ScalarType got) {
   return raise(PyExc_TypeError, "%s must be %s, got %s", field, expected, dtype_name(got));
@@ -838,13 +843,12 @@ bool check_masked_layout(PyObject* obj, const MaskedExpect& ex) {
   const c10::ScalarType st = impl->dtype().toScalarType();
   const bool dtype_ok = ex.kind == Kind::kFp4 ? st == c10::ScalarType::Float4_e2m1fn_x2 || st == c10::ScalarType::Byte
                         : ex.kind == Kind::kScale ? st == c10::ScalarType::Float8_e4m3fn
-                        : ex.kind == Kind::kOut   ? st == c10::ScalarType::Half || st == c10::ScalarType::BFloat16
                         : ex.kind == Kind::kInt32 ? st == c10::ScalarType::Int
                         : ex.kind == Kind::kFloat ? st == c10::ScalarType::Float
-                                                  : st == c10::ScalarType::Half;
+                                                  : st == c10::ScalarType::Half || st == c10::ScalarType::BFloat16;
   if (FL_UNLIKELY(!dtype_ok)) {
     static const char* const kNames[] = {"float4_e2m1fn_x2 or uint8", "float8_e4m3fn", "float16 or bfloat16", "int32",
-                                         "float32", "float16"};
+                                         "float32", "float16 or bfloat16"};
     err_masked_dtype(ex.field, kNames[(int)ex.kind], st);
     return false;
   }
@@ -944,17 +948,17 @@ PyObject* grouped_mm_masked(PyObject*, PyObject* const* args, Py_ssize_t nargs) 
                  "arguments, got %zd", nargs);
   const bool scaled = nargs == 7 && args[6] != Py_None;  // alpha given
   try {
-    // a's dtype picks the form: fp16 (weight-only: [G, max_m, K], sfa None) or NVFP4 bytes ([G, max_m, K//2])
+    // a's dtype picks the form: fp16 or bf16 (weight-only: [G, max_m, K], sfa None) or NVFP4 bytes ([G, max_m, K//2])
     if (FL_UNLIKELY(!PyObject_TypeCheck(args[0], reinterpret_cast<PyTypeObject*>(THPVariableClass))))
       return raise(PyExc_TypeError, "a must be a torch.Tensor, got %s", Py_TYPE(args[0])->tp_name);
     const c10::ScalarType a_type = THPVariable_Unpack(args[0]).scalar_type();
-    const bool a_fp16 = a_type == c10::ScalarType::Half;
+    const bool a_fp16 = a_type == c10::ScalarType::Half || a_type == c10::ScalarType::BFloat16;  // (weight-only)
     if (FL_UNLIKELY(!a_fp16 && a_type != c10::ScalarType::Float4_e2m1fn_x2 && a_type != c10::ScalarType::Byte))
-      return err_masked_dtype("a", "float4_e2m1fn_x2 or uint8 (NVFP4, with sfa) or float16 (weight-only, sfa None)",
-                              a_type);
+      return err_masked_dtype("a", "float4_e2m1fn_x2 or uint8 (NVFP4, with sfa) or float16 or bfloat16 (weight-only, "
+                              "sfa None)", a_type);
     if (FL_UNLIKELY(a_fp16 != (args[1] == Py_None)))
-      return a_fp16 ? raise(PyExc_TypeError, "sfa must be None where a is float16 (weight-only: a's values are used "
-                            "as they are)")
+      return a_fp16 ? raise(PyExc_TypeError, "sfa must be None where a is float16 or bfloat16 (weight-only: a's values "
+                            "are used as they are)")
                     : raise(PyExc_TypeError, "sfa must be a torch.Tensor of a's scales where a is NVFP4, got None");
     // G, max_m, K from a; N from b: both must be 3-D tensors first.
     int64_t ad[3], bd[3];
@@ -976,7 +980,7 @@ PyObject* grouped_mm_masked(PyObject*, PyObject* const* args, Py_ssize_t nargs) 
     snprintf(gmn, sizeof(gmn), "G=%lld, max_m=%lld, N=%lld", (long long)G, (long long)max_m, (long long)n);
     const int64_t kt = k / 64;
     const MaskedExpect ex[7] = {
-        a_fp16 ? MaskedExpect{"a", Kind::kHalf, {G, max_m, k}, 3, gmk, 16}
+        a_fp16 ? MaskedExpect{"a", Kind::kAct, {G, max_m, k}, 3, gmk, 16}
                : MaskedExpect{"a", Kind::kFp4, {G, max_m, kb}, 3, gmk, 16},
         {"sfa", Kind::kScale, {G, fl::ceil_div(max_m, 128), kt, 32, 4, 4}, 6, gmk, 16},
         {"b", Kind::kFp4, {G, n, kb}, 3, gnk, 16},
@@ -996,7 +1000,7 @@ PyObject* grouped_mm_masked(PyObject*, PyObject* const* args, Py_ssize_t nargs) 
                                reinterpret_cast<const void*>(ptr[2]), reinterpret_cast<const void*>(ptr[3]),
                                reinterpret_cast<const int32_t*>(ptr[4]), reinterpret_cast<void*>(ptr[5]),
                                G, max_m, n, k, reinterpret_cast<const float*>(ptr[6]),
-                               bf16 ? FL_OUT_BF16 : FL_OUT_FP16, a_fp16 ? FL_A_FP16 : FL_A_NVFP4, nullptr};
+                               bf16 ? FL_OUT_BF16 : FL_OUT_FP16, a_dtype_of(a_type), nullptr};
     return launch_masked(margs, stream, dev, args[5]);
   } catch (const std::exception& e) {
     return err_cpp(e.what());
@@ -1058,7 +1062,8 @@ PyObject* plan_memo_ns(PyObject*, PyObject* args) {
 }
 
 // grouped_mm_contiguous(a, sfa, b, sfb, offs, out[, alpha]) -> out: the contiguous layout (kernels/launcher.h
-// fl_masked_args.offs), weight-only: a fp16 [T, K], sfa None, offs int32 [G] on the device, out [T, N] fp16 or bf16.
+// fl_masked_args.offs), weight-only: a fp16 or bf16 [T, K], sfa None, offs int32 [G] on the device, out [T, N] fp16
+// or bf16.
 PyObject* grouped_mm_contiguous(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   if (FL_UNLIKELY(nargs != 6 && nargs != 7))
     return raise(PyExc_TypeError, "grouped_mm_contiguous(a, sfa, b, sfb, offs, out, alpha=None) takes 6 or 7 "
@@ -1066,8 +1071,8 @@ PyObject* grouped_mm_contiguous(PyObject*, PyObject* const* args, Py_ssize_t nar
   const bool scaled = nargs == 7 && args[6] != Py_None;
   try {
     if (FL_UNLIKELY(args[1] != Py_None))
-      return raise(PyExc_TypeError, "sfa must be None: the contiguous layout takes float16 activations as they are "
-                   "(weight-only)");
+      return raise(PyExc_TypeError, "sfa must be None: the contiguous layout takes float16 or bfloat16 activations as "
+                   "they are (weight-only)");
     int64_t ad[2], bd[3];
     if (FL_UNLIKELY(!tensor_dims(args[0], 2, ad))) return err_masked_dims("a", args[0], "(T, K)");
     if (FL_UNLIKELY(!tensor_dims(args[2], 3, bd))) return err_masked_dims("b", args[2], "(G, N, K//2)");
@@ -1086,7 +1091,7 @@ PyObject* grouped_mm_contiguous(PyObject*, PyObject* const* args, Py_ssize_t nar
     snprintf(tn, sizeof(tn), "T=%lld, N=%lld", (long long)T, (long long)n);
     const int64_t kt = k / 64;
     const MaskedExpect ex[7] = {
-        {"a", Kind::kHalf, {T, k}, 2, tk, 16},
+        {"a", Kind::kAct, {T, k}, 2, tk, 16},
         {"sfa", Kind::kScale, {}, 0, tk, 16},  // (None: not checked)
         {"b", Kind::kFp4, {G, n, kb}, 3, gnk, 16},
         {"sfb", Kind::kScale, {G, fl::ceil_div(n, 128), kt, 32, 4, 4}, 6, gnk, 16},
@@ -1109,7 +1114,8 @@ PyObject* grouped_mm_contiguous(PyObject*, PyObject* const* args, Py_ssize_t nar
     const fl_masked_args margs{reinterpret_cast<const void*>(ptr[0]), nullptr,
                                reinterpret_cast<const void*>(ptr[2]), reinterpret_cast<const void*>(ptr[3]),
                                nullptr, reinterpret_cast<void*>(ptr[5]), G, T, n, k,
-                               reinterpret_cast<const float*>(ptr[6]), bf16 ? FL_OUT_BF16 : FL_OUT_FP16, FL_A_FP16,
+                               reinterpret_cast<const float*>(ptr[6]), bf16 ? FL_OUT_BF16 : FL_OUT_FP16,
+                               a_dtype_of(THPVariable_Unpack(args[0]).scalar_type()),
                                reinterpret_cast<const int32_t*>(ptr[4])};
     return launch_masked(margs, stream, dev, args[5]);
   } catch (const std::exception& e) {
@@ -1125,14 +1131,14 @@ PyMethodDef kMethods[] = {
     {"grouped_mm_masked", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(grouped_mm_masked)),
      METH_FASTCALL,
      "grouped_mm_masked(a, sfa, b, sfb, masked_m, out, alpha=None) -> out\n\nThe masked NVFP4 grouped GEMM in the "
-     "serving layout (fastlaunch.grouped_mm_masked has the contract; a NVFP4 with sfa, or float16 [G, max_m, K] with "
-     "sfa None: weight-only): expert g writes rows 0 .. masked_m[g]-1 of "
+     "serving layout (fastlaunch.grouped_mm_masked has the contract; a NVFP4 with sfa, or float16 or bfloat16 [G, max_m, "
+     "K] with sfa None: weight-only): expert g writes rows 0 .. masked_m[g]-1 of "
      "out[g] (fp16 or bf16), times alpha[g] where alpha (fp32 [G]) is given, both read on the device; launches on "
      "the current stream of the tensors' device and returns out."},
     {"grouped_mm_contiguous",
      reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(grouped_mm_contiguous)), METH_FASTCALL,
      "grouped_mm_contiguous(a, sfa, b, sfb, offs, out, alpha=None) -> out\n\nThe contiguous layout, weight-only "
-     "(fastlaunch.grouped_mm_contiguous has the contract): a float16 [T, K], sfa None, expert g's rows offs[g-1] .. "
+     "(fastlaunch.grouped_mm_contiguous has the contract): a float16 or bfloat16 [T, K], sfa None, expert g's rows offs[g-1] .. "
      "offs[g]-1 of a and out (offs int32 [G], read on the device); launches on the current stream of the tensors' "
      "device and returns out."},
     {"unpack", unpack, METH_O, "unpack(data) -> int\n\nChecks and unpacks like fast_launch (no device checks, no "

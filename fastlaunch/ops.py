@@ -40,6 +40,13 @@ __all__ = ["grouped_gemm", "grouped_mm_masked"]
 
 _FP4_DTYPES = (torch.float4_e2m1fn_x2, torch.uint8)
 _MASKED_OUT_DTYPES = (torch.float16, torch.bfloat16)
+_ACT_DTYPES, _ACT_NAMES = (torch.float16, torch.bfloat16), "float16 or bfloat16"  # the weight-only forms' a
+
+
+def _as_kernel_reads(a: torch.Tensor) -> torch.Tensor:
+    """Weight-only activations as the CUDA kernel computes with them: bf16 rounded to fp16 (exact where |x| is in
+    2^-14 .. 65504, +-inf past it), fp16 and NVFP4 bytes as they are."""
+    return a.to(torch.float16) if a.dtype == torch.bfloat16 else a
 _MAX_EXTENT = 2**31 - 1  # M, N: 1..2147483647 (kernels/launcher.h kMaxExtent)
 _MAX_K = _MAX_EXTENT - 63  # the largest multiple of 64 that fits
 _ROW_MAJOR = "row-major, K contiguous"
@@ -232,14 +239,14 @@ _COUNT_DTYPES = (torch.int32, torch.int64)  # masked_m in the ops (fastlaunch._C
 def _check_masked_meta(a, sfa, b, sfb, masked_m, out, count_dtypes=(torch.int32,), alpha=None) -> None:
     """The masked op's checks on metadata alone (masked_m's and alpha's values are never read), in argument order: a,
     sfa, b, sfb, masked_m, out, alpha (when given); each: dtype, shape, contiguous strides, device. G, max_m and K come
-    from a, N from b. a float16 [G, max_m, K] (weight-only) goes with sfa None, NVFP4 a with its scales.
+    from a, N from b. a float16 or bfloat16 [G, max_m, K] (weight-only) goes with sfa None, NVFP4 a with its scales.
     count_dtypes: what masked_m may be (the default, int32, is what fastlaunch._C.grouped_mm_masked takes)."""
-    weight_only = a.dtype == torch.float16
+    weight_only = a.dtype in _ACT_DTYPES
     if a.dtype not in _FP4_DTYPES and not weight_only:
-        raise TypeError(f"a must be float4_e2m1fn_x2 or uint8 (NVFP4, with sfa) or float16 (weight-only, sfa None), "
-                        f"got {_name(a.dtype)}")
+        raise TypeError(f"a must be float4_e2m1fn_x2 or uint8 (NVFP4, with sfa) or float16 or bfloat16 (weight-only, "
+                        f"sfa None), got {_name(a.dtype)}")
     if weight_only != (sfa is None):
-        raise TypeError("sfa must be None where a is float16 (weight-only: a's values are used as they are)"
+        raise TypeError("sfa must be None where a is float16 or bfloat16 (weight-only: a's values are used as they are)"
                         if weight_only else
                         "sfa must be a torch.Tensor of a's scales where a is NVFP4, got None")
     a_dims = "(G, max_m, K)" if weight_only else "(G, max_m, K//2)"
@@ -262,7 +269,7 @@ def _check_masked_meta(a, sfa, b, sfb, masked_m, out, count_dtypes=(torch.int32,
     dev = a.device
     out_names = " or ".join(_name(d) for d in _MASKED_OUT_DTYPES)
     if weight_only:
-        _masked_check("a", a, (torch.float16,), "float16", (G, max_m, k), (("G", G), ("max_m", max_m), ("K", k)), dev)
+        _masked_check("a", a, _ACT_DTYPES, _ACT_NAMES, (G, max_m, k), (("G", G), ("max_m", max_m), ("K", k)), dev)
     else:
         _masked_check("a", a, _FP4_DTYPES, fp4, (G, max_m, kb), (("G", G), ("max_m", max_m), ("K", k)), dev)
         _masked_check("sfa", sfa, e4m3, "float8_e4m3fn", (G, _ceil128(max_m), k // 64, 32, 4, 4),
@@ -288,7 +295,7 @@ def _grouped_mm_masked_op(a: torch.Tensor, sfa: torch.Tensor | None, b: torch.Te
     # CPU: the checks, then the fp32 reference (times alpha) into rows < masked_m[g] only (reading masked_m here is a
     # host read of host memory; ref_masked raises on values outside 0..max_m).
     _check_masked_meta(a, sfa, b, sfb, masked_m, out, _COUNT_DTYPES, alpha)
-    ref = _R.ref_masked(a, sfa, b, sfb, masked_m, alpha)
+    ref = _R.ref_masked(_as_kernel_reads(a), sfa, b, sfb, masked_m, alpha)
     for e, m in enumerate(masked_m.tolist()):
         if m:
             out[e, :m] = ref[e, :m].to(out.dtype)
@@ -354,8 +361,8 @@ def grouped_mm_masked(a: torch.Tensor, sfa: torch.Tensor | None, b: torch.Tensor
       sfa: [G, ceil(max_m/128), K//64, 32, 4, 4] float8_e4m3fn, contiguous: a's scales, one per 16 K elements of a
         row, row i and K block j of expert g at [g, i//128, j//4, i%32, (i%128)//32, j%4]
         (fastlaunch.reference.block_scales builds it from plain [rows, K//16] scales);
-      or weight-only: a [G, max_m, K] float16, contiguous, the activations as they are (permuted into the GEMM's
-        K order by the conversion kernel, not quantised), with sfa None;
+      or weight-only: a [G, max_m, K] float16 or bfloat16, contiguous, the activations as they come (not quantised;
+        bf16 is rounded to fp16 on the device: exact for |x| in 2^-14 .. 65504, +-inf beyond), with sfa None;
       b: [G, N, K//2] and sfb: [G, ceil(N/128), K//64, 32, 4, 4] likewise (the stacked expert weights);
       masked_m: int32 or int64 [G] on the same device: expert g computes rows 0 .. masked_m[g]-1,
         0 <= masked_m[g] <= max_m (int64 counts, e.g. from a sum, cost one small int32 conversion on the device);
@@ -383,7 +390,8 @@ def _check_contiguous_meta(a, sfa, b, sfb, offs, out, count_dtypes=(torch.int32,
     """The contiguous op's checks on metadata alone (offs' and alpha's values are never read), in argument order, with
     fastlaunch._C.grouped_mm_contiguous's messages. T and K come from a, G and N from b."""
     if sfa is not None:
-        raise TypeError("sfa must be None: the contiguous layout takes float16 activations as they are (weight-only)")
+        raise TypeError("sfa must be None: the contiguous layout takes float16 or bfloat16 activations as they are "
+                        "(weight-only)")
     if a.dim() != 2:
         raise ValueError(f"a has shape {_dims(a)}, expected (T, K)")
     if b.dim() != 3:
@@ -399,7 +407,7 @@ def _check_contiguous_meta(a, sfa, b, sfb, offs, out, count_dtypes=(torch.int32,
                          f"(out's rows are stored in 16-byte chunks)")
     dev = a.device
     tk, gnk = (("T", T), ("K", k)), (("G", G), ("N", n), ("K", k))
-    _masked_check("a", a, (torch.float16,), "float16", (T, k), tk, dev)
+    _masked_check("a", a, _ACT_DTYPES, _ACT_NAMES, (T, k), tk, dev)
     _masked_check("b", b, _FP4_DTYPES, "float4_e2m1fn_x2 or uint8", (G, n, k // 2), gnk, dev)
     _masked_check("sfb", sfb, (torch.float8_e4m3fn,), "float8_e4m3fn", (G, _ceil128(n), k // 64, 32, 4, 4), gnk, dev)
     _masked_check("offs", offs, count_dtypes, " or ".join(_name(d) for d in count_dtypes), (G,), (("G", G),), dev)
@@ -420,7 +428,7 @@ def _grouped_mm_contiguous_op(a: torch.Tensor, sfa: torch.Tensor | None, b: torc
     # CPU: the checks, then the fp32 reference (times alpha) into the experts' rows only (ref_contiguous raises on
     # offs out of order or past T)
     _check_contiguous_meta(a, sfa, b, sfb, offs, out, _COUNT_DTYPES, alpha)
-    ref = _R.ref_contiguous(a, b, sfb, offs, alpha)
+    ref = _R.ref_contiguous(_as_kernel_reads(a), b, sfb, offs, alpha)
     start = 0
     for end in offs.tolist():
         if end > start:
@@ -446,7 +454,8 @@ def grouped_mm_contiguous(a: torch.Tensor, sfa: torch.Tensor | None, b: torch.Te
     given).
 
     With T token rows of all experts, expert by expert, G experts, N outputs and K (a multiple of 64) inputs:
-      a: [T, K] float16, contiguous: the activations as they are (read by the GEMM where they lie); sfa: None;
+      a: [T, K] float16 or bfloat16, contiguous: the activations as they come (bf16 rounded to fp16 on the device, as
+        in grouped_mm_masked); sfa: None;
       b: [G, N, K//2] float4_e2m1fn_x2 (or uint8) and sfb: [G, ceil(N/128), K//64, 32, 4, 4] float8_e4m3fn, the
         stacked expert weights (as grouped_mm_masked takes them);
       offs: int32 or int64 [G] on the same device, each expert's end row (cumulative, as torch._grouped_mm's offs):

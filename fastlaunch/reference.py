@@ -300,15 +300,15 @@ def ref_masked(a: torch.Tensor, sfa: torch.Tensor | None, b: torch.Tensor, sfb: 
                masked_m: torch.Tensor, alpha: torch.Tensor | None = None) -> torch.Tensor:
     """fp32 [G, max_m, N]: row r of expert g is dequantize(a[g, r]) @ dequantize(b[g])^T (times alpha[g] where alpha
     is given) for r < masked_m[g], rows at and past masked_m[g] are NaN (no part of the result; check_masked compares
-    them with the output's old contents instead). a float16 [G, max_m, K] with sfa None (weight-only): a's rows as
-    they are in place of dequantize(a[g, r]). Reads masked_m and alpha on the host; computed on a's device."""
+    them with the output's old contents instead). a float16 or bfloat16 [G, max_m, K] with sfa None (weight-only): a's
+    rows as they are in place of dequantize(a[g, r]). Reads masked_m and alpha on the host; computed on a's device."""
     G, max_m, _kb = a.shape
     n = b.shape[1]
     ms = [int(x) for x in masked_m.tolist()]
     if len(ms) != G:
         raise ValueError(f"masked_m has {len(ms)} entries, expected G={G}")
     ref = torch.full((G, max_m, n), float("nan"), dtype=torch.float32, device=a.device)
-    weight_only = a.dtype == torch.float16
+    weight_only = a.dtype in (torch.float16, torch.bfloat16)
     plain_a, plain_b = None if weight_only else unblock_scales(sfa, max_m), unblock_scales(sfb, n)
     for e, m in enumerate(ms):
         if not 0 <= m <= max_m:
@@ -324,7 +324,7 @@ def ref_masked(a: torch.Tensor, sfa: torch.Tensor | None, b: torch.Tensor, sfb: 
 def ref_contiguous(a: torch.Tensor, b: torch.Tensor, sfb: torch.Tensor, offs: torch.Tensor,
                    alpha: torch.Tensor | None = None) -> torch.Tensor:
     """fp32 [T, N] of the contiguous layout, weight-only: rows offs[g-1] .. offs[g]-1 (offs[-1] read as 0) of a
-    (float16 [T, K]) times dequantize(b[g])^T (times alpha[g] where given); rows in no expert's range are NaN.
+    (float16 or bfloat16 [T, K]) times dequantize(b[g])^T (times alpha[g] where given); rows in no expert's range are NaN.
     Raises unless 0 <= offs[0] <= offs[1] <= ... <= T. Reads offs and alpha on the host; computed on a's device."""
     T = a.shape[0]
     G, n = b.shape[0], b.shape[1]

@@ -266,12 +266,15 @@ extern "C" int fl_launch_masked(const fl_masked_args* args, void* stream, int de
   if (a.out_dtype != FL_OUT_FP16 && a.out_dtype != FL_OUT_BF16)
     return e.set(FL_ERR_VALUE, "masked form: out_dtype must be FL_OUT_FP16 (0) or FL_OUT_BF16 (1), got %d",
                  (int)a.out_dtype);
-  if (a.a_dtype != FL_A_NVFP4 && a.a_dtype != FL_A_FP16)
-    return e.set(FL_ERR_VALUE, "masked form: a_dtype must be FL_A_NVFP4 (0) or FL_A_FP16 (1), got %d", (int)a.a_dtype);
-  if (a.a_dtype == FL_A_FP16 && a.sfa)
-    return e.set(FL_ERR_VALUE, "masked form: sfa must be null where a is fp16 (weight-only: a is read as it is)");
-  if (a.offs && (a.a_dtype != FL_A_FP16 || a.masked_m))
-    return e.set(FL_ERR_VALUE, "contiguous layout: a must be fp16 (FL_A_FP16) and masked_m null where offs is given");
+  if (a.a_dtype != FL_A_NVFP4 && a.a_dtype != FL_A_FP16 && a.a_dtype != FL_A_BF16)
+    return e.set(FL_ERR_VALUE, "masked form: a_dtype must be FL_A_NVFP4 (0), FL_A_FP16 (1) or FL_A_BF16 (2), got %d",
+                 (int)a.a_dtype);
+  if (a.a_dtype != FL_A_NVFP4 && a.sfa)
+    return e.set(FL_ERR_VALUE, "masked form: sfa must be null where a is fp16 or bf16 (weight-only: a is taken as it "
+                 "is)");
+  if (a.offs && (a.a_dtype == FL_A_NVFP4 || a.masked_m))
+    return e.set(FL_ERR_VALUE, "contiguous layout: a must be fp16 or bf16 (FL_A_FP16, FL_A_BF16) and masked_m null "
+                 "where offs is given");
   if (!a.offs && !a.masked_m)
     return e.set(FL_ERR_VALUE, "masked form: masked_m (or, for the contiguous layout, offs) must be given");
   if (a.max_m == 0) return FL_OK;  // no row to compute, and no CUDA call

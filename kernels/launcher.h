@@ -57,7 +57,8 @@ int fl_launch(const int64_t* buf, int num_groups, void* stream, int device, cons
 /* The masked form (a mixture-of-experts layer, experts stacked): G groups of the same N and K, each with room
  * for max_m rows of A, every operand contiguous:
  *   a   [G, max_m, K/2] packed E2M1          sfa [G, ceil(max_m/128), K/64, 32, 4, 4] reordered E4M3 scales
- *       or, with a_dtype FL_A_FP16 (weight-only), [G, max_m, K] fp16 read as it is, and sfa null
+ *       or, with a_dtype FL_A_FP16 or FL_A_BF16 (weight-only), [G, max_m, K] fp16 or bf16 as it is, and sfa null
+ *       (bf16 is rounded to fp16 on the device: exact for |x| in 2^-14 .. 65504, +-inf past 65504)
  *   b   [G, N, K/2] packed E2M1              sfb [G, ceil(N/128), K/64, 32, 4, 4]
  *   out [G, max_m, N] fp16 or bf16           masked_m: int32 [G] in device memory
  *   alpha: fp32 [G] in device memory, or null
@@ -67,7 +68,7 @@ int fl_launch(const int64_t* buf, int num_groups, void* stream, int device, cons
  * call can be captured in a CUDA graph and replayed with new contents. a, b, sfa, sfb, out 16-byte aligned;
  * N a multiple of 8. */
 enum { FL_OUT_FP16 = 0, FL_OUT_BF16 = 1 };
-enum { FL_A_NVFP4 = 0, FL_A_FP16 = 1 };
+enum { FL_A_NVFP4 = 0, FL_A_FP16 = 1, FL_A_BF16 = 2 };
 typedef struct fl_masked_args {
   const void* a;
   const void* sfa;
@@ -78,10 +79,10 @@ typedef struct fl_masked_args {
   int64_t groups, max_m, n, k;
   const float* alpha; /* or null */
   int32_t out_dtype;  /* FL_OUT_FP16 or FL_OUT_BF16 */
-  int32_t a_dtype;    /* FL_A_NVFP4 or FL_A_FP16 */
+  int32_t a_dtype;    /* FL_A_NVFP4, FL_A_FP16 or FL_A_BF16 */
   /* The contiguous layout (else null): int32 [G] in device memory, expert g's rows are rows offs[g-1] .. offs[g]-1
-   * (offs[-1] read as 0; each clamped to 0 .. T, the later no lower than the earlier) of a [T, K] fp16 (a_dtype
-   * FL_A_FP16, sfa null) and out [T, N]; max_m is T, masked_m null; at most 256 experts. Read on the device like
+   * (offs[-1] read as 0; each clamped to 0 .. T, the later no lower than the earlier) of a [T, K] fp16 or bf16
+   * (a_dtype FL_A_FP16 or FL_A_BF16, sfa null) and out [T, N]; max_m is T, masked_m null; at most 256 experts. Read on the device like
    * masked_m: rows outside every expert's range are not written. */
   const int32_t* offs;
 } fl_masked_args;

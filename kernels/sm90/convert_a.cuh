@@ -4,7 +4,7 @@
 //
 // One unit = one row and one 64-wide K step of one group: 32 packed bytes and the row's four scales
 // of that step in, 64 fp16 (128 bytes) out, scale folded in (exact: kernels/common/nvfp4.cuh); or, where the
-// group's A is fp16 already (the weight-only forms, sfa null), its 64 values in, not scaled. K is permuted inside
+// group's A is fp16 or bf16 (the weight-only forms, sfa null), its 64 values in, as fp16, not scaled. K is permuted inside
 // the step as the GEMM's B fragments expect (kernels/sm90/gemm.cuh, "K permutation"): 16-byte chunk
 // q = 2s + b (s in 0..3, b in 0..1) holds, in word c (0..3), A's K values 16c + 8b + s and +4.
 // One thread per unit; consecutive units are consecutive K steps of a row (convert_units).
@@ -66,10 +66,12 @@ __device__ __forceinline__ void convert_nvfp4_unit(const G& gr, int row, int kc,
   }
 }
 
-// One unit of fp16 A (the weight-only forms: sfa null; 64 values of a row in natural K order, rows 2K bytes apart)
-// to the same chunk order (k_order_word), not scaled: the epilogue unscales such a launch by 2^14, not 2^28.
+// One unit of fp16 or bf16 A (the weight-only forms: sfa null; 64 values of a row in natural K order, rows 2K bytes
+// apart) to the same chunk order (k_order_word), not scaled: the epilogue unscales such a launch by 2^14, not 2^28.
+// bf16 is rounded to fp16 first (ptx::bf16x2_to_f16x2: exact in fp16's normal range).
 template <class G>
-__device__ __forceinline__ void permute_fp16_unit(const G& gr, int row, int kc, uint4 (&out)[kChunksPerUnit], int lane) {
+__device__ __forceinline__ void permute_fp16_unit(const G& gr, int row, int kc, bool bf16, uint4 (&out)[kChunksPerUnit],
+                                                  int lane) {
   // 16-byte aligned: A's pointer is (the extension checks it) and a row holds 2K bytes, K a multiple of 64
   const uint4* src = reinterpret_cast<const uint4*>(gr.a + (int64_t)row * (gr.k * 2) + kc * (kBlockK * 2));
   uint32_t w[32];
@@ -77,6 +79,10 @@ __device__ __forceinline__ void permute_fp16_unit(const G& gr, int row, int kc, 
   for (int i = 0; i < 8; ++i) {
     const uint4 t = src[i];
     w[4 * i] = t.x, w[4 * i + 1] = t.y, w[4 * i + 2] = t.z, w[4 * i + 3] = t.w;
+  }
+  if (bf16) {
+#pragma unroll
+    for (int i = 0; i < 32; ++i) w[i] = ptx::bf16x2_to_f16x2(w[i]);
   }
 #pragma unroll
   for (int q = 0; q < kChunksPerUnit; ++q)
@@ -110,7 +116,7 @@ __device__ __forceinline__ void convert_units(const P& p) {
       const int row = local / steps, kc = local - row * steps;
       dst = gr.a16 + (int64_t)row * p.a16_pitch + kc * kBlockK;
       if (gr.sfa) convert_nvfp4_unit(gr, row, kc, steps, chunks[warp][lane], lane);
-      else permute_fp16_unit(gr, row, kc, chunks[warp][lane], lane);
+      else permute_fp16_unit(gr, row, kc, p.a_bf16 != 0, chunks[warp][lane], lane);
     }
     __syncwarp();
     const int q = lane % 8;

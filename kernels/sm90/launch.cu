@@ -207,7 +207,8 @@ struct MaskedCall {
   const int32_t* m;
   const float* alpha;
   bool bf16;
-  bool a_fp16;
+  bool a_fp16;  // A is the caller's fp16 or bf16 (a_bf16)
+  bool a_bf16;
   const int32_t* offs;
 };
 
@@ -290,6 +291,7 @@ int launch_chunk(const DeviceState& dev, const int64_t* buf, int G, int g0, int 
   std::memcpy(p.start_k, plan.start_k, sizeof(int32_t) * (plan.ctas + 1));
   p.a16_pitch = (int32_t)kmax;
   p.wave_tiles = plan.wave ? (int32_t)plan.tiles : 0;
+  p.a_bf16 = masked && masked->a_bf16;
   p.trace = st.trace;
   set_masked(mp, masked, g0);
   mp.offs = contiguous ? masked->offs : nullptr;  // (one launch: g0 is 0)
@@ -311,6 +313,7 @@ int launch_chunk(const DeviceState& dev, const int64_t* buf, int G, int g0, int 
     cp.num_units = p.num_units;
     cp.num_ctas = p.num_ctas;
     cp.a16_pitch = p.a16_pitch;
+    cp.a_bf16 = p.a_bf16;
     cp.flags = p.flags;
     for (int i = 0; i < gc; ++i) {
       const sm90::Group& gr = p.groups[i];
@@ -669,7 +672,7 @@ int sm90_launch_masked(const DeviceState& dev, const fl_masked_args& a, cudaStre
   // stride after group 0's (fp16 A: 2 bytes a value, no scales); in the contiguous layout every group's A and C
   // are the one A and C of max_m (T) rows, its own rows found on the device (offs), in one launch.
   const int G = (int)a.groups;
-  const bool a_fp16 = a.a_dtype == FL_A_FP16, contiguous = a.offs != nullptr;
+  const bool a_fp16 = a.a_dtype != FL_A_NVFP4, contiguous = a.offs != nullptr;  // (fp16 or bf16: 2 bytes a value)
   if (contiguous && G > sm90::kGroupsPerLaunch)
     return err.set(FL_ERR_VALUE, "contiguous layout: at most %d experts in one call, got %d", sm90::kGroupsPerLaunch, G);
   const int64_t kb = a.k / 2, kt = a.k / sm90::kBlockK;
@@ -698,7 +701,7 @@ int sm90_launch_masked(const DeviceState& dev, const fl_masked_args& a, cudaStre
   sm90::PlanForce force = dev.sm90.force;
   force.half = 2, force.mid = 2, force.reduce = 2;
   if (contiguous) force.share = 4, force.wave = 0;
-  const MaskedCall call{a.masked_m, a.alpha, a.out_dtype == FL_OUT_BF16, a_fp16, a.offs};
+  const MaskedCall call{a.masked_m, a.alpha, a.out_dtype == FL_OUT_BF16, a_fp16, a.a_dtype == FL_A_BF16, a.offs};
   if (!a_fp16 && a.max_m <= sm90::kSkinnyMaxM && G <= sm90::kGroupsPerLaunch) {
     bool taken = false;
     if (int rc = try_skinny(dev, buf.data(), G, force, &call, stream, &taken, err)) return rc;

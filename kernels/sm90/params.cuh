@@ -52,6 +52,7 @@ struct Params {
   int32_t a16_pitch;    // fp16 elements between workspace rows: the launch's largest K
   int32_t wave_tiles;   // a wave plan (kernels/sm90/plan/planner.h share_wave): its tiles, CTA b taking b, b +
                         // num_ctas, ...; 0: the stream-K shares of start_tile/start_k
+  int32_t a_bf16;       // the groups' A is the caller's bf16 (weight-only forms: sfa null), converted to fp16
   uint8_t* b_maps;      // workspace: one B map (kMapBytes) per group, in `groups` order, written by the conversion
   int32_t* flags;       // workspace: per CTA and consumer warp, its partial sums are written (the conversion zeroes them)
   float* partials;      // workspace: kPartialBytes per CTA, the sums of the tile it ends inside
@@ -97,6 +98,7 @@ struct ConvertParams {
   int32_t num_units;
   int32_t num_ctas;
   int32_t a16_pitch;
+  int32_t a_bf16;
   int32_t* flags;
   ConvertGroup groups[kGroupsSmall];
 };

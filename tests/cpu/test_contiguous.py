@@ -34,6 +34,8 @@ def test_opcheck():
     args = _args()
     args[5] = torch.randn(args[5].shape).to(torch.bfloat16)  # not NaN: aot_dispatch compares out with assert_close
     opcheck_all(CM, tuple(args) + (torch.tensor([0.5, 2.0, 0.125]),))
+    args[0] = args[0].bfloat16()  # bf16 activations
+    opcheck_all(CM, tuple(args))
 
 
 @pytest.mark.parametrize("ends", [(10, 10, 37), (0, 0, 50), (50, 50, 50), (0, 0, 0), (17, 33, 49)],
@@ -78,8 +80,8 @@ def _bad_cases():
         cases.append((name, args, kind, expected))
 
     case("sfa given", 1, real_sfa, TypeError,
-         "sfa must be None: the contiguous layout takes float16 activations as they are (weight-only)")
-    case("a dtype", 0, x.float(), TypeError, "a must be float16, got float32")
+         "sfa must be None: the contiguous layout takes float16 or bfloat16 activations as they are (weight-only)")
+    case("a dtype", 0, x.float(), TypeError, "a must be float16 or bfloat16, got float32")
     case("a 3-D", 0, x[None], ValueError, "a has shape (1, 50, 128), expected (T, K)")
     case("a K", 0, x[:, :96].contiguous(), ValueError,
          "a has shape (50, 96), expected (T, K) with K a positive multiple of 64 up to 2147483584")

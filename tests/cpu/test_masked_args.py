@@ -52,8 +52,8 @@ def _weight_only_faults():
     x = _weight_only_args()[0]
     return [
         ("weight-only: sfa given", 1, sfa),
-        ("weight-only: a bfloat16", 0, x.bfloat16()),
         ("weight-only: a float32", 0, x.float()),
+        ("weight-only: a float64", 0, x.double()),
         ("weight-only: a K", 0, x[:, :, :100].contiguous()),
         ("weight-only: a K//2 as for NVFP4", 0, x[:, :, :128].contiguous()),
         ("weight-only: a strides", 0, x.transpose(0, 1).contiguous().transpose(0, 1)),

@@ -56,6 +56,7 @@ def test_opcheck_grouped_mm_masked_weight_only():
                                                         out_init="randn")
     x = torch.randn(3, 40, 128, generator=torch.Generator().manual_seed(fresh_seed())).half()
     opcheck_all(MM, (x, None, b, sfb, mm, out.to(torch.bfloat16), torch.tensor([0.5, 2.0, 0.125])))
+    opcheck_all(MM, (x.bfloat16(), None, b, sfb, mm, out))  # bf16 activations
 
 
 def test_opcheck_schema_check_sees_a_float8_argument_mutated():
@@ -357,12 +358,12 @@ def _masked_cases_bad():
          "out has shape (3, 100, 72), expected (3, 200, 72) for G=3, max_m=200, N=72")
     x = torch.zeros(3, 200, 256, dtype=torch.float16)  # weight-only a
     cases.append(("weight-only sfa given", [x, sfa, b, sfb, masked_m, out], TypeError,
-                  "sfa must be None where a is float16 (weight-only: a's values are used as they are)"))
+                  "sfa must be None where a is float16 or bfloat16 (weight-only: a's values are used as they are)"))
     cases.append(("NVFP4 a without sfa", [a, None, b, sfb, masked_m, out], TypeError,
                   "sfa must be a torch.Tensor of a's scales where a is NVFP4, got None"))
-    cases.append(("a bfloat16", [x.bfloat16(), None, b, sfb, masked_m, out], TypeError,
-                  "a must be float4_e2m1fn_x2 or uint8 (NVFP4, with sfa) or float16 (weight-only, sfa None), got "
-                  "bfloat16"))
+    cases.append(("a float32", [x.float(), None, b, sfb, masked_m, out], TypeError,
+                  "a must be float4_e2m1fn_x2 or uint8 (NVFP4, with sfa) or float16 or bfloat16 (weight-only, sfa "
+                  "None), got float32"))
     cases.append(("weight-only a K", [x[:, :, :96], None, b, sfb, masked_m, out], ValueError,
                   "a has shape (3, 200, 96), expected (G, max_m, K) with G >= 1, max_m >= 1 and K a positive multiple "
                   "of 64 up to 2147483584"))
@@ -483,3 +484,25 @@ def test_wrappers_take_the_op_unless_plain_cuda_tensors():
     assert not ops._eager([x])
     with FakeTensorMode():
         assert not ops._eager([torch.zeros(2)])
+
+
+def test_grouped_mm_weight_only_cpu_bf16_activations():
+    # bf16 a, as the CUDA kernel computes with it: rounded to fp16 first (exact within fp16's normal range), so the
+    # output is the reference of a's values; a value past 65504 becomes inf and its row's outputs inf or NaN
+    seed = fresh_seed()
+    _a, _sfa, b, sfb, masked_m, _out = R.generate_masked_input(3, 20, 16, 128, [20, 0, 7], seed, device="cpu")
+    x = torch.randn(3, 20, 128, generator=torch.Generator().manual_seed(seed)).bfloat16()
+    assert torch.equal(x.half().float(), x.float())  # (these values: within fp16's normal range)
+    ref = R.ref_masked(x, None, b, sfb, masked_m)
+    got = fastlaunch.grouped_mm_masked(x, None, b, sfb, masked_m, out_dtype=torch.bfloat16)
+    for e, m in enumerate(masked_m.tolist()):
+        assert torch.equal(got[e, :m], ref[e, :m].to(torch.bfloat16)), e
+    x[2, 3, 5] = 7.0e4
+    got = fastlaunch.grouped_mm_masked(x, None, b, sfb, masked_m)
+    assert not got[2, 3].isfinite().any() and got[2, :3].isfinite().all() and got[0].isfinite().all()
+    offs = torch.tensor([20, 20, 27], dtype=torch.int32)
+    flat = torch.cat([x[0], x[2, :7]])
+    y = fastlaunch.grouped_mm_contiguous(flat, None, b, sfb, offs)
+    assert not y[23].isfinite().any()  # the contiguous layout alike
+    assert torch.allclose(y[:20].float(), got[0].float(), rtol=1e-3, atol=1e-3)
+    assert torch.allclose(y[20:23].float(), got[2, :3].float(), rtol=1e-3, atol=1e-3)

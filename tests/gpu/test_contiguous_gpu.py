@@ -1,7 +1,8 @@
 """GPU tests of the contiguous layout (fastlaunch.grouped_mm_contiguous; skipped without CUDA): against the fp32
 reference with out poisoned and rows of no expert left as they were; empty experts, offsets at 0 and at T, rows
-past the last offset; fp16 and bf16 out, alpha; 8, 20 and 64 experts; one launch up to 16 experts; a CUDA graph
-replayed with new offsets; agreeing with the masked weight-only form on the same rows."""
+past the last offset; fp16 and bf16 activations and out, alpha; 8, 20 and 64 experts; two kernels a call; a CUDA
+graph replayed with new offsets; agreeing with the masked weight-only form on the same rows; bf16 activations past
+fp16's range."""
 import random
 
 import pytest
@@ -37,7 +38,8 @@ def test_contiguous_against_the_reference(G, T, n, k):
     seed = fresh_seed()
     rng = random.Random(seed)
     x, b, sfb = _inputs(G, T, n, k, seed)
-    for trial, dtype in enumerate((torch.float16, torch.bfloat16, torch.float16)):
+    for trial, dtype in enumerate((torch.float16, torch.bfloat16, torch.float16, torch.bfloat16)):
+        a = x.bfloat16() if trial == 3 else x  # bf16 activations (fp16 values rounded again)
         ends = _ends(rng, G, T, last=T - rng.randrange(0, T // 4 + 1) if trial == 2 else None)
         if trial == 1:
             ends[0] = 0  # the first expert empty
@@ -45,11 +47,11 @@ def test_contiguous_against_the_reference(G, T, n, k):
         alpha = torch.exp2(torch.randint(-3, 3, (G,), device="cuda").float()) if dtype == torch.bfloat16 else None
         out = torch.full((T, n), float("nan"), dtype=dtype, device="cuda")
         before = out.clone()
-        got = fastlaunch.grouped_mm_contiguous(x, None, b, sfb, offs, out, alpha=alpha)
+        got = fastlaunch.grouped_mm_contiguous(a, None, b, sfb, offs, out, alpha=alpha)
         torch.cuda.synchronize()
-        ok, msg = R.check_contiguous(out, R.ref_contiguous(x, b, sfb, offs, alpha), before,
+        ok, msg = R.check_contiguous(out, R.ref_contiguous(a, b, sfb, offs, alpha), before,
                                      rtol=4e-3 if dtype == torch.bfloat16 else R.RTOL)
-        assert got is out and ok, f"seed {seed}, ends {ends}, {dtype}: {msg}"
+        assert got is out and ok, f"seed {seed}, ends {ends}, a {a.dtype}, out {dtype}: {msg}"
 
 
 def test_contiguous_agrees_with_the_masked_weight_only_form():
@@ -111,3 +113,25 @@ def test_contiguous_two_kernels_and_graph_replay_with_new_offsets():
             torch.cuda.synchronize()
             ok, msg = R.check_contiguous(out, R.ref_contiguous(x, b, sfb, offs), before, rtol=4e-3)
             assert ok, f"seed {seed}, G={G}, replay {replay}, offs {offs.tolist()}: {msg}"
+
+
+def test_bf16_activations_past_fp16_range():
+    # bf16 activations are rounded to fp16 on the device: a value past 65504 becomes inf, so its row's outputs are
+    # inf or NaN (never a finite wrong value), as in the CPU implementation; every other row right
+    seed = fresh_seed()
+    G, T, n, k = 4, 256, 256, 512
+    x, b, sfb = _inputs(G, T, n, k, seed)
+    a = x.bfloat16()
+    a[70, 100] = 1.0e5  # expert 1's rows are 64 .. 127
+    a[200, 3] = -3.0e38
+    offs = torch.tensor([64, 128, 192, 256], dtype=torch.int32, device="cuda")
+    out = torch.full((T, n), float("nan"), dtype=torch.bfloat16, device="cuda")
+    fastlaunch.grouped_mm_contiguous(a, None, b, sfb, offs, out)
+    torch.cuda.synchronize()
+    assert not out[70].isfinite().any() and not out[200].isfinite().any(), f"seed {seed}"
+    rest = torch.ones(T, dtype=torch.bool)
+    rest[[70, 200]] = False
+    ok, msg = R.check_contiguous(out[rest], R.ref_contiguous(a, b, sfb, offs)[rest], out[rest], rtol=4e-3)
+    assert ok, f"seed {seed}: {msg}"
+    cpu = fastlaunch.grouped_mm_contiguous(a.cpu(), None, b.cpu(), sfb.cpu(), offs.cpu(), out_dtype=torch.bfloat16)
+    assert not cpu[70].isfinite().any() and not cpu[200].isfinite().any()

@@ -175,7 +175,7 @@ from torch.profiler import ProfilerActivity, profile
 import fastlaunch
 from fastlaunch import reference as R
 seed, cases, kernels = int(sys.argv[1]), json.loads(sys.argv[2]), json.loads(sys.argv[3])
-for i, (g, max_m, n, k, counts, dtype, scaled, exact) in enumerate(cases):
+for i, (g, max_m, n, k, counts, dtype, scaled, exact, a_dtype) in enumerate(cases):
     a, sfa, b, sfb, mm, _out = R.generate_masked_input(g, max_m, n, k, counts, seed + i, device="cuda")
     gen = torch.Generator(device="cuda").manual_seed(seed + i)
     if exact:  # the NVFP4 activations' values in fp16 (exact): the same products as the NVFP4 form's
@@ -183,6 +183,7 @@ for i, (g, max_m, n, k, counts, dtype, scaled, exact) in enumerate(cases):
         x = torch.stack([R.dequantize(a[e], plain[e]) for e in range(g)]).half()
     else:  # any fp16 values, rows past the counts included (they feed only rows never stored)
         x = (torch.randn(g, max_m, k, generator=gen, device="cuda") / 4).half()
+    x = x.to(getattr(torch, a_dtype))  # (bf16: the NVFP4 values are bf16 values too; random ones rounded again)
     out = torch.full((g, max_m, n), float("nan"), dtype=getattr(torch, dtype), device="cuda")
     alpha = None
     if scaled:
@@ -224,7 +225,8 @@ for i, (g, max_m, n, k, counts, dtype, scaled, exact) in enumerate(cases):
         ok, msg = R.check_masked(out, R.ref_masked(x, None, b, sfb, mm, alpha), mm, before,
                                  rtol=4e-3 if dtype == "bfloat16" else R.RTOL)
         msg = "graph replay: " + msg
-    print(f"case {i} g={g} max_m={max_m} {dtype} alpha={scaled} exact={exact}: {'ok' if ok else 'FAIL ' + msg}",
+    print(f"case {i} g={g} max_m={max_m} a {a_dtype} out {dtype} alpha={scaled} exact={exact}: "
+          f"{'ok' if ok else 'FAIL ' + msg}",
           flush=True)
 """
 
@@ -235,17 +237,19 @@ for i, (g, max_m, n, k, counts, dtype, scaled, exact) in enumerate(cases):
                                          ({"FASTLAUNCH_SM90_NARROW": "1"}, None)],
                          ids=["planner", "whole", "split", "wave", "narrow"])
 def test_masked_weight_only(env, kernels):
-    # a float16 [G, max_m, K], sfa None: against the reference of a's values, bit for bit the NVFP4 form's output
-    # where a holds the NVFP4 activations' values, two kernels a call (a's permutation into the GEMM's K order, the
+    # a float16 or bfloat16 [G, max_m, K], sfa None: against the reference of a's values, bit for bit the NVFP4 form's
+    # output where a holds the NVFP4 activations' values, two kernels a call (a's permutation into the GEMM's K order, the
     # GEMM), and a graph replayed with new counts; bf16 and fp16 out, with and without alpha
     seed = fresh_seed()
     rng = random.Random(seed)
     cases = []
     for dtype, scaled in (("float16", False), ("bfloat16", True)):
         for exact in (True, False):
-            cases += [(8, 8, 2048, 1024, [0] + [rng.randrange(1, 9) for _ in range(6)] + [8], dtype, scaled, exact),
-                      (4, 300, 512, 2048, [300, 0, 129, rng.randrange(1, 301)], dtype, scaled, exact),
-                      (20, 64, 256, 512, [rng.randrange(0, 65) for _ in range(20)], dtype, scaled, exact)]
+            a_dtype = "bfloat16" if exact == scaled else "float16"  # each a dtype with each out dtype, exact or not
+            cases += [(8, 8, 2048, 1024, [0] + [rng.randrange(1, 9) for _ in range(6)] + [8], dtype, scaled, exact,
+                       a_dtype),
+                      (4, 300, 512, 2048, [300, 0, 129, rng.randrange(1, 301)], dtype, scaled, exact, a_dtype),
+                      (20, 64, 256, 512, [rng.randrange(0, 65) for _ in range(20)], dtype, scaled, exact, a_dtype)]
     out = subprocess.run([sys.executable, "-c", WEIGHT_ONLY_CHILD, str(seed), json.dumps(cases), json.dumps(kernels)],
                          cwd=ROOT, capture_output=True, text=True, timeout=600, env={**os.environ, **env})
     assert out.returncode == 0, out.stderr[-3000:]
