@@ -942,6 +942,31 @@ PyObject* launch_masked(const fl_masked_args& margs, cudaStream_t stream, c10::D
   return out;
 }
 
+// a's form from its dtype, with sfa (args[1]) agreeing: fp16 or bf16 (weight-only, sfa None: *plain) or NVFP4 bytes
+// (with sfa). False with the error set.
+bool a_form(PyObject* const* args, bool* plain) {
+  if (FL_UNLIKELY(!PyObject_TypeCheck(args[0], reinterpret_cast<PyTypeObject*>(THPVariableClass)))) {
+    raise(PyExc_TypeError, "a must be a torch.Tensor, got %s", Py_TYPE(args[0])->tp_name);
+    return false;
+  }
+  const c10::ScalarType a_type = THPVariable_Unpack(args[0]).scalar_type();
+  *plain = a_type == c10::ScalarType::Half || a_type == c10::ScalarType::BFloat16;
+  if (FL_UNLIKELY(!*plain && a_type != c10::ScalarType::Float4_e2m1fn_x2 && a_type != c10::ScalarType::Byte)) {
+    err_masked_dtype("a", "float4_e2m1fn_x2 or uint8 (NVFP4, with sfa) or float16 or bfloat16 (weight-only, sfa None)",
+                     a_type);
+    return false;
+  }
+  if (FL_UNLIKELY(*plain != (args[1] == Py_None))) {
+    if (*plain)
+      raise(PyExc_TypeError, "sfa must be None where a is float16 or bfloat16 (weight-only: a's values are used as they "
+            "are)");
+    else
+      raise(PyExc_TypeError, "sfa must be a torch.Tensor of a's scales where a is NVFP4, got None");
+    return false;
+  }
+  return true;
+}
+
 PyObject* grouped_mm_masked(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   if (FL_UNLIKELY(nargs != 6 && nargs != 7))
     return raise(PyExc_TypeError, "grouped_mm_masked(a, sfa, b, sfb, masked_m, out, alpha=None) takes 6 or 7 "
@@ -949,17 +974,9 @@ PyObject* grouped_mm_masked(PyObject*, PyObject* const* args, Py_ssize_t nargs) 
   const bool scaled = nargs == 7 && args[6] != Py_None;  // alpha given
   try {
     // a's dtype picks the form: fp16 or bf16 (weight-only: [G, max_m, K], sfa None) or NVFP4 bytes ([G, max_m, K//2])
-    if (FL_UNLIKELY(!PyObject_TypeCheck(args[0], reinterpret_cast<PyTypeObject*>(THPVariableClass))))
-      return raise(PyExc_TypeError, "a must be a torch.Tensor, got %s", Py_TYPE(args[0])->tp_name);
+    bool a_fp16 = false;
+    if (!a_form(args, &a_fp16)) return nullptr;
     const c10::ScalarType a_type = THPVariable_Unpack(args[0]).scalar_type();
-    const bool a_fp16 = a_type == c10::ScalarType::Half || a_type == c10::ScalarType::BFloat16;  // (weight-only)
-    if (FL_UNLIKELY(!a_fp16 && a_type != c10::ScalarType::Float4_e2m1fn_x2 && a_type != c10::ScalarType::Byte))
-      return err_masked_dtype("a", "float4_e2m1fn_x2 or uint8 (NVFP4, with sfa) or float16 or bfloat16 (weight-only, "
-                              "sfa None)", a_type);
-    if (FL_UNLIKELY(a_fp16 != (args[1] == Py_None)))
-      return a_fp16 ? raise(PyExc_TypeError, "sfa must be None where a is float16 or bfloat16 (weight-only: a's values "
-                            "are used as they are)")
-                    : raise(PyExc_TypeError, "sfa must be a torch.Tensor of a's scales where a is NVFP4, got None");
     // G, max_m, K from a; N from b: both must be 3-D tensors first.
     int64_t ad[3], bd[3];
     const char* const a_dims = a_fp16 ? "(G, max_m, K)" : "(G, max_m, K//2)";
@@ -1062,23 +1079,24 @@ PyObject* plan_memo_ns(PyObject*, PyObject* args) {
 }
 
 // grouped_mm_contiguous(a, sfa, b, sfb, offs, out[, alpha]) -> out: the contiguous layout (kernels/launcher.h
-// fl_masked_args.offs), weight-only: a fp16 or bf16 [T, K], sfa None, offs int32 [G] on the device, out [T, N] fp16
-// or bf16.
+// fl_masked_args.offs): a fp16 or bf16 [T, K] with sfa None (weight-only), or NVFP4 [T, K//2] with its scales sfa
+// [ceil(T/128), K//64, 32, 4, 4]; offs int32 [G] on the device, out [T, N] fp16 or bf16.
 PyObject* grouped_mm_contiguous(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   if (FL_UNLIKELY(nargs != 6 && nargs != 7))
     return raise(PyExc_TypeError, "grouped_mm_contiguous(a, sfa, b, sfb, offs, out, alpha=None) takes 6 or 7 "
                  "arguments, got %zd", nargs);
   const bool scaled = nargs == 7 && args[6] != Py_None;
   try {
-    if (FL_UNLIKELY(args[1] != Py_None))
-      return raise(PyExc_TypeError, "sfa must be None: the contiguous layout takes float16 or bfloat16 activations as "
-                   "they are (weight-only)");
+    bool plain = false;  // a fp16 or bf16 (weight-only), else NVFP4 with sfa
+    if (!a_form(args, &plain)) return nullptr;
     int64_t ad[2], bd[3];
-    if (FL_UNLIKELY(!tensor_dims(args[0], 2, ad))) return err_masked_dims("a", args[0], "(T, K)");
+    const char* const a_dims = plain ? "(T, K)" : "(T, K//2)";
+    if (FL_UNLIKELY(!tensor_dims(args[0], 2, ad))) return err_masked_dims("a", args[0], a_dims);
     if (FL_UNLIKELY(!tensor_dims(args[2], 3, bd))) return err_masked_dims("b", args[2], "(G, N, K//2)");
-    const int64_t T = ad[0], k = ad[1], kb = k / 2, G = bd[0], n = bd[1];
+    const int64_t T = ad[0], k = plain ? ad[1] : 2 * ad[1], kb = k / 2, G = bd[0], n = bd[1];
     if (FL_UNLIKELY(T < 0 || k < 64 || k % 64 || k > fl::kMaxExtent || T > fl::kMaxExtent))
-      return err_masked_dims("a", args[0], "(T, K) with K a positive multiple of 64 up to 2147483584");
+      return err_masked_dims("a", args[0], plain ? "(T, K) with K a positive multiple of 64 up to 2147483584"
+                                                 : "(T, K//2) with K a positive multiple of 64 up to 2147483584");
     if (FL_UNLIKELY(G < 1 || G > 256))
       return err_masked_dims("b", args[2], "(G, N, K//2) with G in 1..256");
     if (FL_UNLIKELY(n < 1 || n > fl::kMaxExtent || n % 8))
@@ -1091,8 +1109,8 @@ PyObject* grouped_mm_contiguous(PyObject*, PyObject* const* args, Py_ssize_t nar
     snprintf(tn, sizeof(tn), "T=%lld, N=%lld", (long long)T, (long long)n);
     const int64_t kt = k / 64;
     const MaskedExpect ex[7] = {
-        {"a", Kind::kAct, {T, k}, 2, tk, 16},
-        {"sfa", Kind::kScale, {}, 0, tk, 16},  // (None: not checked)
+        plain ? MaskedExpect{"a", Kind::kAct, {T, k}, 2, tk, 16} : MaskedExpect{"a", Kind::kFp4, {T, kb}, 2, tk, 16},
+        {"sfa", Kind::kScale, {fl::ceil_div(T, 128), kt, 32, 4, 4}, 5, tk, 16},  // (None where plain: not checked)
         {"b", Kind::kFp4, {G, n, kb}, 3, gnk, 16},
         {"sfb", Kind::kScale, {G, fl::ceil_div(n, 128), kt, 32, 4, 4}, 6, gnk, 16},
         {"offs", Kind::kInt32, {G}, 1, gm, 4},
@@ -1103,7 +1121,7 @@ PyObject* grouped_mm_contiguous(PyObject*, PyObject* const* args, Py_ssize_t nar
     int64_t ptr[7] = {};
     c10::Device device{c10::kCPU};
     // (no row: the layouts checked, nothing to compute, no CUDA call)
-    if (!check_masked_tensors(args, ex, count, 1, T > 0 ? &device : nullptr, ptr)) return nullptr;
+    if (!check_masked_tensors(args, ex, count, plain ? 1 : -1, T > 0 ? &device : nullptr, ptr)) return nullptr;
     if (T == 0) {
       Py_INCREF(args[5]);
       return args[5];
@@ -1111,7 +1129,7 @@ PyObject* grouped_mm_contiguous(PyObject*, PyObject* const* args, Py_ssize_t nar
     const bool bf16 = THPVariable_Unpack(args[5]).scalar_type() == c10::ScalarType::BFloat16;
     const c10::DeviceIndex dev = device.index();
     cudaStream_t stream = c10::cuda::getCurrentCUDAStream(dev).stream();
-    const fl_masked_args margs{reinterpret_cast<const void*>(ptr[0]), nullptr,
+    const fl_masked_args margs{reinterpret_cast<const void*>(ptr[0]), reinterpret_cast<const void*>(ptr[1]),
                                reinterpret_cast<const void*>(ptr[2]), reinterpret_cast<const void*>(ptr[3]),
                                nullptr, reinterpret_cast<void*>(ptr[5]), G, T, n, k,
                                reinterpret_cast<const float*>(ptr[6]), bf16 ? FL_OUT_BF16 : FL_OUT_FP16,
@@ -1137,8 +1155,9 @@ PyMethodDef kMethods[] = {
      "the current stream of the tensors' device and returns out."},
     {"grouped_mm_contiguous",
      reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(grouped_mm_contiguous)), METH_FASTCALL,
-     "grouped_mm_contiguous(a, sfa, b, sfb, offs, out, alpha=None) -> out\n\nThe contiguous layout, weight-only "
-     "(fastlaunch.grouped_mm_contiguous has the contract): a float16 or bfloat16 [T, K], sfa None, expert g's rows offs[g-1] .. "
+     "grouped_mm_contiguous(a, sfa, b, sfb, offs, out, alpha=None) -> out\n\nThe contiguous layout "
+     "(fastlaunch.grouped_mm_contiguous has the contract): a float16 or bfloat16 [T, K] with sfa None, or NVFP4 with "
+     "sfa; expert g's rows offs[g-1] .. "
      "offs[g]-1 of a and out (offs int32 [G], read on the device); launches on the current stream of the tensors' "
      "device and returns out."},
     {"unpack", unpack, METH_O, "unpack(data) -> int\n\nChecks and unpacks like fast_launch (no device checks, no "

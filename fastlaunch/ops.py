@@ -236,11 +236,9 @@ def _masked_check(field, t, dtypes, expected_dtype, shape, names, device):
 _COUNT_DTYPES = (torch.int32, torch.int64)  # masked_m in the ops (fastlaunch._C.grouped_mm_masked: int32 only)
 
 
-def _check_masked_meta(a, sfa, b, sfb, masked_m, out, count_dtypes=(torch.int32,), alpha=None) -> None:
-    """The masked op's checks on metadata alone (masked_m's and alpha's values are never read), in argument order: a,
-    sfa, b, sfb, masked_m, out, alpha (when given); each: dtype, shape, contiguous strides, device. G, max_m and K come
-    from a, N from b. a float16 or bfloat16 [G, max_m, K] (weight-only) goes with sfa None, NVFP4 a with its scales.
-    count_dtypes: what masked_m may be (the default, int32, is what fastlaunch._C.grouped_mm_masked takes)."""
+def _a_form(a, sfa) -> bool:
+    """Whether a is the weight-only forms' fp16 or bf16 (with sfa None) rather than NVFP4 bytes (with sfa); raises the
+    extension's TypeError for any other dtype or an sfa that does not agree."""
     weight_only = a.dtype in _ACT_DTYPES
     if a.dtype not in _FP4_DTYPES and not weight_only:
         raise TypeError(f"a must be float4_e2m1fn_x2 or uint8 (NVFP4, with sfa) or float16 or bfloat16 (weight-only, "
@@ -249,6 +247,15 @@ def _check_masked_meta(a, sfa, b, sfb, masked_m, out, count_dtypes=(torch.int32,
         raise TypeError("sfa must be None where a is float16 or bfloat16 (weight-only: a's values are used as they are)"
                         if weight_only else
                         "sfa must be a torch.Tensor of a's scales where a is NVFP4, got None")
+    return weight_only
+
+
+def _check_masked_meta(a, sfa, b, sfb, masked_m, out, count_dtypes=(torch.int32,), alpha=None) -> None:
+    """The masked op's checks on metadata alone (masked_m's and alpha's values are never read), in argument order: a,
+    sfa, b, sfb, masked_m, out, alpha (when given); each: dtype, shape, contiguous strides, device. G, max_m and K come
+    from a, N from b. a float16 or bfloat16 [G, max_m, K] (weight-only) goes with sfa None, NVFP4 a with its scales.
+    count_dtypes: what masked_m may be (the default, int32, is what fastlaunch._C.grouped_mm_masked takes)."""
+    weight_only = _a_form(a, sfa)
     a_dims = "(G, max_m, K)" if weight_only else "(G, max_m, K//2)"
     if a.dim() != 3:
         raise ValueError(f"a has shape {_dims(a)}, expected {a_dims}")
@@ -389,17 +396,18 @@ def grouped_mm_masked(a: torch.Tensor, sfa: torch.Tensor | None, b: torch.Tensor
 def _check_contiguous_meta(a, sfa, b, sfb, offs, out, count_dtypes=(torch.int32,), alpha=None) -> None:
     """The contiguous op's checks on metadata alone (offs' and alpha's values are never read), in argument order, with
     fastlaunch._C.grouped_mm_contiguous's messages. T and K come from a, G and N from b."""
-    if sfa is not None:
-        raise TypeError("sfa must be None: the contiguous layout takes float16 or bfloat16 activations as they are "
-                        "(weight-only)")
+    weight_only = _a_form(a, sfa)
+    a_dims = "(T, K)" if weight_only else "(T, K//2)"
     if a.dim() != 2:
-        raise ValueError(f"a has shape {_dims(a)}, expected (T, K)")
+        raise ValueError(f"a has shape {_dims(a)}, expected {a_dims}")
     if b.dim() != 3:
         raise ValueError(f"b has shape {_dims(b)}, expected (G, N, K//2)")
-    T, k = a.shape
+    T, ka = a.shape
+    k = ka if weight_only else 2 * ka
     G, n = b.shape[0], b.shape[1]
     if not (64 <= k <= _MAX_K and k % 64 == 0 and T <= _MAX_EXTENT):
-        raise ValueError(f"a has shape {_dims(a)}, expected (T, K) with K a positive multiple of 64 up to 2147483584")
+        raise ValueError(f"a has shape {_dims(a)}, expected {a_dims} with K a positive multiple of 64 up to "
+                         f"2147483584")
     if not 1 <= G <= 256:
         raise ValueError(f"b has shape {_dims(b)}, expected (G, N, K//2) with G in 1..256")
     if not 1 <= n <= _MAX_EXTENT or n % 8:
@@ -407,7 +415,11 @@ def _check_contiguous_meta(a, sfa, b, sfb, offs, out, count_dtypes=(torch.int32,
                          f"(out's rows are stored in 16-byte chunks)")
     dev = a.device
     tk, gnk = (("T", T), ("K", k)), (("G", G), ("N", n), ("K", k))
-    _masked_check("a", a, _ACT_DTYPES, _ACT_NAMES, (T, k), tk, dev)
+    if weight_only:
+        _masked_check("a", a, _ACT_DTYPES, _ACT_NAMES, (T, k), tk, dev)
+    else:
+        _masked_check("a", a, _FP4_DTYPES, "float4_e2m1fn_x2 or uint8", (T, k // 2), tk, dev)
+        _masked_check("sfa", sfa, (torch.float8_e4m3fn,), "float8_e4m3fn", (_ceil128(T), k // 64, 32, 4, 4), tk, dev)
     _masked_check("b", b, _FP4_DTYPES, "float4_e2m1fn_x2 or uint8", (G, n, k // 2), gnk, dev)
     _masked_check("sfb", sfb, (torch.float8_e4m3fn,), "float8_e4m3fn", (G, _ceil128(n), k // 64, 32, 4, 4), gnk, dev)
     _masked_check("offs", offs, count_dtypes, " or ".join(_name(d) for d in count_dtypes), (G,), (("G", G),), dev)
@@ -428,7 +440,7 @@ def _grouped_mm_contiguous_op(a: torch.Tensor, sfa: torch.Tensor | None, b: torc
     # CPU: the checks, then the fp32 reference (times alpha) into the experts' rows only (ref_contiguous raises on
     # offs out of order or past T)
     _check_contiguous_meta(a, sfa, b, sfb, offs, out, _COUNT_DTYPES, alpha)
-    ref = _R.ref_contiguous(_as_kernel_reads(a), b, sfb, offs, alpha)
+    ref = _R.ref_contiguous(_as_kernel_reads(a), b, sfb, offs, alpha, sfa)
     start = 0
     for end in offs.tolist():
         if end > start:
@@ -449,13 +461,15 @@ def _grouped_mm_contiguous_fake(a, sfa, b, sfb, offs, out, alpha=None) -> None:
 def grouped_mm_contiguous(a: torch.Tensor, sfa: torch.Tensor | None, b: torch.Tensor, sfb: torch.Tensor,
                           offs: torch.Tensor, out: torch.Tensor | None = None, *, alpha: torch.Tensor | None = None,
                           out_dtype: torch.dtype | None = None) -> torch.Tensor:
-    """NVFP4-weight grouped GEMM in the contiguous (prefill) layout, weight-only, through
+    """NVFP4-weight grouped GEMM in the contiguous (prefill) layout, through
     torch.ops.fastlaunch.grouped_mm_contiguous; returns out (allocated first when None, as out_dtype: float16 unless
     given).
 
     With T token rows of all experts, expert by expert, G experts, N outputs and K (a multiple of 64) inputs:
       a: [T, K] float16 or bfloat16, contiguous: the activations as they come (bf16 rounded to fp16 on the device, as
-        in grouped_mm_masked); sfa: None;
+        in grouped_mm_masked), with sfa None; or NVFP4 activations a [T, K//2] float4_e2m1fn_x2 (or uint8) with
+        their scales sfa [ceil(T/128), K//64, 32, 4, 4] float8_e4m3fn (fastlaunch.quantize of the [T, K] rows gives
+        both); experts need not start at a multiple of 128 rows;
       b: [G, N, K//2] float4_e2m1fn_x2 (or uint8) and sfb: [G, ceil(N/128), K//64, 32, 4, 4] float8_e4m3fn, the
         stacked expert weights (as grouped_mm_masked takes them);
       offs: int32 or int64 [G] on the same device, each expert's end row (cumulative, as torch._grouped_mm's offs):

@@ -322,9 +322,9 @@ def ref_masked(a: torch.Tensor, sfa: torch.Tensor | None, b: torch.Tensor, sfb: 
 
 
 def ref_contiguous(a: torch.Tensor, b: torch.Tensor, sfb: torch.Tensor, offs: torch.Tensor,
-                   alpha: torch.Tensor | None = None) -> torch.Tensor:
-    """fp32 [T, N] of the contiguous layout, weight-only: rows offs[g-1] .. offs[g]-1 (offs[-1] read as 0) of a
-    (float16 or bfloat16 [T, K]) times dequantize(b[g])^T (times alpha[g] where given); rows in no expert's range are NaN.
+                   alpha: torch.Tensor | None = None, sfa: torch.Tensor | None = None) -> torch.Tensor:
+    """fp32 [T, N] of the contiguous layout: rows offs[g-1] .. offs[g]-1 (offs[-1] read as 0) of a (float16 or
+    bfloat16 [T, K] as it is; or NVFP4 [T, K//2] dequantised with its blocked scales sfa) times dequantize(b[g])^T (times alpha[g] where given); rows in no expert's range are NaN.
     Raises unless 0 <= offs[0] <= offs[1] <= ... <= T. Reads offs and alpha on the host; computed on a's device."""
     T = a.shape[0]
     G, n = b.shape[0], b.shape[1]
@@ -333,12 +333,14 @@ def ref_contiguous(a: torch.Tensor, b: torch.Tensor, sfb: torch.Tensor, offs: to
         raise ValueError(f"offs has {len(ends)} entries, expected G={G}")
     ref = torch.full((T, n), float("nan"), dtype=torch.float32, device=a.device)
     plain_b = unblock_scales(sfb, n)
+    plain_a = None if sfa is None else unblock_scales(sfa, T)
     start = 0
     for e, end in enumerate(ends):
         if not start <= end <= T:
             raise ValueError(f"offs[{e}] is {end}, expected {start}..{T} (offs[{e - 1}] or 0 .. T, the rows of a)")
         if end > start:
-            ref[start:end] = a[start:end].float() @ dequantize(b[e], plain_b[e]).T
+            rows = a[start:end].float() if sfa is None else dequantize(a[start:end], plain_a[start:end])
+            ref[start:end] = rows @ dequantize(b[e], plain_b[e]).T
             if alpha is not None:
                 ref[start:end] *= float(alpha[e])
         start = end

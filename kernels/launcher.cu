@@ -272,9 +272,9 @@ extern "C" int fl_launch_masked(const fl_masked_args* args, void* stream, int de
   if (a.a_dtype != FL_A_NVFP4 && a.sfa)
     return e.set(FL_ERR_VALUE, "masked form: sfa must be null where a is fp16 or bf16 (weight-only: a is taken as it "
                  "is)");
-  if (a.offs && (a.a_dtype == FL_A_NVFP4 || a.masked_m))
-    return e.set(FL_ERR_VALUE, "contiguous layout: a must be fp16 or bf16 (FL_A_FP16, FL_A_BF16) and masked_m null "
-                 "where offs is given");
+  if (a.a_dtype == FL_A_NVFP4 && !a.sfa) return e.set(FL_ERR_VALUE, "masked form: NVFP4 a needs its scales sfa");
+  if (a.offs && a.masked_m)
+    return e.set(FL_ERR_VALUE, "contiguous layout: masked_m must be null where offs is given");
   if (!a.offs && !a.masked_m)
     return e.set(FL_ERR_VALUE, "masked form: masked_m (or, for the contiguous layout, offs) must be given");
   if (a.max_m == 0) return FL_OK;  // no row to compute, and no CUDA call

@@ -82,7 +82,8 @@ typedef struct fl_masked_args {
   int32_t a_dtype;    /* FL_A_NVFP4, FL_A_FP16 or FL_A_BF16 */
   /* The contiguous layout (else null): int32 [G] in device memory, expert g's rows are rows offs[g-1] .. offs[g]-1
    * (offs[-1] read as 0; each clamped to 0 .. T, the later no lower than the earlier) of a [T, K] fp16 or bf16
-   * (a_dtype FL_A_FP16 or FL_A_BF16, sfa null) and out [T, N]; max_m is T, masked_m null; at most 256 experts. Read on the device like
+   * (a_dtype FL_A_FP16 or FL_A_BF16, sfa null) or [T, K/2] NVFP4 with sfa [ceil(T/128), K/64, 32, 4, 4], and of
+   * out [T, N]; max_m is T, masked_m null; at most 256 experts. Read on the device like
    * masked_m: rows outside every expert's range are not written. */
   const int32_t* offs;
 } fl_masked_args;

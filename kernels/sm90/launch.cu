@@ -669,8 +669,8 @@ int sm90_launch_masked(const DeviceState& dev, const fl_masked_args& a, cudaStre
     return err.set(FL_ERR_VALUE, "masked form: out rows must be 16-byte aligned: N a multiple of 8 (got N=%lld) and "
                    "out 16-byte aligned", (long long)a.n);
   // The groups as the task layout's buffer, each planned at max_m rows: group g's operands lie a fixed
-  // stride after group 0's (fp16 A: 2 bytes a value, no scales); in the contiguous layout every group's A and C
-  // are the one A and C of max_m (T) rows, its own rows found on the device (offs), in one launch.
+  // stride after group 0's (fp16 A: 2 bytes a value, no scales); in the contiguous layout every group's A, sfa and C
+  // are the one A, sfa and C of max_m (T) rows, its own rows found on the device (offs), in one launch.
   const int G = (int)a.groups;
   const bool a_fp16 = a.a_dtype != FL_A_NVFP4, contiguous = a.offs != nullptr;  // (fp16 or bf16: 2 bytes a value)
   if (contiguous && G > sm90::kGroupsPerLaunch)
@@ -678,7 +678,7 @@ int sm90_launch_masked(const DeviceState& dev, const fl_masked_args& a, cudaStre
   const int64_t kb = a.k / 2, kt = a.k / sm90::kBlockK;
   const int64_t a_stride = contiguous ? 0 : a.max_m * (a_fp16 ? a.k * 2 : kb), b_stride = a.n * kb,
                 c_stride = contiguous ? 0 : a.max_m * a.n * 2;
-  const int64_t sfa_stride = ceil_div(a.max_m, 128) * kt * sm90::kSfBlockBytes;
+  const int64_t sfa_stride = contiguous ? 0 : ceil_div(a.max_m, 128) * kt * sm90::kSfBlockBytes;
   const int64_t sfb_stride = ceil_div(a.n, 128) * kt * sm90::kSfBlockBytes;
   thread_local std::vector<int64_t> buf;
   try {
@@ -694,15 +694,15 @@ int sm90_launch_masked(const DeviceState& dev, const fl_masked_args& a, cudaStre
     buf[4 * G + g] = reinterpret_cast<int64_t>(a.sfb) + g * sfb_stride;
     buf[5 * G + g] = a.max_m, buf[6 * G + g] = a.n, buf[7 * G + g] = a.k;
   }
-  // Its kernels: whole and split tiles of the main and narrow builds, and the skinny kernel (NVFP4 A only)
-  // where every group may take it (max_m rows at most kSkinnyMaxM, up to kGroupsPerLaunch groups) and it is
+  // Its kernels: whole and split tiles of the main and narrow builds, and the skinny kernel (NVFP4 A in the masked
+  // layout only) where every group may take it (max_m rows at most kSkinnyMaxM, up to kGroupsPerLaunch groups) and it is
   // estimated faster. The contiguous layout takes wave plans, whose tiles are counted on the device: each group
   // is planned at all T rows, and only the tiles of its own rows are handed out.
   sm90::PlanForce force = dev.sm90.force;
   force.half = 2, force.mid = 2, force.reduce = 2;
   if (contiguous) force.share = 4, force.wave = 0;
   const MaskedCall call{a.masked_m, a.alpha, a.out_dtype == FL_OUT_BF16, a_fp16, a.a_dtype == FL_A_BF16, a.offs};
-  if (!a_fp16 && a.max_m <= sm90::kSkinnyMaxM && G <= sm90::kGroupsPerLaunch) {
+  if (!a_fp16 && !contiguous && a.max_m <= sm90::kSkinnyMaxM && G <= sm90::kGroupsPerLaunch) {
     bool taken = false;
     if (int rc = try_skinny(dev, buf.data(), G, force, &call, stream, &taken, err)) return rc;
     if (taken) return FL_OK;

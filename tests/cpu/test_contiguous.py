@@ -60,6 +60,22 @@ def test_cpu_matches_the_reference_and_leaves_other_rows(ends):
     assert got.dtype == torch.bfloat16 and got.shape == out.shape
 
 
+def test_cpu_nvfp4_activations():
+    # NVFP4 a [T, K//2] with its blocked scales (fastlaunch.quantize of the rows), experts starting anywhere: each
+    # expert's rows are the dequantised rows times its weights; the reference of the same dequantised values in fp16
+    # (exact) agrees bit for bit
+    x, _sfa, b, sfb, offs, out = _args(T=300, ends=(77, 77, 260))
+    q, _plain, blocked = fastlaunch.quantize(x)
+    assert tuple(blocked.shape) == (3, 2, 32, 4, 4)
+    values = R.dequantize(q, R.unblock_scales(blocked, 300))
+    ref = R.ref_contiguous(q, b, sfb, offs, sfa=blocked)
+    assert torch.allclose(ref, R.ref_contiguous(values.half(), b, sfb, offs), rtol=0, atol=0, equal_nan=True)
+    got = fastlaunch.grouped_mm_contiguous(q, blocked, b, sfb, offs, out.clone())
+    ok, msg = R.check_contiguous(got, ref, out)
+    assert ok, msg
+    opcheck_all(CM, (q, blocked, b, sfb, offs, torch.randn(out.shape).to(torch.bfloat16)))
+
+
 def test_cpu_rejects_offsets_out_of_order_or_past_t():
     x, sfa, b, sfb, _offs, out = _args()
     for bad, msg in (((10, 5, 37), r"^offs\[1\] is 5, expected 10\.\.50"), ((10, 20, 51), r"^offs\[2\] is 51"),
@@ -80,8 +96,21 @@ def _bad_cases():
         cases.append((name, args, kind, expected))
 
     case("sfa given", 1, real_sfa, TypeError,
-         "sfa must be None: the contiguous layout takes float16 or bfloat16 activations as they are (weight-only)")
-    case("a dtype", 0, x.float(), TypeError, "a must be float16 or bfloat16, got float32")
+         "sfa must be None where a is float16 or bfloat16 (weight-only: a's values are used as they are)")
+    case("a dtype", 0, x.float(), TypeError,
+         "a must be float4_e2m1fn_x2 or uint8 (NVFP4, with sfa) or float16 or bfloat16 (weight-only, sfa None), got "
+         "float32")
+    q, _plain, blocked = fastlaunch.quantize(x)  # NVFP4 activations: a [T, K//2] with sfa [ceil(T/128), K//64, ...]
+    case("NVFP4 a without sfa", 0, q, TypeError, "sfa must be a torch.Tensor of a's scales where a is NVFP4, got None")
+    nv = [q, blocked, b, sfb, offs, out]
+    cases.append(("NVFP4 a K", [q[:, :40].contiguous()] + nv[1:], ValueError,
+                  "a has shape (50, 40), expected (T, K//2) with K a positive multiple of 64 up to 2147483584"))
+    cases.append(("NVFP4 sfa shape", [q, blocked[:, :1].contiguous()] + nv[2:], ValueError,
+                  "sfa has shape (1, 1, 32, 4, 4), expected (1, 2, 32, 4, 4) for T=50, K=128"))
+    cases.append(("NVFP4 sfa dtype", [q, blocked.view(torch.uint8)] + nv[2:], TypeError,
+                  "sfa must be float8_e4m3fn, got uint8"))
+    cases.append(("NVFP4 b K", [q, blocked, b[:, :, :32].contiguous()] + nv[3:], ValueError,
+                  "b has shape (3, 72, 32), expected (3, 72, 64) for G=3, N=72, K=128"))
     case("a 3-D", 0, x[None], ValueError, "a has shape (1, 50, 128), expected (T, K)")
     case("a K", 0, x[:, :96].contiguous(), ValueError,
          "a has shape (50, 96), expected (T, K) with K a positive multiple of 64 up to 2147483584")
@@ -115,6 +144,10 @@ def test_well_formed_cpu_tensors_stop_at_the_device_check():
     for extra in ([], [None], [torch.ones(3)]):
         with pytest.raises(ValueError, match=r"^a must be on a CUDA device, got cpu$"):
             fastlaunch._C.grouped_mm_contiguous(*_args(), *extra)
+    x, _sfa, b, sfb, offs, out = _args()
+    q, _plain, blocked = fastlaunch.quantize(x)  # NVFP4 activations
+    with pytest.raises(ValueError, match=r"^a must be on a CUDA device, got cpu$"):
+        fastlaunch._C.grouped_mm_contiguous(q, blocked, b, sfb, offs, out)
     args = _args(T=0, ends=(0, 0, 0))  # no rows: nothing to compute, out returned as it is
     assert fastlaunch._C.grouped_mm_contiguous(*args) is args[5]
     with pytest.raises(TypeError, match=r"takes 6 or 7 arguments, got 5"):

@@ -135,3 +135,27 @@ def test_bf16_activations_past_fp16_range():
     assert ok, f"seed {seed}: {msg}"
     cpu = fastlaunch.grouped_mm_contiguous(a.cpu(), None, b.cpu(), sfb.cpu(), offs.cpu(), out_dtype=torch.bfloat16)
     assert not cpu[70].isfinite().any() and not cpu[200].isfinite().any()
+
+
+def test_contiguous_nvfp4_activations():
+    # NVFP4 a [T, K//2] with its blocked scales (fastlaunch.quantize of the rows), experts starting anywhere: against
+    # the reference of the dequantised rows, and bit for bit the weight-only call on those values in fp16 (exact)
+    seed = fresh_seed()
+    rng = random.Random(seed)
+    for G, T, n, k in ((8, 1000, 512, 1024), (20, 130, 256, 512)):
+        x, b, sfb = _inputs(G, T, n, k, seed + G)
+        q, _plain, blocked = fastlaunch.quantize(x)
+        values = R.dequantize(q, R.unblock_scales(blocked, T)).half()
+        offs = torch.tensor(_ends(rng, G, T), dtype=torch.int32, device="cuda")
+        for dtype in (torch.float16, torch.bfloat16):
+            alpha = torch.exp2(torch.randint(-3, 3, (G,), device="cuda").float()) if dtype == torch.bfloat16 else None
+            out = torch.full((T, n), float("nan"), dtype=dtype, device="cuda")
+            before = out.clone()
+            fastlaunch.grouped_mm_contiguous(q, blocked, b, sfb, offs, out, alpha=alpha)
+            plain = fastlaunch.grouped_mm_contiguous(values, None, b, sfb, offs, out_dtype=dtype, alpha=alpha)
+            torch.cuda.synchronize()
+            ok, msg = R.check_contiguous(out, R.ref_contiguous(q, b, sfb, offs, alpha, sfa=blocked), before,
+                                         rtol=4e-3 if dtype == torch.bfloat16 else R.RTOL)
+            assert ok, f"seed {seed}, G={G}, {dtype}: {msg}"
+            rows = int(offs[-1])
+            assert torch.equal(out[:rows].view(torch.int16), plain[:rows].view(torch.int16)), f"seed {seed}, G={G}"
