@@ -15,8 +15,8 @@ a case with several inputs runs them in rotation, one per call:
   g public       e's decode rows through the entry a user calls, fastlaunch.grouped_mm_masked (an eager call on
                  CUDA tensors goes straight to fastlaunch._C.grouped_mm_masked, past the torch dispatcher), with
                  bf16 output and a per-expert alpha: the full serving call
-  h weight-only  e's decode rows with the activations in fp16 (e's values, exactly), sfa None: the conversion
-                 kernel permutes them into the GEMM's K order instead of decoding NVFP4 (two launches)
+  h weight-only  e's decode rows with the activations in bf16 (e's values, exactly), sfa None: the conversion
+                 kernel rounds them to fp16 and permutes them into the GEMM's K order (two launches)
   f torch        the peer: torch._grouped_mm in bf16 on the same experts' weights dequantised, with device-side
                  group offsets from the same counts as e
 
@@ -211,11 +211,12 @@ def public_case(name, g, max_m, lo, hi, tensors, counts, gmm):
 
 
 def weight_only_case(name, g, max_m, lo, hi, tensors, counts, gmm):
-    """e's inputs with a as fp16 [G, max_m, K] (the NVFP4 activations' values, exact in fp16), sfa None."""
+    """e's inputs with a as bf16 [G, max_m, K] (the NVFP4 activations' values, exact in bf16), sfa None: activations
+    as a bf16 model hands them over."""
     a, sfa, b, sfb, out = tensors
-    x = dequantised(a, sfa, max_m, g).to(torch.float16)
+    x = dequantised(a, sfa, max_m, g).to(torch.bfloat16)
     label = (f"weight-only grouped_mm_masked {name}: G={g} N={N_SERVE} K={K_SERVE}, {lo}-{hi} tokens per expert, "
-             f"max_m {max_m}, fp16 activations")
+             f"max_m {max_m}, bf16 activations")
     calls = [functools.partial(fastlaunch.grouped_mm_masked, x, None, b, sfb, m, out) for m in counts] if gmm else []
     note = "" if gmm else "not in this build: fastlaunch._C has no grouped_mm_masked"
     return Case("h", label, "masked", g, f"weight-only {name} G={g}", calls, masked=(x, None, b, sfb, out),

@@ -27,6 +27,7 @@ FAMILIES = {
     "wave": ({"FASTLAUNCH_SM90_SHARE": "wave"}, [(2, [1000, 500], [2048, 2048], [128, 128])]),  # 144 tiles: 2 turns
     "masked": ({}, []),  # the masked form: grouped_mm_masked below
     "masked-wave": ({"FASTLAUNCH_SM90_SHARE": "wave"}, []),  # ... in wave plans (tiles counted on the device)
+    "serving": ({}, []),  # the weight-only masked form (bf16, fp16 a) and the contiguous layout (bf16, NVFP4 a)
 }
 
 
@@ -62,7 +63,41 @@ def main(argv):
             ok, msg = R.check_masked(out, ref, mm, before)
             wrong += not ok
             print(f"masked {i}: G={g} max_m={max_m} N={n} K={k} masked_m={counts}: {'ok' if ok else 'WRONG ' + msg}")
+    if argv[1] == "serving":
+        wrong += serving_forms(torch, R, _C)
     return 1 if wrong else 0
+
+
+def serving_forms(torch, R, _C):
+    """The forms whose A the conversion kernel permutes or decodes whole: weight-only masked calls (bf16 and fp16 a)
+    and contiguous ones (bf16 and NVFP4 a, rows past the last offset owned by no expert); the count of wrong ones."""
+    from fastlaunch import quantize
+    wrong = 0
+    gen = torch.Generator(device="cuda").manual_seed(300)
+    for i, (g, max_m, n, k, counts, dt) in enumerate([(3, 40, 256, 512, [0, 40, 7], torch.bfloat16),
+                                                      (2, 200, 128, 256, [200, 65], torch.float16)]):
+        _a, _sfa, b, sfb, mm, out = R.generate_masked_input(g, max_m, n, k, counts, 300 + i, device="cuda")
+        x = torch.randn(g, max_m, k, generator=gen, device="cuda").to(dt)
+        before = out.clone()
+        _C.grouped_mm_masked(x, None, b, sfb, mm, out)
+        torch.cuda.synchronize()
+        ok, msg = R.check_masked(out, R.ref_masked(x, None, b, sfb, mm), mm, before)
+        wrong += not ok
+        print(f"weight-only {i}: G={g} max_m={max_m} N={n} K={k} a {dt}: {'ok' if ok else 'WRONG ' + msg}")
+    G, T, n, k = 4, 300, 256, 512
+    _a, _sfa, b, sfb, _mm, _out = R.generate_masked_input(G, 1, n, k, 0, 310, device="cuda")
+    x = torch.randn(T, k, generator=gen, device="cuda").to(torch.bfloat16)
+    q, _plain, blocked = quantize(x)
+    offs = torch.tensor([0, 100, 100, 250], dtype=torch.int32, device="cuda")
+    for name, a, sfa in (("bf16", x, None), ("NVFP4", q, blocked)):
+        out = torch.full((T, n), float("nan"), dtype=torch.float16, device="cuda")
+        before = out.clone()
+        _C.grouped_mm_contiguous(a, sfa, b, sfb, offs, out)
+        torch.cuda.synchronize()
+        ok, msg = R.check_contiguous(out, R.ref_contiguous(a, b, sfb, offs, sfa=sfa), before)
+        wrong += not ok
+        print(f"contiguous {name}: G={G} T={T} N={n} K={k} offs={offs.tolist()}: {'ok' if ok else 'WRONG ' + msg}")
+    return wrong
 
 
 if __name__ == "__main__":
