@@ -12,7 +12,9 @@
 // under it. Error text is only built in the cold functions of the "errors" section.
 
 #define PY_SSIZE_T_CLEAN
+#include <ATen/PythonTorchFunctionTLS.h>
 #include <Python.h>
+#include <c10/core/impl/TorchDispatchModeTLS.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -1141,6 +1143,30 @@ PyObject* grouped_mm_contiguous(PyObject*, PyObject* const* args, Py_ssize_t nar
   }
 }
 
+// The wrappers' eager path (fastlaunch/ops.py _wrapper_call): whether a call of (a, sfa, b, sfb, sizes, out, alpha)
+// may skip the torch op: no torch dispatch or function mode active, every tensor an exact torch.Tensor on a CUDA
+// device needing no gradient (sfa and alpha may be None), the sizes int32 (the op converts int64 ones). Anything else
+// takes the op, whose checks word the errors.
+bool eager_args(PyObject* const* args) {
+  if (c10::impl::TorchDispatchModeTLS::stack_len() > 0 || at::impl::torch_function_mode_enabled()) return false;
+  for (int i = 0; i < 7; ++i) {
+    PyObject* o = args[i];
+    if (o == Py_None && (i == 1 || i == 6)) continue;
+    if (reinterpret_cast<PyObject*>(Py_TYPE(o)) != THPVariableClass) return false;
+    const at::Tensor& t = THPVariable_Unpack(o);
+    if (!t.is_cuda() || t.requires_grad()) return false;
+  }
+  return THPVariable_Unpack(args[4]).scalar_type() == c10::ScalarType::Int;
+}
+
+template <PyObject* (*CALL)(PyObject*, PyObject* const*, Py_ssize_t)>
+PyObject* eager_entry(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+  if (FL_UNLIKELY(nargs != 7))
+    return raise(PyExc_TypeError, "takes 7 arguments (a, sfa, b, sfb, sizes, out, alpha), got %zd", nargs);
+  if (!eager_args(args)) Py_RETURN_NOTIMPLEMENTED;
+  return CALL(self, args, nargs);
+}
+
 PyMethodDef kMethods[] = {
     {"fast_launch", fast_launch, METH_O,
      "fast_launch(data) -> list[Tensor]\n\nRuns the NVFP4 grouped GEMM on the GPU MODE nvfp4_group_gemm input "
@@ -1160,6 +1186,16 @@ PyMethodDef kMethods[] = {
      "sfa; expert g's rows offs[g-1] .. "
      "offs[g]-1 of a and out (offs int32 [G], read on the device); launches on the current stream of the tensors' "
      "device and returns out."},
+    {"grouped_mm_masked_eager",
+     reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(eager_entry<grouped_mm_masked>)), METH_FASTCALL,
+     "grouped_mm_masked_eager(a, sfa, b, sfb, masked_m, out, alpha) -> out or NotImplemented\n\nThe public "
+     "wrapper's eager call: grouped_mm_masked where no torch dispatch or function mode is active, every tensor is a "
+     "plain CUDA torch.Tensor needing no gradient and masked_m is int32; else NotImplemented, launching nothing."},
+    {"grouped_mm_contiguous_eager",
+     reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(eager_entry<grouped_mm_contiguous>)),
+     METH_FASTCALL,
+     "grouped_mm_contiguous_eager(a, sfa, b, sfb, offs, out, alpha) -> out or NotImplemented\n\nAs "
+     "grouped_mm_masked_eager, for grouped_mm_contiguous."},
     {"unpack", unpack, METH_O, "unpack(data) -> int\n\nChecks and unpacks like fast_launch (no device checks, no "
                                "launch); returns the number of groups."},
     {"pack", pack, METH_O, "pack(data) -> tuple[int, ...]\n\nThe int64 buffer [a b c sfa sfb m n k] x G (the "

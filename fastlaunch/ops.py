@@ -14,8 +14,9 @@
 One argument convention for every op: (a, sfa, b, sfb, <sizes>, out), each operand followed by its scales, then the
 sizes that live on the device (masked_m; the task layout has none: its lists give every size), then the output.
 The wrappers take out as optional (allocated when absent, which the ops' schemas cannot express for a mutated
-argument) and return it. An eager call of a wrapper on plain CUDA tensors calls the extension itself (_eager), as
-the op's CUDA kernel would, without the dispatcher's cost; under torch.compile, fake tensors or any mode, the op.
+argument) and return it. An eager call of a wrapper on plain CUDA tensors calls the extension itself (_eager for the
+task layout; the _C.<name>_eager entries, which check the same in C, for the serving forms), as the op's CUDA kernel
+would, without the dispatcher's cost; under torch.compile, fake tensors or any mode, the op.
 
 Each op has three kernels. CUDA: fastlaunch._C (fast_launch for grouped_gemm, _C.grouped_mm_masked for the masked
 op), whose C checks raise the errors. CPU: the fp32 reference of fastlaunch.reference (dequantise, fp32 matmul,
@@ -35,6 +36,10 @@ import torch
 
 from . import _C
 from . import reference as _R
+
+# the public wrappers' eager entries (_wrapper_call); None in a build of the extension without them
+_MASKED_EAGER = getattr(_C, "grouped_mm_masked_eager", None)
+_CONTIGUOUS_EAGER = getattr(_C, "grouped_mm_contiguous_eager", None)
 
 __all__ = ["grouped_gemm", "grouped_mm_masked"]
 
@@ -322,15 +327,15 @@ def _cuda_call(name, check_meta, a, sfa, b, sfb, sizes, out, alpha) -> None:
     kernel(a, sfa, b, sfb, sizes, out, alpha)
 
 
-def _wrapper_call(name, op, a, sfa, b, sfb, sizes, out, alpha) -> None:
-    """What a wrapper runs: on plain CUDA tensors with int32 sizes (_eager), fastlaunch._C.<name> itself, the call
-    the op's CUDA kernel makes; otherwise the op."""
-    kernel = getattr(_C, name, None)
-    tensors = tuple(t for t in (a, sfa, b, sfb, sizes, out, alpha) if t is not None)
-    if kernel is not None and sizes.dtype == torch.int32 and _eager(tensors):
-        kernel(a, sfa, b, sfb, sizes, out, alpha)
-    else:
-        op(a, sfa, b, sfb, sizes, out, alpha)
+def _wrapper_call(eager, op, a, sfa, b, sfb, sizes, out, alpha) -> None:
+    """What a wrapper runs: outside torch.compile's tracing, `eager` (fastlaunch._C.<name>_eager, or None in a build
+    without it), which makes the call the op's CUDA kernel makes where every tensor is a plain CUDA tensor needing no
+    gradient, the sizes int32 and no torch mode active, and else returns NotImplemented (those checks made in C, not
+    here, are most of what an eager call costs beyond the extension's); otherwise, or then, the op."""
+    if eager is not None and not torch.compiler.is_compiling():
+        if eager(a, sfa, b, sfb, sizes, out, alpha) is not NotImplemented:
+            return
+    op(a, sfa, b, sfb, sizes, out, alpha)
 
 
 @_grouped_mm_masked_op.register_kernel("cuda")
@@ -387,7 +392,7 @@ def grouped_mm_masked(a: torch.Tensor, sfa: torch.Tensor | None, b: torch.Tensor
     if out is None and (a.dim() != 3 or b.dim() != 3):
         _check_masked_meta(a, sfa, b, sfb, masked_m, a, _COUNT_DTYPES)  # raises the shape error
     out = _out_for(out, out_dtype, lambda: (a.shape[0], a.shape[1], b.shape[1]), a.device)
-    _wrapper_call("grouped_mm_masked", torch.ops.fastlaunch.grouped_mm_masked, a, sfa, b, sfb, masked_m, out, alpha)
+    _wrapper_call(_MASKED_EAGER, torch.ops.fastlaunch.grouped_mm_masked, a, sfa, b, sfb, masked_m, out, alpha)
     return out
 
 
@@ -483,6 +488,5 @@ def grouped_mm_contiguous(a: torch.Tensor, sfa: torch.Tensor | None, b: torch.Te
     if out is None and (a.dim() != 2 or b.dim() != 3):
         _check_contiguous_meta(a, sfa, b, sfb, offs, a, _COUNT_DTYPES)  # raises the shape error
     out = _out_for(out, out_dtype, lambda: (a.shape[0], b.shape[1]), a.device)
-    _wrapper_call("grouped_mm_contiguous", torch.ops.fastlaunch.grouped_mm_contiguous, a, sfa, b, sfb, offs, out,
-                  alpha)
+    _wrapper_call(_CONTIGUOUS_EAGER, torch.ops.fastlaunch.grouped_mm_contiguous, a, sfa, b, sfb, offs, out, alpha)
     return out

@@ -486,6 +486,21 @@ def test_wrappers_take_the_op_unless_plain_cuda_tensors():
         assert not ops._eager([torch.zeros(2)])
 
 
+def test_eager_entries_decline_what_is_not_a_plain_cuda_call():
+    # fastlaunch._C.<name>_eager launches only for plain CUDA tensors (checked in C); anything else, CPU tensors, a
+    # missing tensor, a subclass, returns NotImplemented (the wrapper then takes the op), never raises or crashes
+    a, sfa, b, sfb, mm, out = R.generate_masked_input(2, 8, 16, 64, 3, fresh_seed(), device="cpu")
+    for eager in (fastlaunch._C.grouped_mm_masked_eager, fastlaunch._C.grouped_mm_contiguous_eager):
+        assert eager(a, sfa, b, sfb, mm, out, None) is NotImplemented
+        assert eager(a, sfa, b, sfb, None, out, None) is NotImplemented
+        assert eager([a], sfa, b, sfb, mm, out, None) is NotImplemented
+        assert eager(torch.nn.Parameter(torch.zeros(2, 8, 64)), None, b, sfb, mm, out, None) is NotImplemented
+        with pytest.raises(TypeError, match=r"takes 7 arguments \(a, sfa, b, sfb, sizes, out, alpha\), got 6$"):
+            eager(a, sfa, b, sfb, mm, out)
+    assert ops._MASKED_EAGER is fastlaunch._C.grouped_mm_masked_eager
+    assert ops._CONTIGUOUS_EAGER is fastlaunch._C.grouped_mm_contiguous_eager
+
+
 def test_grouped_mm_weight_only_cpu_bf16_activations():
     # bf16 a, as the CUDA kernel computes with it: rounded to fp16 first (exact within fp16's normal range), so the
     # output is the reference of a's values; a value past 65504 becomes inf and its row's outputs inf or NaN

@@ -228,3 +228,44 @@ def test_eager_wrapper_calls_skip_the_dispatcher():
     torch.cuda.synchronize()
     assert not [e.name for e in prof.events() if e.name.startswith("fastlaunch::")]
     assert torch.equal(out.nan_to_num(7.0), via_op.nan_to_num(7.0)), f"seed {seed}"
+
+
+def test_eager_entries_launch_only_plain_cuda_calls():
+    # fastlaunch._C.grouped_mm_masked_eager launches (returns out) for plain CUDA tensors with int32 counts, and
+    # declines (NotImplemented, nothing written) under a torch function mode, with a tensor needing a gradient or
+    # with int64 counts; the public wrapper is right in every case (the op takes the declined ones)
+    seed = fresh_seed()
+    a, sfa, b, sfb, mm, out = R.generate_masked_input(4, 40, 256, 512, [40, 0, 7, 33], seed, device="cuda")
+    ref = R.ref_masked(a, sfa, b, sfb, mm)
+    alpha = torch.ones(4, device="cuda")
+    before = out.clone()
+    assert fastlaunch._C.grouped_mm_masked_eager(a, sfa, b, sfb, mm, out, None) is out
+    torch.cuda.synchronize()
+    ok, msg = R.check_masked(out, ref, mm, before)
+    assert ok, f"seed {seed}: {msg}"
+
+    class Mode(torch.overrides.TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    for name, args, mode in (("function mode", (a, sfa, b, sfb, mm), Mode()),
+                             ("int64 counts", (a, sfa, b, sfb, mm.long()), None),
+                             ("alpha needs grad", (a, sfa, b, sfb, mm), None)):
+        fresh = torch.full_like(out, float("nan"))
+        al = alpha.clone().requires_grad_(True) if name == "alpha needs grad" else None
+        if mode is not None:
+            with mode:
+                got = fastlaunch._C.grouped_mm_masked_eager(*args, fresh, al)
+        else:
+            got = fastlaunch._C.grouped_mm_masked_eager(*args, fresh, al)
+        torch.cuda.synchronize()
+        assert got is NotImplemented and fresh.isnan().all(), name
+        if name != "alpha needs grad":  # (the op has no autograd formula: a grad-requiring alpha is refused there)
+            if mode is not None:
+                with mode:
+                    fastlaunch.grouped_mm_masked(*args, fresh)
+            else:
+                fastlaunch.grouped_mm_masked(*args, fresh)
+            torch.cuda.synchronize()
+            ok, msg = R.check_masked(fresh, ref, mm, torch.full_like(out, float("nan")))
+            assert ok, f"{name}, seed {seed}: {msg}"
