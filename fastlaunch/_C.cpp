@@ -1047,37 +1047,55 @@ PyObject* plan_m(PyObject*, PyObject* arg) {
   return PyLong_FromLongLong((long long)fl::sm90::plan_m(m));
 }
 
-// plan_memo_ns(launches, sm_count, reps) -> (ns per launch, misses): the launcher's way to its plans (a memo of
-// 32, kernels/sm90/plan/plan_memo.h) timed on this CPU over `reps` passes through `launches` ([[(m, n, k), ...],
-// ...], each valid, at most 256 groups), one fresh memo; misses: the launches it planned.
-PyObject* plan_memo_ns(PyObject*, PyObject* args) {
+// A launcher memo timed on this CPU over `reps` passes through `launches` ([[(m, n, k), ...], ...], each valid, at
+// most 256 groups), one fresh memo: (ns per launch, misses). get(memo, launch) looks one launch up and returns a
+// number read from the result (so the lookups are not optimised away).
+template <class Memo, class Get>
+PyObject* memo_ns(PyObject* args, const char* name, Get get) {
   PyObject* launches;
   int sm_count = 0, reps = 0;
-  if (!PyArg_ParseTuple(args, "Oii:plan_memo_ns", &launches, &sm_count, &reps)) return nullptr;
+  if (!PyArg_ParseTuple(args, "Oii", &launches, &sm_count, &reps)) return nullptr;
   PyObject* const* items = nullptr;
   Py_ssize_t count = 0;
   if (!as_seq(launches, &items, &count) || count < 1 || reps < 1 || sm_count < 1)
-    return raise(PyExc_ValueError, "plan_memo_ns: need a non-empty list of launches, sm_count >= 1 and reps >= 1");
+    return raise(PyExc_ValueError, "%s: need a non-empty list of launches, sm_count >= 1 and reps >= 1", name);
   try {
     std::vector<PlanArgs> all((size_t)count);
     for (Py_ssize_t i = 0; i < count; ++i) {
       PyObject* one = Py_BuildValue("(Oi)", items[i], sm_count);
       if (!one) return nullptr;
-      const bool ok = plan_args(one, "Oi|iiiiii:plan_memo_ns", all[(size_t)i]);
+      const bool ok = plan_args(one, "Oi|iiiiii:memo_ns", all[(size_t)i]);
       Py_DECREF(one);
       if (!ok) return nullptr;
     }
-    auto memo = std::make_unique<fl::sm90::PlanMemo<fl::sm90::kPlanMemoEntries>>();
-    int64_t ctas = 0;  // read, so the lookups are not optimised away
+    auto memo = std::make_unique<Memo>();
+    int64_t read = 0;
     const auto t0 = std::chrono::steady_clock::now();
     for (int r = 0; r < reps; ++r)
-      for (const PlanArgs& a : all) ctas += memo->get(a.m, a.n, a.k, a.groups, a.sm_count, a.force).ctas;
+      for (const PlanArgs& a : all) read += get(*memo, a);
     const auto t1 = std::chrono::steady_clock::now();
     const double ns = std::chrono::duration<double, std::nano>(t1 - t0).count() / ((double)reps * (double)count);
-    return Py_BuildValue("(dL)", ctas > 0 ? ns : -1.0, (long long)memo->misses());
+    return Py_BuildValue("(dL)", read > 0 ? ns : -1.0, (long long)memo->misses());
   } catch (const std::exception& e) {
     return err_cpp(e.what());
   }
+}
+
+// plan_memo_ns(launches, sm_count, reps) -> (ns per launch, misses): the launcher's way to its plans (a memo of
+// 32, kernels/sm90/plan/plan_memo.h); misses: the launches it planned.
+PyObject* plan_memo_ns(PyObject*, PyObject* args) {
+  return memo_ns<fl::sm90::PlanMemo<fl::sm90::kPlanMemoEntries>>(args, "plan_memo_ns", [](auto& memo, const PlanArgs& a) {
+    return (int64_t)memo.get(a.m, a.n, a.k, a.groups, a.sm_count, a.force).ctas;
+  });
+}
+
+// skinny_memo_ns(launches, sm_count, reps) -> (ns per launch, misses): the launcher's way to its skinny runs (a memo
+// of 8, kernels/sm90/plan/plan_memo.h, the planner's own split and lanes); misses: the launches it estimated.
+PyObject* skinny_memo_ns(PyObject*, PyObject* args) {
+  return memo_ns<fl::sm90::SkinnyMemo<fl::sm90::kSkinnyMemoEntries>>(args, "skinny_memo_ns",
+                                                                   [](auto& memo, const PlanArgs& a) {
+    return (int64_t)memo.get(a.m, a.n, a.k, a.groups, a.sm_count, 0, 0).count + 1;
+  });
 }
 
 // grouped_mm_contiguous(a, sfa, b, sfb, offs, out[, alpha]) -> out: the contiguous layout (kernels/launcher.h
@@ -1230,6 +1248,9 @@ PyMethodDef kMethods[] = {
     {"plan_memo_ns", plan_memo_ns, METH_VARARGS,
      "plan_memo_ns(launches, sm_count, reps) -> (ns, misses)\n\nThe launcher's memo of plans timed on this CPU: ns per "
      "launch over reps passes through launches ([[(m, n, k), ...], ...]), and how many it planned."},
+    {"skinny_memo_ns", skinny_memo_ns, METH_VARARGS,
+     "skinny_memo_ns(launches, sm_count, reps) -> (ns, misses)\n\nThe launcher's memo of skinny runs timed on this "
+     "CPU: ns per launch over reps passes through launches ([[(m, n, k), ...], ...]), and how many it estimated."},
     {"cuts", cuts, METH_VARARGS,
      "cuts(sizes, sm_count, share=0, cap=0, parts=0, half=0, narrow=0, mid=0) -> tuple[int, ...]\n\nThe rows at which the sm90 "
      "launcher cuts each group of sizes [(m, n, k), ...] into two launch groups (its head rows, then the rest; "

@@ -408,20 +408,18 @@ int try_skinny(const DeviceState& dev, const int64_t* buf, int G, const sm90::Pl
                cudaStream_t stream, bool* taken, Error& err) {
   *taken = false;
   if (dev.sm90.skinny == 2 || dev.sm90.only != 0) return FL_OK;
-  sm90::SkinnyPlan runs[sm90::kMaxSkinnyRuns];
-  double est = 0;
-  const int count =
-      sm90::skinny_runs(buf + 5 * G, buf + 6 * G, buf + 7 * G, G, dev.sm_count, runs, &est, dev.sm90.skinny_split,
-                        dev.sm90.skinny_lanes);
-  if (count == 0) return FL_OK;
+  thread_local sm90::SkinnyMemo<sm90::kSkinnyMemoEntries> memo;  // (kernels/sm90/plan/plan_memo.h)
+  const sm90::SkinnyRuns& sk = memo.get(buf + 5 * G, buf + 6 * G, buf + 7 * G, G, dev.sm_count, dev.sm90.skinny_split,
+                                        dev.sm90.skinny_lanes);
+  if (sk.count == 0) return FL_OK;
   if (dev.sm90.skinny != 1) {
     const sm90::LaunchPlan& wgmma = launch_plan(buf + 5 * G, buf + 6 * G, buf + 7 * G, G, dev.sm_count, force);
-    if (!sm90::skinny_wins(est, wgmma.est_ns)) return FL_OK;
+    if (!sm90::skinny_wins(sk.est_ns, wgmma.est_ns)) return FL_OK;
   }
   *taken = true;
-  for (int r = 0; r < count; ++r) {
+  for (int r = 0; r < sk.count; ++r) {
     const int g0 = r * sm90::kGroupsSmall, gc = sm90::skinny_run_groups(G, r);
-    if (int rc = launch_skinny(dev, buf, G, g0, gc, runs[r], masked, stream, err)) return rc;
+    if (int rc = launch_skinny(dev, buf, G, g0, gc, sk.runs[r], masked, stream, err)) return rc;
   }
   return FL_OK;
 }

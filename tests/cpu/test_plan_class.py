@@ -92,3 +92,17 @@ def test_the_launchers_memo_plans_a_decode_step_once():
     assert C.plan_memo_ns(rotating[:15], SMS, 5)[1] == 15
     with pytest.raises(ValueError, match="plan_memo_ns: need a non-empty list"):
         C.plan_memo_ns([], SMS, 1)
+
+
+def test_the_launchers_skinny_memo_estimates_a_masked_step_once():
+    # a masked decode step asks the launcher the same skinny question every call (every expert at max_m rows):
+    # estimated once, then found (the memo keys on exact rows: the skinny estimate reads every row)
+    for G in (8, 64):
+        step = [[(8, 2048, 7168)] * G]
+        ns, misses = C.skinny_memo_ns(step, SMS, 50)
+        assert misses == 1 and ns > 0
+        shapes = [[(m, 2048, 7168)] * G for m in range(1, 10)]  # 9 in turn: more than the memo's 8 entries
+        assert C.skinny_memo_ns(shapes, SMS, 2)[1] == 18
+        assert C.skinny_memo_ns(shapes[:8], SMS, 3)[1] == 8
+    with pytest.raises(ValueError, match="skinny_memo_ns: need a non-empty list"):
+        C.skinny_memo_ns([], SMS, 1)
