@@ -199,10 +199,11 @@ int64_t chunk_bytes(int64_t rows, int64_t kmax, int groups, int sm_count, const 
 }
 
 // The masked form's device-side inputs of a call: each group's rows (masked_m), its scale (alpha, or null) and C's
-// dtype; null for the task form. a_fp16: A is the caller's fp16 (weight-only), each group's max_m rows after the
-// last's, which the conversion permutes into the GEMM's K order (not scaled: the epilogue unscales by 2^14). offs
-// (the contiguous layout, else null): every group planned at all the rows of one A and one C, its own from offs on
-// the device (MaskedParams::offs); one launch, whose conversion takes A's rows once.
+// dtype; null for the task form. a_fp16: A is the caller's fp16 or bf16 (weight-only; a_bf16: bf16), each group's
+// max_m rows after the last's, which the conversion permutes into the GEMM's K order (bf16 rounded to fp16; not
+// scaled: the epilogue unscales by 2^14). offs (the contiguous layout, else null): every group planned at all the
+// rows of one A and one C, its own from offs on the device (MaskedParams::offs), in one chunk of at most
+// kGroupsPerLaunch groups whose conversion takes A's rows (fp16, bf16 or NVFP4) once.
 struct MaskedCall {
   const int32_t* m;
   const float* alpha;
