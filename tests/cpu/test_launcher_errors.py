@@ -95,3 +95,35 @@ def test_setup_device_reports_the_kept_set_up_failure():
     assert first.startswith("could not set up cuda:63: ") and " failed: " in first, first
     assert second == first + " (the set-up failed on an earlier call and is not tried again)"
     assert bad == "setup_device: no device -1"
+
+
+class MaskedArgs(ctypes.Structure):  # fl_masked_args (kernels/launcher.h)
+    _fields_ = [("a", ctypes.c_void_p), ("sfa", ctypes.c_void_p), ("b", ctypes.c_void_p), ("sfb", ctypes.c_void_p),
+                ("masked_m", ctypes.c_void_p), ("out", ctypes.c_void_p), ("groups", ctypes.c_int64),
+                ("max_m", ctypes.c_int64), ("n", ctypes.c_int64), ("k", ctypes.c_int64), ("alpha", ctypes.c_void_p),
+                ("out_dtype", ctypes.c_int32), ("a_dtype", ctypes.c_int32), ("offs", ctypes.c_void_p)]
+
+
+def test_launch_masked_checks_its_forms_before_any_cuda_call():
+    # fl_launch_masked's checks of the form (a_dtype, sfa, masked_m or offs) come before any device is touched, so
+    # they answer here; a plausible non-null address stands for each device pointer (none is dereferenced)
+    lib = ctypes.CDLL(fastlaunch._C.__file__)
+    lib.fl_launch_masked.restype = ctypes.c_int
+    p = 1 << 20
+
+    def call(**fields):
+        base = dict(a=p, sfa=p, b=p, sfb=p, masked_m=p, out=p, groups=2, max_m=8, n=64, k=128, alpha=None,
+                    out_dtype=0, a_dtype=0, offs=None)
+        base.update(fields)
+        err = ctypes.create_string_buffer(512)
+        rc = lib.fl_launch_masked(ctypes.byref(MaskedArgs(**base)), None, 63, None, err, len(err))
+        return rc, err.value.decode()
+
+    assert call(a_dtype=3) == (1, "masked form: a_dtype must be FL_A_NVFP4 (0), FL_A_FP16 (1) or FL_A_BF16 (2), got 3")
+    for a_dtype in (1, 2):  # fp16 and bf16 a: weight-only, no scales
+        assert call(a_dtype=a_dtype) == (1, "masked form: sfa must be null where a is fp16 or bf16 (weight-only: a "
+                                            "is taken as it is)")
+    assert call(sfa=None) == (1, "masked form: NVFP4 a needs its scales sfa")
+    assert call(offs=p) == (1, "contiguous layout: masked_m must be null where offs is given")
+    assert call(masked_m=None) == (1, "masked form: masked_m (or, for the contiguous layout, offs) must be given")
+    assert call(out_dtype=2)[1].startswith("masked form: out_dtype must be FL_OUT_FP16 (0) or FL_OUT_BF16 (1), got 2")
