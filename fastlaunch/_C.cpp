@@ -1165,15 +1165,21 @@ PyObject* grouped_mm_contiguous(PyObject*, PyObject* const* args, Py_ssize_t nar
 // may skip the torch op: no torch dispatch or function mode active, every tensor an exact torch.Tensor on a CUDA
 // device needing no gradient (sfa and alpha may be None), the sizes int32 (the op converts int64 ones). Anything else
 // takes the op, whose checks word the errors.
+bool no_torch_mode() {
+  return c10::impl::TorchDispatchModeTLS::stack_len() == 0 && !at::impl::torch_function_mode_enabled();
+}
+
+// An exact torch.Tensor on a CUDA device that needs no gradient.
+bool plain_cuda(PyObject* o) {
+  if (reinterpret_cast<PyObject*>(Py_TYPE(o)) != THPVariableClass) return false;
+  const at::Tensor& t = THPVariable_Unpack(o);
+  return t.is_cuda() && !t.requires_grad();
+}
+
 bool eager_args(PyObject* const* args) {
-  if (c10::impl::TorchDispatchModeTLS::stack_len() > 0 || at::impl::torch_function_mode_enabled()) return false;
-  for (int i = 0; i < 7; ++i) {
-    PyObject* o = args[i];
-    if (o == Py_None && (i == 1 || i == 6)) continue;
-    if (reinterpret_cast<PyObject*>(Py_TYPE(o)) != THPVariableClass) return false;
-    const at::Tensor& t = THPVariable_Unpack(o);
-    if (!t.is_cuda() || t.requires_grad()) return false;
-  }
+  if (!no_torch_mode()) return false;
+  for (int i = 0; i < 7; ++i)
+    if (!(args[i] == Py_None && (i == 1 || i == 6)) && !plain_cuda(args[i])) return false;
   return THPVariable_Unpack(args[4]).scalar_type() == c10::ScalarType::Int;
 }
 
@@ -1183,6 +1189,64 @@ PyObject* eager_entry(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
     return raise(PyExc_TypeError, "takes 7 arguments (a, sfa, b, sfb, sizes, out, alpha), got %zd", nargs);
   if (!eager_args(args)) Py_RETURN_NOTIMPLEMENTED;
   return CALL(self, args, nargs);
+}
+
+// grouped_gemm_eager(a, sfa, b, sfb, c) -> list or NotImplemented: the task layout's wrapper
+// (fastlaunch.grouped_gemm) eagerly: where no torch mode is active and the five lists (or tuples) are G >= 1
+// plain CUDA tensors each, a[g] at least 1-D and b[g] at least 2-D, fast_launch on (abc, sf, sf_reordered, sizes)
+// built from them (M = a[g]'s rows, N = b[g]'s rows, K = twice b[g]'s row bytes), which checks the rest and
+// raises its errors; anything else NotImplemented (the wrapper takes the op, whose checks word the errors).
+PyObject* grouped_gemm_eager(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+  if (FL_UNLIKELY(nargs != 5)) return raise(PyExc_TypeError, "grouped_gemm_eager takes 5 arguments, got %zd", nargs);
+  if (!no_torch_mode()) Py_RETURN_NOTIMPLEMENTED;
+  PyObject* const* lists[5];
+  Py_ssize_t G = -1;
+  for (int f = 0; f < 5; ++f) {
+    Py_ssize_t n = 0;
+    if (!as_seq(args[f], &lists[f], &n) || n < 1 || (G >= 0 && n != G)) Py_RETURN_NOTIMPLEMENTED;
+    G = n;
+    for (Py_ssize_t g = 0; g < n; ++g)
+      if (!plain_cuda(lists[f][g])) Py_RETURN_NOTIMPLEMENTED;
+  }
+  PyObject* const* a = lists[0];
+  PyObject* const* sfa = lists[1];
+  PyObject* const* b = lists[2];
+  PyObject* const* sfb = lists[3];
+  PyObject* const* c = lists[4];
+  for (Py_ssize_t g = 0; g < G; ++g)
+    if (THPVariable_Unpack(a[g]).dim() < 1 || THPVariable_Unpack(b[g]).dim() < 2) Py_RETURN_NOTIMPLEMENTED;
+  PyObject* abc = PyList_New(G);
+  PyObject* pairs = PyList_New(G);
+  PyObject* sizes = PyList_New(G);
+  PyObject* data = nullptr;
+  PyObject* out = nullptr;
+  if (abc && pairs && sizes) {
+    bool ok = true;
+    for (Py_ssize_t g = 0; ok && g < G; ++g) {
+      const at::Tensor& bt = THPVariable_Unpack(b[g]);
+      PyObject* t3 = PyTuple_Pack(3, a[g], b[g], c[g]);
+      PyObject* t2 = PyTuple_Pack(2, sfa[g], sfb[g]);
+      PyObject* mnk = Py_BuildValue("(LLLi)", (long long)THPVariable_Unpack(a[g]).size(0), (long long)bt.size(0),
+                                    (long long)(2 * bt.size(1)), 1);
+      ok = t3 && t2 && mnk;
+      if (ok) {
+        PyList_SET_ITEM(abc, g, t3);
+        PyList_SET_ITEM(pairs, g, t2);
+        PyList_SET_ITEM(sizes, g, mnk);
+      } else {
+        Py_XDECREF(t3);
+        Py_XDECREF(t2);
+        Py_XDECREF(mnk);
+      }
+    }
+    if (ok) data = PyTuple_Pack(4, abc, pairs, pairs, sizes);
+    if (data) out = fast_launch(self, data);
+  }
+  Py_XDECREF(abc);
+  Py_XDECREF(pairs);
+  Py_XDECREF(sizes);
+  Py_XDECREF(data);
+  return out;
 }
 
 PyMethodDef kMethods[] = {
@@ -1209,6 +1273,11 @@ PyMethodDef kMethods[] = {
      "grouped_mm_masked_eager(a, sfa, b, sfb, masked_m, out, alpha) -> out or NotImplemented\n\nThe public "
      "wrapper's eager call: grouped_mm_masked where no torch dispatch or function mode is active, every tensor is a "
      "plain CUDA torch.Tensor needing no gradient and masked_m is int32; else NotImplemented, launching nothing."},
+    {"grouped_gemm_eager", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(grouped_gemm_eager)),
+     METH_FASTCALL,
+     "grouped_gemm_eager(a, sfa, b, sfb, c) -> list or NotImplemented\n\nThe task layout's wrapper eagerly: "
+     "fast_launch on the five lists where no torch mode is active and every entry is a plain CUDA tensor needing no "
+     "gradient; else NotImplemented, launching nothing."},
     {"grouped_mm_contiguous_eager",
      reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(eager_entry<grouped_mm_contiguous>)),
      METH_FASTCALL,

@@ -14,9 +14,9 @@
 One argument convention for every op: (a, sfa, b, sfb, <sizes>, out), each operand followed by its scales, then the
 sizes that live on the device (masked_m; the task layout has none: its lists give every size), then the output.
 The wrappers take out as optional (allocated when absent, which the ops' schemas cannot express for a mutated
-argument) and return it. An eager call of a wrapper on plain CUDA tensors calls the extension itself (_eager for the
-task layout; the _C.<name>_eager entries, which check the same in C, for the serving forms), as the op's CUDA kernel
-would, without the dispatcher's cost; under torch.compile, fake tensors or any mode, the op.
+argument) and return it. An eager call of a wrapper on plain CUDA tensors calls the extension itself (through the
+_C.<name>_eager entries, which check that in C), as the op's CUDA kernel would, without the dispatcher's cost;
+under torch.compile, fake tensors or any mode, the op.
 
 Each op has three kernels. CUDA: fastlaunch._C (fast_launch for grouped_gemm, _C.grouped_mm_masked for the masked
 op), whose C checks raise the errors. CPU: the fp32 reference of fastlaunch.reference (dequantise, fp32 matmul,
@@ -37,7 +37,10 @@ import torch
 from . import _C
 from . import reference as _R
 
-# the public wrappers' eager entries (_wrapper_call); None in a build of the extension without them
+# The public wrappers' eager entries: the extension's call where every tensor is a plain CUDA tensor needing no
+# gradient and no torch mode (fake tensors, functionalisation, ...) is active, checked in C; else NotImplemented,
+# and the wrapper takes the op (~15 us of host time more a call). None in a build of the extension without them.
+_GEMM_EAGER = getattr(_C, "grouped_gemm_eager", None)
 _MASKED_EAGER = getattr(_C, "grouped_mm_masked_eager", None)
 _CONTIGUOUS_EAGER = getattr(_C, "grouped_mm_contiguous_eager", None)
 
@@ -165,15 +168,6 @@ def _grouped_gemm_op(a: list[torch.Tensor], sfa: list[torch.Tensor], b: list[tor
         cg[:, :, 0] = prod.to(cg.dtype)
 
 
-def _eager(tensors) -> bool:
-    """Whether a wrapper's call may go straight to the extension, past the torch dispatcher (~15 us of host time a
-    call): plain CUDA tensors needing no gradient, outside torch.compile's tracing and any dispatch or function
-    mode (fake tensors, functionalisation, ...), where the op would do exactly the extension's call."""
-    return (not torch.compiler.is_compiling() and torch._C._len_torch_dispatch_stack() == 0
-            and not torch._C._is_torch_function_mode_enabled()
-            and all(type(t) is torch.Tensor and t.is_cuda and not t.requires_grad for t in tensors))
-
-
 @_grouped_gemm_op.register_kernel("cuda")
 def _grouped_gemm_cuda(a, sfa, b, sfb, c) -> None:
     _C.fast_launch(_task_data(a, sfa, b, sfb, c))
@@ -207,9 +201,7 @@ def grouped_gemm(a: Sequence[torch.Tensor], sfa: Sequence[torch.Tensor], b: Sequ
              y.dim() >= 1 else torch.empty(0, dtype=torch.float16, device=x.device) for x, y in zip(a, b)]
     else:
         c = list(c)
-    if _eager([*a, *sfa, *b, *sfb, *c]):
-        _grouped_gemm_cuda(a, sfa, b, sfb, c)
-    else:
+    if _GEMM_EAGER is None or torch.compiler.is_compiling() or _GEMM_EAGER(a, sfa, b, sfb, c) is NotImplemented:
         torch.ops.fastlaunch.grouped_gemm(a, sfa, b, sfb, c)
     return c
 

@@ -479,11 +479,16 @@ def test_wrappers_take_the_op_unless_plain_cuda_tensors():
     # tensors, fake tensors) they keep to the op, whose CPU kernel is the reference
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    from fastlaunch import ops
-    x = torch.zeros(2)
-    assert not ops._eager([x])
+    x = torch.zeros(2, 64, 1)
+    assert _C.grouped_gemm_eager([x], [x], [x], [x], [x]) is NotImplemented
     with FakeTensorMode():
-        assert not ops._eager([torch.zeros(2)])
+        y = torch.zeros(2, 64, 1)
+        assert _C.grouped_gemm_eager([y], [y], [y], [y], [y]) is NotImplemented
+    assert _C.grouped_gemm_eager([x], [x], [x, x], [x], [x]) is NotImplemented  # lengths differ: the op's message
+    assert _C.grouped_gemm_eager([], [], [], [], []) is NotImplemented
+    with pytest.raises(TypeError, match=r"^grouped_gemm_eager takes 5 arguments, got 4$"):
+        _C.grouped_gemm_eager([x], [x], [x], [x])
+    assert ops._GEMM_EAGER is _C.grouped_gemm_eager
 
 
 def test_eager_entries_decline_what_is_not_a_plain_cuda_call():

@@ -269,3 +269,22 @@ def test_eager_entries_launch_only_plain_cuda_calls():
             torch.cuda.synchronize()
             ok, msg = R.check_masked(fresh, ref, mm, torch.full_like(out, float("nan")))
             assert ok, f"{name}, seed {seed}: {msg}"
+
+
+def test_task_wrapper_eager_skips_the_dispatcher():
+    # fastlaunch.grouped_gemm eagerly on plain CUDA tensors: fastlaunch._C.grouped_gemm_eager, no fastlaunch:: op in
+    # the profile, every c right; lists of different lengths decline to the op, which names the field
+    seed = fresh_seed()
+    data = R.generate_input([96, 40, 1], [128, 200, 72], [256, 512, 64], 3, seed, device="cuda")
+    ref = R.ref_kernel(R.clone_outputs(data))
+    R.poison(data)
+    a, sfa, b, sfb, c = S.task_args(data)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        got = fastlaunch.grouped_gemm(a, sfa, b, sfb, c)
+    torch.cuda.synchronize()
+    assert not [e.name for e in prof.events() if e.name.startswith("fastlaunch::")]
+    assert [x.data_ptr() for x in got] == [x.data_ptr() for x in c]
+    ok, msg = R.check(got, ref)
+    assert ok, f"seed {seed}: {msg}"
+    with pytest.raises(ValueError, match=r"b has 2 groups, expected 3 like a"):
+        fastlaunch.grouped_gemm(a, sfa, b[:2], sfb, c)
