@@ -3,6 +3,8 @@
 Cases (rows), each timed the same way; inputs are made beforehand (the host never times their generation) and
 a case with several inputs runs them in rotation, one per call:
   a fixed        the task's G=8 benchmark-1 input through fast_launch, the same data every call
+  i public task  a's input through the task layout's public wrapper, fastlaunch.grouped_gemm(a, sfa, b, sfb, c) (an
+                 eager call on CUDA tensors goes through fastlaunch._C.grouped_gemm_eager, past the dispatcher)
   b decode       fast_launch on G=8, N=2048, K=7168 with 1-8 rows per group drawn anew for every input (64 inputs,
                  sharing one weight set, as one layer's experts do)
   b prefill      the same with 1-512 rows per group
@@ -150,6 +152,16 @@ def fixed_case(device):
     return task_case("a", f"fixed: benchmark 1, {describe(BENCH_SHAPES[0])}", "fixed G=8", [data])
 
 
+def public_task_case(fixed):
+    """a's input through fastlaunch.grouped_gemm, the lists taken from it once."""
+    data = fixed.datas[0]
+    a, b, c = ([x[i] for x in data[0]] for i in range(3))
+    sfa, sfb = [p[0] for p in data[2]], [p[1] for p in data[2]]
+    call = functools.partial(fastlaunch.grouped_gemm, a, sfa, b, sfb, c)
+    return Case("i", f"public task: {fixed.label.split(': ', 1)[1]}, fastlaunch.grouped_gemm", "task", len(a),
+                "public task G=8", [call], datas=[data], check_idx=(0,))
+
+
 def random_rows_case(name, hi, pool, device, seed):
     gen = torch.Generator(device=device).manual_seed(seed)
     rnd = random.Random(seed)
@@ -257,7 +269,7 @@ def check_case(case) -> str:
             data = case.datas[i]
             ref = R.ref_kernel(R.clone_outputs(data))
             R.poison(data)
-            fastlaunch.fast_launch(data)
+            case.calls[i]()  # (a task row's calls are its inputs' calls, in order)
             sync()
             ok, msg = R.check([c for _a, _b, c in data[0]], ref)
             if not ok:
@@ -399,6 +411,9 @@ def summary(cases) -> str:
                         c.label.split(":")[0].split()[-1]), None)) for c in cases if c.key == "g"]
     pub = [f"{c.r['host_ns']['median'] / m.r['host_ns']['median']:.2f}x ({c.short})" for c, m in public
            if m and c.r.get("host_ns") and m.r.get("host_ns")]
+    task_pub = [(c, m) for c in cases if c.key == "i" for m in cases if m.key == "a"]
+    pub += [f"{c.r['host_ns']['median'] / m.r['host_ns']['median']:.2f}x (public task wrapper over fast_launch)"
+            for c, m in task_pub if c.r.get("host_ns") and m.r.get("host_ns")]
     if pub:
         parts.append("host per call of the public entry over fastlaunch._C: " + "; ".join(pub))
     pairs = [f"{p.r['host_ns']['median'] / m.r['host_ns']['median']:.1f}x host, "
@@ -468,6 +483,11 @@ def dry_run() -> int:
         ok = groups == expected
         failures += [] if ok else [case.key]
         print(f"{case.key} {case.label}: {len(case.datas)} input(s) unpacked, G = {groups}" + ("" if ok else " WRONG"))
+    pub = public_task_case(cases[0])  # its lists: the fixed input's, which the eager entry declines on the CPU
+    ok = pub.calls[0].args[0][0] is cases[0].datas[0][0][0][0] and fastlaunch._C.grouped_gemm_eager(
+        *pub.calls[0].args) is NotImplemented
+    failures += [] if ok else [pub.key]
+    print(f"{pub.key} {pub.label}: lists of the fixed input, declined on CPU tensors" + ("" if ok else " WRONG"))
     gmm = getattr(fastlaunch._C, "grouped_mm_masked", None)
     for i, (name, g, max_m, lo, hi) in enumerate(MASKED):
         tensors, counts = serving_inputs(g, max_m, lo, hi, 1, "cpu", 500 + i)
@@ -542,7 +562,8 @@ def main(argv=None) -> int:
 
     # Timed one after another; the masked rows last, so that a fault in them leaves the other rows measured.
     gmm = getattr(fastlaunch._C, "grouped_mm_masked", None)
-    cases = [fixed_case(dev), random_rows_case("decode", 8, POOL, dev, 100),
+    fixed = fixed_case(dev)
+    cases = [fixed, public_task_case(fixed), random_rows_case("decode", 8, POOL, dev, 100),
              random_rows_case("prefill", 512, POOL, dev, 200), test_shapes_case(TEST_INPUTS, dev),
              weight_sets_case(POOL, dev)]
     masked, public, peers = [], [], []
