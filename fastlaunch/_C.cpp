@@ -945,8 +945,8 @@ PyObject* launch_masked(const fl_masked_args& margs, cudaStream_t stream, c10::D
 }
 
 // a's form from its dtype, with sfa (args[1]) agreeing: fp16 or bf16 (weight-only, sfa None: *plain) or NVFP4 bytes
-// (with sfa). False with the error set.
-bool a_form(PyObject* const* args, bool* plain) {
+// (with sfa); *a_dtype its fl_masked_args.a_dtype. False with the error set.
+bool a_form(PyObject* const* args, bool* plain, int32_t* a_dtype) {
   if (FL_UNLIKELY(!PyObject_TypeCheck(args[0], reinterpret_cast<PyTypeObject*>(THPVariableClass)))) {
     raise(PyExc_TypeError, "a must be a torch.Tensor, got %s", Py_TYPE(args[0])->tp_name);
     return false;
@@ -958,6 +958,7 @@ bool a_form(PyObject* const* args, bool* plain) {
                      a_type);
     return false;
   }
+  *a_dtype = a_dtype_of(a_type);
   if (FL_UNLIKELY(*plain != (args[1] == Py_None))) {
     if (*plain)
       raise(PyExc_TypeError, "sfa must be None where a is float16 or bfloat16 (weight-only: a's values are used as they "
@@ -977,8 +978,8 @@ PyObject* grouped_mm_masked(PyObject*, PyObject* const* args, Py_ssize_t nargs) 
   try {
     // a's dtype picks the form: fp16 or bf16 (weight-only: [G, max_m, K], sfa None) or NVFP4 bytes ([G, max_m, K//2])
     bool a_fp16 = false;
-    if (!a_form(args, &a_fp16)) return nullptr;
-    const c10::ScalarType a_type = THPVariable_Unpack(args[0]).scalar_type();
+    int32_t a_dtype = FL_A_NVFP4;
+    if (!a_form(args, &a_fp16, &a_dtype)) return nullptr;
     // G, max_m, K from a; N from b: both must be 3-D tensors first.
     int64_t ad[3], bd[3];
     const char* const a_dims = a_fp16 ? "(G, max_m, K)" : "(G, max_m, K//2)";
@@ -1019,7 +1020,7 @@ PyObject* grouped_mm_masked(PyObject*, PyObject* const* args, Py_ssize_t nargs) 
                                reinterpret_cast<const void*>(ptr[2]), reinterpret_cast<const void*>(ptr[3]),
                                reinterpret_cast<const int32_t*>(ptr[4]), reinterpret_cast<void*>(ptr[5]),
                                G, max_m, n, k, reinterpret_cast<const float*>(ptr[6]),
-                               bf16 ? FL_OUT_BF16 : FL_OUT_FP16, a_dtype_of(a_type), nullptr};
+                               bf16 ? FL_OUT_BF16 : FL_OUT_FP16, a_dtype, nullptr};
     return launch_masked(margs, stream, dev, args[5]);
   } catch (const std::exception& e) {
     return err_cpp(e.what());
@@ -1108,7 +1109,8 @@ PyObject* grouped_mm_contiguous(PyObject*, PyObject* const* args, Py_ssize_t nar
   const bool scaled = nargs == 7 && args[6] != Py_None;
   try {
     bool plain = false;  // a fp16 or bf16 (weight-only), else NVFP4 with sfa
-    if (!a_form(args, &plain)) return nullptr;
+    int32_t a_dtype = FL_A_NVFP4;
+    if (!a_form(args, &plain, &a_dtype)) return nullptr;
     int64_t ad[2], bd[3];
     const char* const a_dims = plain ? "(T, K)" : "(T, K//2)";
     if (FL_UNLIKELY(!tensor_dims(args[0], 2, ad))) return err_masked_dims("a", args[0], a_dims);
@@ -1152,8 +1154,7 @@ PyObject* grouped_mm_contiguous(PyObject*, PyObject* const* args, Py_ssize_t nar
     const fl_masked_args margs{reinterpret_cast<const void*>(ptr[0]), reinterpret_cast<const void*>(ptr[1]),
                                reinterpret_cast<const void*>(ptr[2]), reinterpret_cast<const void*>(ptr[3]),
                                nullptr, reinterpret_cast<void*>(ptr[5]), G, T, n, k,
-                               reinterpret_cast<const float*>(ptr[6]), bf16 ? FL_OUT_BF16 : FL_OUT_FP16,
-                               a_dtype_of(THPVariable_Unpack(args[0]).scalar_type()),
+                               reinterpret_cast<const float*>(ptr[6]), bf16 ? FL_OUT_BF16 : FL_OUT_FP16, a_dtype,
                                reinterpret_cast<const int32_t*>(ptr[4])};
     return launch_masked(margs, stream, dev, args[5]);
   } catch (const std::exception& e) {
@@ -1161,10 +1162,7 @@ PyObject* grouped_mm_contiguous(PyObject*, PyObject* const* args, Py_ssize_t nar
   }
 }
 
-// The wrappers' eager path (fastlaunch/ops.py _wrapper_call): whether a call of (a, sfa, b, sfb, sizes, out, alpha)
-// may skip the torch op: no torch dispatch or function mode active, every tensor an exact torch.Tensor on a CUDA
-// device needing no gradient (sfa and alpha may be None), the sizes int32 (the op converts int64 ones). Anything else
-// takes the op, whose checks word the errors.
+// No torch dispatch or function mode is active (fake tensors, functionalisation, ...).
 bool no_torch_mode() {
   return c10::impl::TorchDispatchModeTLS::stack_len() == 0 && !at::impl::torch_function_mode_enabled();
 }
@@ -1176,6 +1174,9 @@ bool plain_cuda(PyObject* o) {
   return t.is_cuda() && !t.requires_grad();
 }
 
+// The wrappers' eager path (fastlaunch/ops.py _wrapper_call): whether a call of (a, sfa, b, sfb, sizes, out, alpha)
+// may skip the torch op: no torch mode active, every tensor a plain CUDA one (sfa and alpha may be None), the sizes
+// int32 (the op converts int64 ones). Anything else takes the op, whose checks word the errors.
 bool eager_args(PyObject* const* args) {
   if (!no_torch_mode()) return false;
   for (int i = 0; i < 7; ++i)

@@ -201,8 +201,7 @@ def grouped_gemm(a: Sequence[torch.Tensor], sfa: Sequence[torch.Tensor], b: Sequ
              y.dim() >= 1 else torch.empty(0, dtype=torch.float16, device=x.device) for x, y in zip(a, b)]
     else:
         c = list(c)
-    if _GEMM_EAGER is None or torch.compiler.is_compiling() or _GEMM_EAGER(a, sfa, b, sfb, c) is NotImplemented:
-        torch.ops.fastlaunch.grouped_gemm(a, sfa, b, sfb, c)
+    _wrapper_call(_GEMM_EAGER, torch.ops.fastlaunch.grouped_gemm, a, sfa, b, sfb, c)
     return c
 
 
@@ -247,6 +246,34 @@ def _a_form(a, sfa) -> bool:
     return weight_only
 
 
+def _check_operands(a, sfa, weight_only, lead, a_names, b, sfb, G, n, k, sizes_field, sizes, count_dtypes, out,
+                    out_shape, out_names, alpha) -> None:
+    """The masked and contiguous ops' tensor checks, in argument order (a, sfa, b, sfb, the sizes, out, alpha), once
+    their sizes are known: a of leading dims `lead` (its rows last) and K inputs, fp16/bf16 (weight-only) or NVFP4
+    with sfa of the rows' scale tiles; b and sfb of G experts, N outputs (checked first: a multiple of 8); the sizes
+    int [G]; out of `out_shape`."""
+    if not 1 <= n <= _MAX_EXTENT or n % 8:
+        raise ValueError(f"b has shape {_dims(b)}, expected (G, N, K//2) with N in 1..2147483647 a multiple of 8 "
+                         f"(out's rows are stored in 16-byte chunks)")
+    dev = a.device
+    fp4, e4m3 = "float4_e2m1fn_x2 or uint8", (torch.float8_e4m3fn,)
+    if weight_only:
+        _masked_check("a", a, _ACT_DTYPES, _ACT_NAMES, (*lead, k), a_names, dev)
+    else:
+        _masked_check("a", a, _FP4_DTYPES, fp4, (*lead, k // 2), a_names, dev)
+        _masked_check("sfa", sfa, e4m3, "float8_e4m3fn", (*lead[:-1], _ceil128(lead[-1]), k // 64, 32, 4, 4),
+                      a_names, dev)
+    gnk = (("G", G), ("N", n), ("K", k))
+    _masked_check("b", b, _FP4_DTYPES, fp4, (G, n, k // 2), gnk, dev)
+    _masked_check("sfb", sfb, e4m3, "float8_e4m3fn", (G, _ceil128(n), k // 64, 32, 4, 4), gnk, dev)
+    _masked_check(sizes_field, sizes, count_dtypes, " or ".join(_name(d) for d in count_dtypes), (G,), (("G", G),),
+                  dev)
+    _masked_check("out", out, _MASKED_OUT_DTYPES, " or ".join(_name(d) for d in _MASKED_OUT_DTYPES), out_shape,
+                  out_names, dev)
+    if alpha is not None:
+        _masked_check("alpha", alpha, (torch.float32,), "float32", (G,), (("G", G),), dev)
+
+
 def _check_masked_meta(a, sfa, b, sfb, masked_m, out, count_dtypes=(torch.int32,), alpha=None) -> None:
     """The masked op's checks on metadata alone (masked_m's and alpha's values are never read), in argument order: a,
     sfa, b, sfb, masked_m, out, alpha (when given); each: dtype, shape, contiguous strides, device. G, max_m and K come
@@ -261,32 +288,12 @@ def _check_masked_meta(a, sfa, b, sfb, masked_m, out, count_dtypes=(torch.int32,
     G, max_m, ka = a.shape
     n = b.shape[1]
     k = ka if weight_only else 2 * ka
-    kb = k // 2
     if not (G >= 1 and max_m >= 1 and 64 <= k <= _MAX_K and k % 64 == 0):
         raise ValueError(f"a has shape {_dims(a)}, expected {a_dims} with G >= 1, max_m >= 1 and K a "
                          f"positive multiple of 64 up to 2147483584")
-    if not 1 <= n <= _MAX_EXTENT or n % 8:
-        raise ValueError(f"b has shape {_dims(b)}, expected (G, N, K//2) with N in 1..2147483647 a multiple of 8 "
-                         f"(out's rows are stored in 16-byte chunks)")
-    fp4 = "float4_e2m1fn_x2 or uint8"
-    e4m3 = (torch.float8_e4m3fn,)
-    dev = a.device
-    out_names = " or ".join(_name(d) for d in _MASKED_OUT_DTYPES)
-    if weight_only:
-        _masked_check("a", a, _ACT_DTYPES, _ACT_NAMES, (G, max_m, k), (("G", G), ("max_m", max_m), ("K", k)), dev)
-    else:
-        _masked_check("a", a, _FP4_DTYPES, fp4, (G, max_m, kb), (("G", G), ("max_m", max_m), ("K", k)), dev)
-        _masked_check("sfa", sfa, e4m3, "float8_e4m3fn", (G, _ceil128(max_m), k // 64, 32, 4, 4),
-                      (("G", G), ("max_m", max_m), ("K", k)), dev)
-    _masked_check("b", b, _FP4_DTYPES, fp4, (G, n, kb), (("G", G), ("N", n), ("K", k)), dev)
-    _masked_check("sfb", sfb, e4m3, "float8_e4m3fn", (G, _ceil128(n), k // 64, 32, 4, 4),
-                  (("G", G), ("N", n), ("K", k)), dev)
-    _masked_check("masked_m", masked_m, count_dtypes, " or ".join(_name(d) for d in count_dtypes), (G,),
-                  (("G", G),), dev)
-    _masked_check("out", out, _MASKED_OUT_DTYPES, out_names, (G, max_m, n), (("G", G), ("max_m", max_m), ("N", n)),
-                  dev)
-    if alpha is not None:
-        _masked_check("alpha", alpha, (torch.float32,), "float32", (G,), (("G", G),), dev)
+    _check_operands(a, sfa, weight_only, (G, max_m), (("G", G), ("max_m", max_m), ("K", k)), b, sfb, G, n, k,
+                    "masked_m", masked_m, count_dtypes, out, (G, max_m, n), (("G", G), ("max_m", max_m), ("N", n)),
+                    alpha)
 
 
 _MASKED_SCHEMA = "(Tensor a, Tensor? sfa, Tensor b, Tensor sfb, Tensor masked_m, Tensor(a!) out, Tensor? alpha=None) -> ()"
@@ -319,15 +326,13 @@ def _cuda_call(name, check_meta, a, sfa, b, sfb, sizes, out, alpha) -> None:
     kernel(a, sfa, b, sfb, sizes, out, alpha)
 
 
-def _wrapper_call(eager, op, a, sfa, b, sfb, sizes, out, alpha) -> None:
+def _wrapper_call(eager, op, *args) -> None:
     """What a wrapper runs: outside torch.compile's tracing, `eager` (fastlaunch._C.<name>_eager, or None in a build
     without it), which makes the call the op's CUDA kernel makes where every tensor is a plain CUDA tensor needing no
     gradient, the sizes int32 and no torch mode active, and else returns NotImplemented (those checks made in C, not
     here, are most of what an eager call costs beyond the extension's); otherwise, or then, the op."""
-    if eager is not None and not torch.compiler.is_compiling():
-        if eager(a, sfa, b, sfb, sizes, out, alpha) is not NotImplemented:
-            return
-    op(a, sfa, b, sfb, sizes, out, alpha)
+    if eager is None or torch.compiler.is_compiling() or eager(*args) is NotImplemented:
+        op(*args)
 
 
 @_grouped_mm_masked_op.register_kernel("cuda")
@@ -407,23 +412,8 @@ def _check_contiguous_meta(a, sfa, b, sfb, offs, out, count_dtypes=(torch.int32,
                          f"2147483584")
     if not 1 <= G <= 256:
         raise ValueError(f"b has shape {_dims(b)}, expected (G, N, K//2) with G in 1..256")
-    if not 1 <= n <= _MAX_EXTENT or n % 8:
-        raise ValueError(f"b has shape {_dims(b)}, expected (G, N, K//2) with N in 1..2147483647 a multiple of 8 "
-                         f"(out's rows are stored in 16-byte chunks)")
-    dev = a.device
-    tk, gnk = (("T", T), ("K", k)), (("G", G), ("N", n), ("K", k))
-    if weight_only:
-        _masked_check("a", a, _ACT_DTYPES, _ACT_NAMES, (T, k), tk, dev)
-    else:
-        _masked_check("a", a, _FP4_DTYPES, "float4_e2m1fn_x2 or uint8", (T, k // 2), tk, dev)
-        _masked_check("sfa", sfa, (torch.float8_e4m3fn,), "float8_e4m3fn", (_ceil128(T), k // 64, 32, 4, 4), tk, dev)
-    _masked_check("b", b, _FP4_DTYPES, "float4_e2m1fn_x2 or uint8", (G, n, k // 2), gnk, dev)
-    _masked_check("sfb", sfb, (torch.float8_e4m3fn,), "float8_e4m3fn", (G, _ceil128(n), k // 64, 32, 4, 4), gnk, dev)
-    _masked_check("offs", offs, count_dtypes, " or ".join(_name(d) for d in count_dtypes), (G,), (("G", G),), dev)
-    _masked_check("out", out, _MASKED_OUT_DTYPES, " or ".join(_name(d) for d in _MASKED_OUT_DTYPES), (T, n),
-                  (("T", T), ("N", n)), dev)
-    if alpha is not None:
-        _masked_check("alpha", alpha, (torch.float32,), "float32", (G,), (("G", G),), dev)
+    _check_operands(a, sfa, weight_only, (T,), (("T", T), ("K", k)), b, sfb, G, n, k, "offs", offs, count_dtypes,
+                    out, (T, n), (("T", T), ("N", n)), alpha)
 
 
 _CONTIGUOUS_SCHEMA = ("(Tensor a, Tensor? sfa, Tensor b, Tensor sfb, Tensor offs, Tensor(a!) out, Tensor? alpha=None)"

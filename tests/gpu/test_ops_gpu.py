@@ -2,6 +2,7 @@
 on CUDA tensors, the ops against the fp32 reference with poisoned outputs, CUDA-graph capture and replay with new
 data, and torch.compile(fullgraph=True) of a small mixture-of-experts block on CUDA. The masked op's tests need
 fastlaunch._C.grouped_mm_masked and skip where the built extension lacks it."""
+import contextlib
 import importlib.util
 import pathlib
 import random
@@ -253,18 +254,12 @@ def test_eager_entries_launch_only_plain_cuda_calls():
                              ("alpha needs grad", (a, sfa, b, sfb, mm), None)):
         fresh = torch.full_like(out, float("nan"))
         al = alpha.clone().requires_grad_(True) if name == "alpha needs grad" else None
-        if mode is not None:
-            with mode:
-                got = fastlaunch._C.grouped_mm_masked_eager(*args, fresh, al)
-        else:
+        with mode or contextlib.nullcontext():
             got = fastlaunch._C.grouped_mm_masked_eager(*args, fresh, al)
         torch.cuda.synchronize()
         assert got is NotImplemented and fresh.isnan().all(), name
         if name != "alpha needs grad":  # (the op has no autograd formula: a grad-requiring alpha is refused there)
-            if mode is not None:
-                with mode:
-                    fastlaunch.grouped_mm_masked(*args, fresh)
-            else:
+            with mode or contextlib.nullcontext():
                 fastlaunch.grouped_mm_masked(*args, fresh)
             torch.cuda.synchronize()
             ok, msg = R.check_masked(fresh, ref, mm, torch.full_like(out, float("nan")))
