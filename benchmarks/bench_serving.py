@@ -13,7 +13,8 @@ a case with several inputs runs them in rotation, one per call:
                  every call reads B from new addresses
   e masked       fastlaunch._C.grouped_mm_masked (the serving layout) with masked_m changing every call on the
                  device: 64 count vectors in device memory, rotated, never read by the host; decode G=8 (1-8
-                 tokens per expert, max_m 8), prefill G=8 (64-512, max_m 512), decode G=64 (1-8)
+                 tokens per expert, max_m 8), prefill G=8 (64-512, max_m 512), the same prefill with a random
+                 half of each vector's experts at 0 rows ("half empty"), decode G=64 (1-8)
   g public       e's decode rows through the entry a user calls, fastlaunch.grouped_mm_masked (an eager call on
                  CUDA tensors goes straight to fastlaunch._C.grouped_mm_masked, past the torch dispatcher), with
                  bf16 output and a per-expert alpha: the full serving call
@@ -79,7 +80,9 @@ GRAPH_FIXED_CALLS = 16  # calls captured into the graph of a fixed-input case
 REPS = 10              # event-timed repetitions (back-to-back, graph)
 CASE_LIMIT_S = 300     # a case takes seconds; one that takes this long is hung
 # the masked cases (and their torch peers): name, G, max_m, counts lo..hi
-MASKED = (("decode", G_SERVE, 8, 1, 8), ("prefill", G_SERVE, 512, 64, 512), ("decode", 64, 8, 1, 8))
+# (name, G, max_m, lo, hi, empty): empty, each count vector's experts at zero rows (a random half, or none)
+MASKED = (("decode", G_SERVE, 8, 1, 8, False), ("prefill", G_SERVE, 512, 64, 512, False),
+          ("prefill half empty", G_SERVE, 512, 64, 512, True), ("decode", 64, 8, 1, 8, False))
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -191,12 +194,15 @@ def weight_sets_case(sets, device, seed=400, rows=8):
                      f"{sets} weight sets G={G_SERVE}", datas, (0, sets - 1) if sets > 1 else (0,))
 
 
-def serving_inputs(g, max_m, lo, hi, pool, device, seed):
+def serving_inputs(g, max_m, lo, hi, pool, device, seed, empty=False):
     """The masked layout's tensors (reference.generate_masked_input) and `pool` count vectors int32 [g] in lo..hi
-    on the device."""
+    on the device; empty: a random half of each vector's experts at 0 (the others as without it, the same seed)."""
     a, sfa, b, sfb, _m, out = R.generate_masked_input(g, max_m, N_SERVE, K_SERVE, max_m, seed, device=device)
     gen = torch.Generator(device=device).manual_seed(seed)
     counts = torch.randint(lo, hi + 1, (pool, g), generator=gen, device=device, dtype=torch.int32)
+    if empty:
+        order = torch.rand((pool, g), generator=gen, device=device).argsort(dim=1)
+        counts = counts.scatter(1, order[:, : g // 2], 0)
     return (a, sfa, b, sfb, out), list(counts.unbind(0))
 
 
@@ -421,6 +427,12 @@ def summary(cases) -> str:
              for m, p in zip(masked, peers) if m.r.get("b2b_us") and p.r.get("b2b_us")]
     if pairs:
         parts.append("torch._grouped_mm over masked fastlaunch: " + "; ".join(pairs))
+    halves = [(h, f) for h in masked if "half empty" in h.label for f in masked
+              if f.label == h.label.replace(" half empty", "")]
+    halves = [f"{h.r['graph_us'] / f.r['graph_us']:.2f}x ({h.short.replace(' half empty', '')})" for h, f in halves
+              if h.r.get("graph_us") and f.r.get("graph_us")]
+    if halves:
+        parts.append("a masked step with half the experts empty over the full step (graph): " + "; ".join(halves))
     both = [c.r["b2b_us"] / c.r["graph_us"] for c in cases if c.r.get("b2b_us") and c.r.get("graph_us")]
     if both:
         parts.append(f"back-to-back over graph device time {min(both):.2f}-{max(both):.2f}x")
@@ -489,8 +501,8 @@ def dry_run() -> int:
     failures += [] if ok else [pub.key]
     print(f"{pub.key} {pub.label}: lists of the fixed input, declined on CPU tensors" + ("" if ok else " WRONG"))
     gmm = getattr(fastlaunch._C, "grouped_mm_masked", None)
-    for i, (name, g, max_m, lo, hi) in enumerate(MASKED):
-        tensors, counts = serving_inputs(g, max_m, lo, hi, 1, "cpu", 500 + i)
+    for i, (name, g, max_m, lo, hi, empty) in enumerate(MASKED):
+        tensors, counts = serving_inputs(g, max_m, lo, hi, 1, "cpu", 500 + i - empty, empty)
         case = masked_case(name, g, max_m, lo, hi, tensors, counts, gmm)
         if not gmm:
             print(f"e {case.label}: {case.note}")
@@ -567,8 +579,8 @@ def main(argv=None) -> int:
              random_rows_case("prefill", 512, POOL, dev, 200), test_shapes_case(TEST_INPUTS, dev),
              weight_sets_case(POOL, dev)]
     masked, public, peers = [], [], []
-    for i, (name, g, max_m, lo, hi) in enumerate(MASKED):
-        tensors, counts = serving_inputs(g, max_m, lo, hi, POOL, dev, 500 + i)
+    for i, (name, g, max_m, lo, hi, empty) in enumerate(MASKED):
+        tensors, counts = serving_inputs(g, max_m, lo, hi, POOL, dev, 500 + i - empty, empty)
         masked.append(masked_case(name, g, max_m, lo, hi, tensors, counts, gmm))
         if name == "decode":
             public.append(public_case(name, g, max_m, lo, hi, tensors, counts, gmm))

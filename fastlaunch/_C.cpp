@@ -35,6 +35,7 @@
 #include "sm90/plan/group_cuts.h"
 #include "sm90/plan/plan_memo.h"
 #include "sm90/plan/planner.h"
+#include "sm90/plan/row_schedule.h"
 #include "sm90/plan/skinny.h"
 
 #define FL_LIKELY(x) __builtin_expect(!!(x), 1)
@@ -1099,6 +1100,31 @@ PyObject* skinny_memo_ns(PyObject*, PyObject* args) {
   });
 }
 
+// row_schedule(tiles, kst, grid, wave_ok) -> (ctas, wave, shares): the masked form's schedule as its kernels make it
+// on the device (kernels/sm90/plan/row_schedule.h), every CTA's part (RowCta) as a tuple.
+PyObject* row_schedule(PyObject*, PyObject* args) {
+  long long tiles = 0;
+  int kst = 0, grid = 0, wave_ok = 0;
+  if (!PyArg_ParseTuple(args, "Liip", &tiles, &kst, &grid, &wave_ok)) return nullptr;
+  if (tiles < 0 || tiles > (1LL << 31) - 1 || kst < 0 || grid < 0 || grid > 4096)
+    return raise(PyExc_ValueError, "row_schedule: tiles in 0..2^31-1, kst >= 0, grid in 0..4096, got %lld, %d, %d",
+                 tiles, kst, grid);
+  const fl::sm90::RowSchedule s = fl::sm90::row_schedule(tiles, kst, grid, wave_ok != 0);
+  PyObject* shares = PyTuple_New(grid);
+  if (!shares) return nullptr;
+  for (int b = 0; b < grid; ++b) {
+    const fl::sm90::RowCta c = fl::sm90::row_cta(s, b);
+    PyObject* t = Py_BuildValue("(iiiiii)", c.share.first_t, c.share.first_k, c.share.count, c.share.end_k, c.stride,
+                                c.before);
+    if (!t) {
+      Py_DECREF(shares);
+      return nullptr;
+    }
+    PyTuple_SET_ITEM(shares, b, t);
+  }
+  return Py_BuildValue("(iiN)", s.ctas, s.wave, shares);
+}
+
 // grouped_mm_contiguous(a, sfa, b, sfb, offs, out[, alpha]) -> out: the contiguous layout (kernels/launcher.h
 // fl_masked_args.offs): a fp16 or bf16 [T, K] with sfa None (weight-only), or NVFP4 [T, K//2] with its scales sfa
 // [ceil(T/128), K//64, 32, 4, 4]; offs int32 [G] on the device, out [T, N] fp16 or bf16.
@@ -1318,6 +1344,13 @@ PyMethodDef kMethods[] = {
     {"plan_memo_ns", plan_memo_ns, METH_VARARGS,
      "plan_memo_ns(launches, sm_count, reps) -> (ns, misses)\n\nThe launcher's memo of plans timed on this CPU: ns per "
      "launch over reps passes through launches ([[(m, n, k), ...], ...]), and how many it planned."},
+    {"row_schedule", row_schedule, METH_VARARGS,
+     "row_schedule(tiles, kst, grid, wave_ok) -> (ctas, wave, shares)\n\nThe masked form's schedule as its kernels make "
+     "it on the device from the tiles that hold rows this call (tiles of kst K steps each, a grid of `grid` CTAs; "
+     "wave_ok: the kernel build runs wave walks): the CTAs with work, whether tiles run whole (tile t on CTA t mod "
+     "ctas) or the K steps are split evenly, and per CTA (first_tile, first_k, units, end_k, stride, before): its "
+     "share (end_k 0: its steps end at a tile's end), the wave walk's stride (0: a split run, walked backwards) and "
+     "how many CTAs below it hold steps of its first tile."},
     {"skinny_memo_ns", skinny_memo_ns, METH_VARARGS,
      "skinny_memo_ns(launches, sm_count, reps) -> (ns, misses)\n\nThe launcher's memo of skinny runs timed on this "
      "CPU: ns per launch over reps passes through launches ([[(m, n, k), ...], ...]), and how many it estimated."},

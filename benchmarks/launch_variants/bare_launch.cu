@@ -37,8 +37,8 @@ Entry entry(const char* kernel, int max_groups) {
   return {kernel, max_groups, sizeof(P), reinterpret_cast<const void*>(&empty_kernel<P>), &block};
 }
 
-// Launches of more than kGroupsSmall groups convert A on the GEMM's own block (kernels/sm90/convert_a.cuh), so those
-// conversion entries name the same types as the GEMM's.
+// Launches of more than kGroupsSmall groups convert A on the masked form's block (kernels/sm90/convert_a.cuh: the
+// task form's GEMM block and the counts), so those conversion entries name that type.
 const Entry* entries(size_t* count) {
   static const Entry all[] = {
       entry<sm90::Params<sm90::kGroupsSmall>>("gemm", sm90::kGroupsSmall),
@@ -46,9 +46,9 @@ const Entry* entries(size_t* count) {
       entry<sm90::Params<sm90::kGroupsLarge>>("gemm", sm90::kGroupsLarge),
       entry<sm90::Params<sm90::kGroupsPerLaunch>>("gemm", sm90::kGroupsPerLaunch),
       entry<sm90::ConvertParams>("conversion", sm90::kGroupsSmall),
-      entry<sm90::Params<sm90::kGroupsMid>>("conversion", sm90::kGroupsMid),
-      entry<sm90::Params<sm90::kGroupsLarge>>("conversion", sm90::kGroupsLarge),
-      entry<sm90::Params<sm90::kGroupsPerLaunch>>("conversion", sm90::kGroupsPerLaunch),
+      entry<sm90::MaskedParams<sm90::kGroupsMid>>("conversion", sm90::kGroupsMid),
+      entry<sm90::MaskedParams<sm90::kGroupsLarge>>("conversion", sm90::kGroupsLarge),
+      entry<sm90::MaskedParams<sm90::kGroupsPerLaunch>>("conversion", sm90::kGroupsPerLaunch),
   };
   *count = sizeof(all) / sizeof(all[0]);
   return all;

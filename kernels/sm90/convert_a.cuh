@@ -7,7 +7,8 @@
 // group's A is fp16 or bf16 (the weight-only forms, sfa null), its 64 values in, as fp16, not scaled. K is permuted inside
 // the step as the GEMM's B fragments expect (kernels/sm90/gemm.cuh, "K permutation"): 16-byte chunk
 // q = 2s + b (s in 0..3, b in 0..1) holds, in word c (0..3), A's K values 16c + 8b + s and +4.
-// One thread per unit; consecutive units are consecutive K steps of a row (convert_units).
+// One thread per unit; consecutive units are consecutive K steps of a row (convert_units). In the masked form a
+// row the GEMM never reads (past its group's count, rounded up to the group's tile width) is not converted.
 //
 // It also writes each group's B tensor map for the GEMM when they are not kernel parameters
 // (Params::b_maps; warp w of the grid, counted across blocks, writes group w's) and zeroes the GEMM's
@@ -90,7 +91,16 @@ __device__ __forceinline__ void permute_fp16_unit(const G& gr, int row, int kc, 
         make_uint4(k_order_word(w, q, 0), k_order_word(w, q, 1), k_order_word(w, q, 2), k_order_word(w, q, 3));
 }
 
-// The units of the launch, one per thread, grid-stride. P: Params<MAXG> or ConvertParams (the same field
+// The rows of group g the GEMM reads (every row of tiles that hold rows; kernels/sm90/plan/row_schedule.h): where
+// masked_m is given (the masked form) its count rounded up to the group's tile width, else all of them. Read
+// after begin_conversion's wait, like the GEMM's.
+__device__ __forceinline__ int read_rows(const int32_t* masked_m, int g, int width) {
+  if (!masked_m) return INT32_MAX;
+  const int m = __ldg(masked_m + g);
+  return m <= 0 ? 0 : (m + width - 1) / width * width;
+}
+
+// The units of the launch, one per thread, grid-stride. P: MaskedParams<MAXG> or ConvertParams (the same field
 // names). A thread loads its unit's 32 bytes (two 16-byte loads) and scale word and computes the unit's
 // eight chunks; consecutive lanes take consecutive units (consecutive K steps of a row), so a warp's loads
 // read up to 1 KB of a row at once. The chunks go through shared memory (chunk q of lane l at slot
@@ -114,9 +124,11 @@ __device__ __forceinline__ void convert_units(const P& p) {
       const int local = u - (g ? p.groups[g - 1].unit_end : 0);
       const int steps = gr.k / kBlockK;
       const int row = local / steps, kc = local - row * steps;
-      dst = gr.a16 + (int64_t)row * p.a16_pitch + kc * kBlockK;
-      if (gr.sfa) convert_nvfp4_unit(gr, row, kc, steps, chunks[warp][lane], lane);
-      else permute_fp16_unit(gr, row, kc, p.a_bf16 != 0, chunks[warp][lane], lane);
+      if (row < read_rows(p.masked_m, g, gr.width)) {
+        dst = gr.a16 + (int64_t)row * p.a16_pitch + kc * kBlockK;
+        if (gr.sfa) convert_nvfp4_unit(gr, row, kc, steps, chunks[warp][lane], lane);
+        else permute_fp16_unit(gr, row, kc, p.a_bf16 != 0, chunks[warp][lane], lane);
+      }
     }
     __syncwarp();
     const int q = lane % 8;
@@ -132,7 +144,7 @@ __device__ __forceinline__ void convert_units(const P& p) {
 
 // Launches of more than kGroupsSmall groups, whose B maps it writes (they are not GEMM parameters).
 template <int MAXG>
-__global__ void __launch_bounds__(kConvertThreads) convert_a(const __grid_constant__ Params<MAXG> p) {
+__global__ void __launch_bounds__(kConvertThreads) convert_a(const __grid_constant__ MaskedParams<MAXG> p) {
   static_assert(MAXG > kGroupsSmall, "up to kGroupsSmall groups: convert_a_small");
   begin_conversion(p);
   {

@@ -80,10 +80,12 @@ constexpr int kFit = (int)((kSmemLimit - kHeaderBytes - kEpiBytes) / (kAStageByt
 constexpr int kStages = kFit < kMaxStages ? kFit : kMaxStages;
 constexpr uint32_t kOffB = kOffA + kStages * kAStageBytes;
 constexpr uint32_t kOffEpi = kOffB + kStages * kBStageBytes;
-// The masked form's wave plans: each group's tile end in the tiles that hold rows this call (from masked_m, on
-// the device: group_gemm's prologue), after the epilogue buffers.
+// The masked form's schedule (kernels/sm90/plan/row_schedule.h): each group's tile end in the tiles that hold rows
+// this call (from masked_m or offs, on the device: group_gemm's prologue), and the CTA's part of the schedule made
+// of their count, after the epilogue buffers.
 constexpr uint32_t kOffRowTileEnds = kOffEpi + kEpiBytes;
-constexpr uint32_t kSmemBytes = kOffRowTileEnds + kGroupsPerLaunch * 4;
+constexpr uint32_t kOffRowSched = kOffRowTileEnds + kGroupsPerLaunch * 4;
+constexpr uint32_t kSmemBytes = kOffRowSched + sizeof(RowCta);
 
 static_assert(kStages >= 4, "pipeline depth");
 static_assert(kSmemBytes <= kSmemLimit, "shared memory");
@@ -91,6 +93,10 @@ static_assert(kSmemBytes <= kSmemLimit, "shared memory");
 __device__ __forceinline__ int32_t* row_tile_ends() {
   extern __shared__ __align__(1024) uint8_t smem[];
   return reinterpret_cast<int32_t*>(smem + kOffRowTileEnds);
+}
+__device__ __forceinline__ RowCta* row_cta_smem() {
+  extern __shared__ __align__(1024) uint8_t smem[];
+  return reinterpret_cast<RowCta*>(smem + kOffRowSched);
 }
 static_assert(kOffEpi % 1024 == 0 && kEpiWgBytes % 1024 == 0,
               "epilogue buffers in the 128-byte swizzle's alignment (TMA stores)");
@@ -248,14 +254,6 @@ __device__ __forceinline__ int call_rows(const Params<MAXG>& p, int g) {
   }
 }
 
-// The masked form skips a unit whose tile holds no row to compute: its producers load nothing for it and
-// its consumers run nothing, every warp deciding alike from the same masked_m. A split tile's parts skip
-// together, so no CTA waits for a partner's sums that were never written.
-template <int MAXG>
-__device__ __forceinline__ bool skip_unit(const Params<MAXG>& p, const Unit& w) {
-  return w.tile.m0 >= call_rows<true>(p, w.tile.g);
-}
-
 // C's pointer, rows and row length for the epilogue (store_tile reads these three), and its rounding: the masked
 // form's rows are its group's masked_m, its C fp16 or bf16 (out's dtype) scaled by the expert's alpha where given.
 struct CallC {
@@ -360,7 +358,7 @@ __device__ __forceinline__ void consumer_unit(const Params<MAXG>& p, const Smem&
     trace(tr, kTrFirstEpilogue);
     return;
   }
-  if (w.k0 > 0) add_partials<W>(p, acc, blockIdx.x, w.t, rows, cwarp, lane);
+  if (w.k0 > 0) add_partials<W, MASKED>(p, acc, blockIdx.x, w.t, rows, cwarp, lane);
   constexpr bool kTma = kTmaC<MAXG, ANY, RED, MASKED>;
   if constexpr (MASKED)
     store_tile<W, false, ANY, kTma>(sm.base + kOffEpi + cw * kEpiWgBytes, acc,
@@ -521,30 +519,40 @@ __device__ __forceinline__ void group_gemm(const Params<MAXG>& p) {
     }
     ptx::fence_mbar_init();
   }
-  // The masked form's wave plans hand out only the tiles that hold rows this call: every thread waits for the
-  // grid that wrote masked_m, group g's tiles (its planned width and B blocks, the rows it has) go to
-  // shared memory, and warp 0 sums them up into each group's tile end.
-  if constexpr (MASKED && BUILD == kBuildMain) {
-    if (p.wave_tiles) {
-      int32_t* ends = row_tile_ends();
-      ptx::griddep_wait();
-      for (int g = threadIdx.x; g < p.num_groups; g += kThreads) {
-        const Group& gr = p.groups[g];
-        ends[g] = (int32_t)(ceil_div(call_rows<true>(p, g), gr.width) * tiles_n(gr.n));
-      }
-      __syncthreads();
-      if (threadIdx.x < 32) {
-        int32_t carry = 0;
-        for (int g0 = 0; g0 < p.num_groups; g0 += 32) {
-          const int g = g0 + (int)threadIdx.x;
-          int32_t v = g < p.num_groups ? ends[g] : 0;
+  // The masked form hands out only the tiles that hold rows this call (kernels/sm90/plan/row_schedule.h): every
+  // thread waits for the grid that wrote masked_m (or offs), group g's tiles (its planned width and B blocks, the
+  // rows it has) go to shared memory, warp 0 sums them up into each group's tile end, and its lane 0 makes this
+  // CTA's part of the schedule of their count.
+  if constexpr (MASKED) {
+    int32_t* ends = row_tile_ends();
+    ptx::griddep_wait();
+    for (int g = threadIdx.x; g < p.num_groups; g += kThreads) {
+      const Group& gr = p.groups[g];
+      ends[g] = (int32_t)(ceil_div(call_rows<true>(p, g), gr.width) * tiles_n(gr.n));
+    }
+    __syncthreads();
+    if (threadIdx.x < 32) {
+      int32_t carry = 0;
+      for (int g0 = 0; g0 < p.num_groups; g0 += 32) {
+        const int g = g0 + (int)threadIdx.x;
+        int32_t v = g < p.num_groups ? ends[g] : 0;
 #pragma unroll
-          for (int d = 1; d < 32; d *= 2) {
-            const int32_t up = __shfl_up_sync(0xffffffffu, v, d);
-            if ((int)threadIdx.x >= d) v += up;
-          }
-          if (g < p.num_groups) ends[g] = carry + v;
-          carry += __shfl_sync(0xffffffffu, v, 31);
+        for (int d = 1; d < 32; d *= 2) {
+          const int32_t up = __shfl_up_sync(0xffffffffu, v, d);
+          if ((int)threadIdx.x >= d) v += up;
+        }
+        if (g < p.num_groups) ends[g] = carry + v;
+        carry += __shfl_sync(0xffffffffu, v, 31);
+      }
+      if (threadIdx.x == 0) {
+        const int kst = p.groups[0].k / kBlockK;
+        const RowCta c = row_cta(row_schedule(carry, kst, p.num_ctas, BUILD == kBuildMain), blockIdx.x);
+        *row_cta_smem() = c;
+        if (p.trace) {  // what this CTA made of the schedule, as int32 pairs (tests/gpu/test_masked.py reads them)
+          uint64_t* q = p.trace + ((uint64_t)blockIdx.x * kTraceEvents + kTrRowShare) * 2;
+          const auto pair = [](int32_t lo, int32_t hi) { return (uint64_t)(uint32_t)lo | (uint64_t)(uint32_t)hi << 32; };
+          q[0] = pair(c.share.first_t, c.share.first_k), q[1] = pair(c.share.count, c.share.end_k);
+          q[2] = pair(c.stride, c.before), q[3] = pair(carry, kst);  // (kTrRowWalk)
         }
       }
     }
@@ -574,9 +582,6 @@ __device__ __forceinline__ void group_gemm(const Params<MAXG>& p) {
       bool first = true, first_load = true;
       for (int u = 0; u < share.units(); ++u) {
         const Unit w = share.unit<kBN>(p, u);
-        if constexpr (MASKED) {
-          if (skip_unit(p, w)) continue;
-        }
         const Group& gr = p.groups[w.tile.g];
         const void* map_b =
             kParamMaps ? (const void*)&p.map_b[w.tile.g] : (const void*)(p.b_maps + (size_t)w.tile.g * kMapBytes);
@@ -620,8 +625,8 @@ __device__ __forceinline__ void group_gemm(const Params<MAXG>& p) {
       bool first = true;
       // A stays in L2 for the CTAs that read it later; in a wave plan they read it at about the same time,
       // and L2 keeps the group's B blocks for the next wave instead
-      const uint64_t a_hint = p.wave_tiles ? ptx::kEvictNormal : ptx::kEvictLast;
-      // (a CTA of a plan has at least one unit; in the masked form's wave plans it may have none this call)
+      const uint64_t a_hint = share.stride ? ptx::kEvictNormal : ptx::kEvictLast;
+      // (a CTA of a plan has at least one unit; in the masked form it may have none this call)
       Unit w = share.units() > 0 ? share.unit<kBN>(p, 0) : Unit{};
       int a_row = p.groups[w.tile.g].a16_row + w.tile.m0;
       const CUtensorMap* map;
@@ -639,9 +644,6 @@ __device__ __forceinline__ void group_gemm(const Params<MAXG>& p) {
           a_row = gr.a16_row + w.tile.m0;
           if constexpr (MASKED) a_row += first_row(static_cast<const MaskedParams<MAXG>&>(p), w.tile.g);
           box(gr, map, bytes);
-        }
-        if constexpr (MASKED) {
-          if (skip_unit(p, w)) continue;
         }
         for (int kc = w.k0; kc < w.k1; ++kc, ra.next()) {
           ptx::mbar_wait(sm.empty(ra.s), ra.ph ^ 1);
@@ -671,9 +673,6 @@ __device__ __forceinline__ void group_gemm(const Params<MAXG>& p) {
     int32_t* pending = nullptr;  // the flag of partial sums written, not yet raised
     for (int u = 0; u < share.units(); ++u) {
       const Unit w = share.unit<kBN>(p, u);
-      if constexpr (MASKED) {
-        if (skip_unit(p, w)) continue;
-      }
       float acc[kMaxWidth / 2];  // per unit: nothing carries over, so no register lives across widths
       consumer_dispatch<HALF, ANY, RED, BUILD, MASKED>(p, sm, acc, w, pos, r0, c, cw, wq, lane, pending, tr);
       tr = nullptr;  // trace the first unit only
@@ -694,8 +693,9 @@ __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_con
   group_gemm<MAXG, HALF, ANY, RED, BUILD, false>(p);
 }
 
-// The masked form (stacked experts, rows per group from masked_m on the device): planned for every group's
-// largest m; a tile past its group's masked_m is skipped, and no C row at or past it is written.
+// The masked form (stacked experts, rows per group from masked_m or offs on the device): planned for every group's
+// largest m (widths, build, grid); only the tiles that hold rows this call are scheduled, on the device
+// (kernels/sm90/plan/row_schedule.h), and no C row at or past a group's rows is written.
 template <int MAXG, int BUILD = kBuildMain>
 __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm_masked(const __grid_constant__ MaskedParams<MAXG> p) {
   group_gemm<MAXG, false, false, false, BUILD, true>(p);

@@ -192,10 +192,17 @@ int64_t maps_bytes(int groups) { return round_up((int64_t)groups * sm90::kMapByt
 int64_t flags_bytes(int sm_count) {
   return round_up((int64_t)max_ctas(sm_count) * sm90::kConsumerWarps * 4, sm90::kWorkspaceAlign);
 }
-// (rows: of A in the workspace; the contiguous layout's launch holds its T rows once)
-int64_t chunk_bytes(int64_t rows, int64_t kmax, int groups, int sm_count, const sm90::LaunchPlan& plan) {
-  return sm90::a16_launch_bytes(rows, kmax) + maps_bytes(groups) + flags_bytes(sm_count) +
-         (plan.splits ? (int64_t)plan.ctas * sm90::kPartialBytes : 0);
+// The GEMM's grid: the plan's, or for the masked form (masked) room for its split schedule over every SM
+// (kernels/sm90/plan/row_schedule.h).
+int gemm_grid(const sm90::LaunchPlan& plan, bool masked, int sm_count) {
+  return masked ? sm90::row_grid(plan.ctas, plan.steps, sm_count, sm90::kMaxCtas) : plan.ctas;
+}
+
+// (rows: of A in the workspace; the contiguous layout's launch holds its T rows once. The masked form's schedule may
+// split tiles on any of its CTAs: their partial sums always have room.)
+int64_t chunk_bytes(int64_t rows, int64_t kmax, int groups, int sm_count, const sm90::LaunchPlan& plan, bool masked) {
+  const int64_t parts = masked ? gemm_grid(plan, true, sm_count) : plan.splits ? plan.ctas : 0;
+  return sm90::a16_launch_bytes(rows, kmax) + maps_bytes(groups) + flags_bytes(sm_count) + parts * sm90::kPartialBytes;
 }
 
 // The masked form's device-side inputs of a call: each group's rows (masked_m), its scale (alpha, or null) and C's
@@ -284,9 +291,9 @@ int launch_chunk(const DeviceState& dev, const int64_t* buf, int G, int g0, int 
   p.b_maps = tail;
   p.flags = reinterpret_cast<int32_t*>(tail + maps_bytes(gc));
   p.partials = reinterpret_cast<float*>(reinterpret_cast<uint8_t*>(p.flags) + flags_bytes(dev.sm_count));
-  a16 += chunk_bytes(rows, kmax, gc, dev.sm_count, plan);
+  a16 += chunk_bytes(rows, kmax, gc, dev.sm_count, plan, masked != nullptr);
   p.num_groups = gc;
-  p.num_ctas = plan.ctas;
+  p.num_ctas = gemm_grid(plan, masked != nullptr, dev.sm_count);
   p.num_units = (int32_t)units;
   std::memcpy(p.start_tile, plan.start_tile, sizeof(int32_t) * (plan.ctas + 1));
   std::memcpy(p.start_k, plan.start_k, sizeof(int32_t) * (plan.ctas + 1));
@@ -316,9 +323,10 @@ int launch_chunk(const DeviceState& dev, const int64_t* buf, int G, int g0, int 
     cp.a16_pitch = p.a16_pitch;
     cp.a_bf16 = p.a_bf16;
     cp.flags = p.flags;
+    cp.masked_m = mp.masked_m;
     for (int i = 0; i < gc; ++i) {
       const sm90::Group& gr = p.groups[i];
-      cp.groups[i] = {gr.a, gr.sfa, gr.a16, gr.k, gr.unit_end};
+      cp.groups[i] = {gr.a, gr.sfa, gr.a16, gr.k, gr.unit_end, gr.width};
     }
     void* cargs[1] = {&cp};
     FL_LAUNCH_TRY(err, dev.drv, dev.drv.launch_kernel_ex(&cfg, st.convert_fn[which], cargs, nullptr));
@@ -327,7 +335,7 @@ int launch_chunk(const DeviceState& dev, const int64_t* buf, int G, int g0, int 
   }
 
   cfg = st.config;
-  cfg.gridDimX = (unsigned)plan.ctas;
+  cfg.gridDimX = (unsigned)p.num_ctas;
   cfg.sharedMemBytes = sm90::kSmemBytes;
   cfg.hStream = reinterpret_cast<CUstream>(stream);
   CUfunction fn = st.fn[plan.build][any][which];
@@ -566,7 +574,7 @@ int launch_groups(const DeviceState& dev, const int64_t* buf, int G, const int* 
       const int g0 = g / sm90::kGroupsPerLaunch * sm90::kGroupsPerLaunch;
       const sm90::LaunchPlan& plan =
           launch_plan(buf + 5 * G + g0, buf + 6 * G + g0, buf + 7 * G + g0, g + 1 - g0, dev.sm_count, force);
-      workspace += chunk_bytes(rows, kmax, g + 1 - g0, dev.sm_count, plan);
+      workspace += chunk_bytes(rows, kmax, g + 1 - g0, dev.sm_count, plan, masked != nullptr);
       if (G <= sm90::kGroupsPerLaunch) single = &plan;
       if (workspace > kMaxWorkspaceBytes)
         return err.set(FL_ERR_VALUE, "group %d: the fp16 copy of A would exceed %lld bytes", caller_g,
@@ -695,11 +703,10 @@ int sm90_launch_masked(const DeviceState& dev, const fl_masked_args& a, cudaStre
   }
   // Its kernels: whole and split tiles of the main and narrow builds, and the skinny kernel (NVFP4 A in the masked
   // layout only) where every group may take it (max_m rows at most kSkinnyMaxM, up to kGroupsPerLaunch groups) and it is
-  // estimated faster. The contiguous layout takes wave plans, whose tiles are counted on the device: each group
-  // is planned at all T rows, and only the tiles of its own rows are handed out.
+  // estimated faster. Only the tiles that hold rows this call are scheduled, on the device (in the contiguous
+  // layout each group is planned at all T rows, its own found from offs).
   sm90::PlanForce force = dev.sm90.force;
   force.half = 2, force.mid = 2, force.reduce = 2;
-  if (contiguous) force.share = 4, force.wave = 0;
   const MaskedCall call{a.masked_m, a.alpha, a.out_dtype == FL_OUT_BF16, a_fp16, a.a_dtype == FL_A_BF16, a.offs};
   if (!a_fp16 && !contiguous && a.max_m <= sm90::kSkinnyMaxM && G <= sm90::kGroupsPerLaunch) {
     bool taken = false;

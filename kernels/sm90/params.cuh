@@ -83,16 +83,17 @@ struct MaskedParams : Params<MAXG> {
 };
 
 // The A conversion's own parameters for launches of up to kGroupsSmall groups (whose B maps are GEMM
-// parameters, so the conversion writes none): only what it reads, 536 bytes against Params<kGroupsSmall>'s
+// parameters, so the conversion writes none): only what it reads, 672 bytes against Params<kGroupsSmall>'s
 // ~7 KB. The conversion is a call's first launch, and its parameter bytes lie on the call's path (benchmark 4
-// 0.4-0.7 us faster than on Params). The fields mean what Params'
-// and Group's of the same names mean.
+// 0.4-0.7 us faster than on Params). The fields mean what Params', MaskedParams' (masked_m) and Group's of the
+// same names mean.
 struct ConvertGroup {
   const uint8_t* a;
   const uint8_t* sfa;
   __half* a16;
   int32_t k;
   int32_t unit_end;
+  int32_t width;
 };
 struct ConvertParams {
   int32_t num_units;
@@ -100,6 +101,7 @@ struct ConvertParams {
   int32_t a16_pitch;
   int32_t a_bf16;
   int32_t* flags;
+  const int32_t* masked_m;
   ConvertGroup groups[kGroupsSmall];
 };
 static_assert(sizeof(ConvertParams) < 1024, "the conversion's block stays small (its bytes cost every call)");

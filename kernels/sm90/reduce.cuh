@@ -49,7 +49,7 @@ __global__ void __launch_bounds__(kReduceThreads, kReduceCtasPerSm)
   const int jv = most_valid_float4s(p);
   const int per = (jv + (int)gridDim.z - 1) / (int)gridDim.z;  // float4s per CTA (<= kReduceWarps)
   const int ways = kReduceWarps / per;                          // warps per float4
-  const Tile tile = decode_tile<kBlockN>(p, t, 0, p.tile_end);
+  const Tile tile = decode_tile<kBlockN>(p, t, 0, p.tile_end, p.wave_tiles != 0);
   const Group& gr = p.groups[tile.g];
   const int rows = min(gr.width, gr.m - tile.m0);  // the tile's valid A rows
   if (8 * per * z >= rows) return;

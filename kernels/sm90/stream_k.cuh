@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "sm90/plan/planner.h"
+#include "sm90/plan/row_schedule.h"
 #include "ptx/memorder.cuh"
 #include "sm90/params.cuh"
 
@@ -16,21 +17,21 @@ struct Tile {
   int kstages;
 };
 
-// Tile t (BN B rows: kBlockN, or kHalfBlockN for half tiles). In the stream-K shares the M chunks of one
-// B block are adjacent inside a group, so a CTA's run of tiles reads each B block once; in a wave plan
-// (Params::wave_tiles) the B blocks of one M chunk are, so the CTAs running at one time read one band of A
-// chunks (kernels/sm90/plan/planner.h share_wave). `g` is a hint (the group of a nearby, earlier tile).
-// `tile_end`: the groups' tile ends (Params::tile_end, or in the masked form's wave plans those of the tiles that
-// hold rows this call).
+// Tile t (BN B rows: kBlockN, or kHalfBlockN for half tiles). NFAST false (the stream-K shares of a plan): the M
+// chunks of one B block are adjacent inside a group, so a CTA's run of tiles reads each B block once; NFAST (a wave
+// plan, Params::wave_tiles, and every schedule of the masked form, kernels/sm90/plan/row_schedule.h) the B blocks of
+// one M chunk are, so the CTAs running at one time read one band of A chunks (kernels/sm90/plan/planner.h
+// share_wave). `g` is a hint (the group of a nearby, earlier tile). `tile_end`: the groups' tile ends
+// (Params::tile_end, or in the masked form those of the tiles that hold rows this call).
 template <int BN, int MAXG>
-__device__ __forceinline__ Tile decode_tile(const Params<MAXG>& p, int t, int g, const int32_t* tile_end) {
+__device__ __forceinline__ Tile decode_tile(const Params<MAXG>& p, int t, int g, const int32_t* tile_end, bool nfast) {
   while (g > 0 && t < tile_end[g - 1]) --g;
   while (t >= tile_end[g]) ++g;
   const Group& gr = p.groups[g];
   const int local = t - (g ? tile_end[g - 1] : 0);
   Tile tile;
   tile.g = g;
-  if (p.wave_tiles) {  // (a plan of the main build)
+  if (nfast) {
     const int tn = (gr.n + BN - 1) / BN;
     tile.m0 = (local / tn) * gr.width;
     tile.n0 = (local % tn) * BN;
@@ -49,27 +50,34 @@ struct Unit {
   __device__ bool ends_tile() const { return k1 == tile.kstages; }
 };
 
-// The masked form's wave plans: the groups' tile ends of the tiles that hold rows this call, in shared memory
-// (kernels/sm90/gemm.cuh writes them before any Share is made), at an address known when compiling.
+// The masked form's schedule (kernels/sm90/plan/row_schedule.h): the groups' tile ends of the tiles that hold rows this
+// call, and the schedule made of their count, in shared memory (kernels/sm90/gemm.cuh writes them before any Share is
+// made): the tile ends, and this CTA's part of the schedule (RowCta), at addresses known when compiling.
 __device__ __forceinline__ int32_t* row_tile_ends();
+__device__ __forceinline__ RowCta* row_cta_smem();
 
 // CTA b's share: in a stream-K plan (Params::start_tile/start_k) one unit per tile, taken from the last tile
 // backwards; in a wave plan (Params::wave_tiles) tiles b, b + num_ctas, ... whole, in that order (the grid and
-// the wave flag read from the parameters where used). ROWS: the masked form, whose wave plans' tiles are those
-// that hold rows this call (row_tile_ends(); Params::tile_end in its stream-K plans); else the groups' tile ends
-// are Params::tile_end. WAVE: the kernel runs wave plans (the main build's; the planner takes them on no other,
-// whose K loops have no register to spare for the walk).
+// the wave flag read from the parameters where used). ROWS: the masked form, whose shares come from its schedule
+// of the tiles that hold rows this call (row_cta_smem(): wave or split, the split runs taken like stream-K shares).
+// WAVE: the kernel runs wave walks (the main build's; the narrow build's K loops have no register to spare for
+// the walk).
 template <bool ROWS = false, bool WAVE = true>
 struct Share {
   int first_t, first_k;  // the share's first step (a wave plan: its first tile, and 0)
   int count, end_k;      // its units, and where its steps end in its last tile (0: at the tile's end)
+  int stride = 0;        // wave walks: the grid (tile after tile, so many apart); 0: stream-K (backwards)
   int g = 0;             // decode hint
   template <int MAXG>
   __device__ Share(const Params<MAXG>& p, int b) {
-    if (WAVE && p.wave_tiles) {
-      const int tiles = ROWS ? row_tile_ends()[p.num_groups - 1] : p.wave_tiles;
+    if constexpr (ROWS) {
+      const RowCta& c = *row_cta_smem();
+      first_t = c.share.first_t, first_k = c.share.first_k, count = c.share.count, end_k = c.share.end_k;
+      if (WAVE) stride = c.stride;
+    } else if (WAVE && p.wave_tiles) {
       first_t = b, first_k = 0, end_k = 0;
-      count = b < tiles ? (tiles - 1 - b) / p.num_ctas + 1 : 0;
+      count = b < p.wave_tiles ? (p.wave_tiles - 1 - b) / p.num_ctas + 1 : 0;
+      stride = p.num_ctas;
     } else {
       first_t = p.start_tile[b], first_k = p.start_k[b], end_k = p.start_k[b + 1];
       count = (end_k > 0 ? p.start_tile[b + 1] : p.start_tile[b + 1] - 1) - first_t + 1;
@@ -79,8 +87,9 @@ struct Share {
   template <int BN = kBlockN, int MAXG>
   __device__ Unit unit(const Params<MAXG>& p, int u) {
     Unit w;
-    w.t = WAVE && p.wave_tiles ? first_t + u * p.num_ctas : first_t + count - 1 - u;
-    w.tile = decode_tile<BN>(p, w.t, g, ROWS && WAVE && p.wave_tiles ? row_tile_ends() : p.tile_end);
+    const bool wave = WAVE && stride != 0;
+    w.t = wave ? first_t + u * stride : first_t + count - 1 - u;
+    w.tile = decode_tile<BN>(p, w.t, g, ROWS ? row_tile_ends() : p.tile_end, ROWS || wave);
     g = w.tile.g;
     w.k1 = u == 0 && end_k > 0 ? end_k : w.tile.kstages;
     w.k0 = w.t == first_t ? first_k : 0;
@@ -142,11 +151,16 @@ __device__ __forceinline__ void raise_flag(int32_t*& pending, int lane) {
 // Adds to a consumer warp's sums of tile t (CTA b holds its last step; `rows` valid A rows) those of
 // the CTAs of lower index that hold its other steps: b - 1 down to b - n. The warp's lanes wait for
 // their flags at once (lane i for CTA b - 1 - i), then it reads the halves they wrote (write_partial).
-template <int W, int MAXG>
+// ROWS: the masked form's schedule counted them (RowCta::before), else the plan's arrays give the shares' starts.
+template <int W, bool ROWS, int MAXG>
 __device__ __forceinline__ void add_partials(const Params<MAXG>& p, float (&acc)[W / 2], int b, int t, int rows,
                                              int cwarp, int lane) {
   int n = 0;  // CTA b - 1 - n ends inside tile t: its start's successor does
-  while (n < b && p.start_tile[b - n] == t && p.start_k[b - n] > 0) ++n;
+  if constexpr (ROWS) {
+    n = row_cta_smem()->before;  // (only b's first tile is finished with others' sums)
+  } else {
+    while (n < b && p.start_tile[b - n] == t && p.start_k[b - n] > 0) ++n;
+  }
   for (int i0 = 0; i0 < n; i0 += 32) {
     const int i = i0 + lane;
     const int32_t* flag = p.flags + (b - 1 - i) * kConsumerWarps + cwarp;

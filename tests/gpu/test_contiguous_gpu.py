@@ -32,7 +32,7 @@ def _ends(rng, G, T, last=None):
 
 
 @pytest.mark.parametrize("G,T,n,k", [(8, 1000, 512, 1024), (20, 700, 256, 512), (64, 300, 256, 256),
-                                     (4, 4096, 2048, 2048), (1, 129, 64, 64)],
+                                     (4, 4096, 2048, 2048), (1, 129, 64, 64), (8, 2, 4096, 14336)],
                          ids=lambda v: str(v))
 def test_contiguous_against_the_reference(G, T, n, k):
     seed = fresh_seed()

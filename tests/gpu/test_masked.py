@@ -40,6 +40,8 @@ def _cases(rng):
         (2, 64, 256, 64, [0, 0]),                                             # nothing to compute
         (1, 1, 8, 64, [1]),
         (300, 4, 128, 128, [rng.randrange(0, 5) for _ in range(300)]),        # two launches (256 + 44 groups)
+        (8, 2, 4096, 14336, [0, 2, 0, 0, 1, 0, 0, 0]),                        # 2 experts' tiles split over all SMs
+        (8, 512, 2048, 7168, [rng.randrange(64, 513) * (e % 2) for e in range(8)]),  # half the experts empty
     ]
     for _ in range(3):
         g, max_m = rng.randrange(1, 20), rng.randrange(1, 300)
@@ -95,7 +97,8 @@ def test_masked_forced_plans(env):
     seed = fresh_seed()
     rng = random.Random(seed)
     cases = [(8, 24, 1024, 2048, [rng.randrange(0, 25) for _ in range(8)]),
-             (2, 400, 512, 4096, [0, 257]), (3, 200, 256, 7168, [200, 1, 64]), (16, 8, 2048, 512, [3] * 16)]
+             (2, 400, 512, 4096, [0, 257]), (3, 200, 256, 7168, [200, 1, 64]), (16, 8, 2048, 512, [3] * 16),
+             (8, 8, 4096, 7168, [0, 0, 5, 0, 0, 0, 8, 0])]
     out = subprocess.run([sys.executable, "-c", CHILD, str(seed), json.dumps(cases)], cwd=ROOT, capture_output=True,
                          text=True, timeout=600, env={**os.environ, **env})
     assert out.returncode == 0, out.stderr[-3000:]
@@ -254,3 +257,51 @@ def test_masked_weight_only(env, kernels):
                          cwd=ROOT, capture_output=True, text=True, timeout=600, env={**os.environ, **env})
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.count(": ok") == len(cases), out.stdout
+
+
+SCHEDULE_CHILD = r"""
+import json, math, os, sys, torch
+# the GEMM's trace buffer (read once, when fastlaunch first sets the device up): per CTA 16 events of 2 uint64
+sms = torch.cuda.get_device_properties(0).multi_processor_count
+trace = torch.zeros(sms * 16 * 2, dtype=torch.int64, device="cuda")
+os.environ["FASTLAUNCH_SM90_TRACE"] = str(trace.data_ptr())
+from fastlaunch import _C, reference as R
+seed, cases = int(sys.argv[1]), json.loads(sys.argv[2])
+for i, (g, max_m, n, k, counts) in enumerate(cases):
+    a, sfa, b, sfb, mm, out = R.generate_masked_input(g, max_m, n, k, counts, seed + i, device="cuda")
+    trace.zero_()
+    _C.grouped_mm_masked(a, sfa, b, sfb, mm, out)
+    torch.cuda.synchronize()
+    ev = trace.view(sms, 16, 2).cpu()
+    grid = int((ev[:, 0, 0] != 0).sum())  # CTAs that ran (each writes its entry event)
+    pair = lambda v: (int(v) & 0xFFFFFFFF if int(v) & 0xFFFFFFFF < 2**31 else (int(v) & 0xFFFFFFFF) - 2**32,
+                      (int(v) >> 32) & 0xFFFFFFFF)
+    device = [pair(ev[b, 12, 0]) + pair(ev[b, 12, 1]) + pair(ev[b, 13, 0]) for b in range(grid)]
+    tiles, kst = pair(ev[0, 13, 1])
+    print(json.dumps({"case": i, "grid": grid, "tiles": tiles, "kst": kst, "device": device,
+                      "walks": sorted({pair(ev[b, 13, 1]) for b in range(grid)})}), flush=True)
+"""
+
+
+def test_device_schedule_matches_the_cpu_model():
+    # The schedule each CTA made on the device (its trace points) is the CPU model's (fastlaunch._C.row_schedule,
+    # the same header), for the tiles that hold rows this call: widths and B blocks from the launch's plan at max_m,
+    # rows from the counts. NVFP4 activations at max_m > 16 and G > 16 (neither the skinny kernel nor reduced tiles).
+    seed = fresh_seed()
+    rng = random.Random(seed)
+    cases = [(20, 64, 2048, 2048, [rng.randrange(0, 65) for _ in range(20)]),
+             (20, 512, 2048, 7168, [rng.randrange(64, 513) * (e % 2) for e in range(20)]),
+             (24, 32, 4096, 14336, [0] * 22 + [3, 17]), (17, 300, 1024, 512, [0] * 17)]
+    proc = subprocess.run([sys.executable, "-c", SCHEDULE_CHILD, str(seed), json.dumps(cases)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = [json.loads(s) for s in proc.stdout.splitlines() if s.startswith("{")]
+    assert len(lines) == len(cases), proc.stdout
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    for (g, max_m, n, k, counts), r in zip(cases, lines):
+        groups = fastlaunch._C.plan([(max_m, n, k)] * g, sms, 0, 0, 0, 2, 0, 2)[0]
+        expected_tiles = sum(-(-c // w) * tiles_n for c, (w, _chunks, tiles_n, _rank) in zip(counts, groups))
+        assert r["walks"] == [[expected_tiles, k // 64]], (counts, r["walks"])
+        models = [fastlaunch._C.row_schedule(expected_tiles, k // 64, r["grid"], wave_ok)[2] for wave_ok in (1, 0)]
+        device = [tuple(s) for s in r["device"]]
+        assert device in [list(m) for m in models], f"case {counts}: device {device[:4]}... model {models[0][:4]}..."
