@@ -54,7 +54,9 @@ def main(argv):
         wrong += not ok
         print(f"{argv[1]} {i}: G={g} M={ms[:4]} N={ns[:4]} K={ks[:4]}: {'ok' if ok else 'WRONG ' + msg}")
     if argv[1].startswith("masked"):
-        for i, (g, max_m, n, k, counts) in enumerate([(3, 40, 256, 512, [0, 40, 7]), (2, 200, 128, 256, [200, 65])]):
+        # the last: two experts' 8 tiles of 64 K steps split over 64 CTAs by the device's schedule (8 steps each)
+        for i, (g, max_m, n, k, counts) in enumerate([(3, 40, 256, 512, [0, 40, 7]), (2, 200, 128, 256, [200, 65]),
+                                                      (4, 24, 512, 4096, [0, 9, 0, 3])]):
             a, sfa, b, sfb, mm, out = R.generate_masked_input(g, max_m, n, k, counts, 200 + i, device="cuda")
             before = out.clone()
             ref = R.ref_masked(a, sfa, b, sfb, mm)
@@ -75,7 +77,8 @@ def serving_forms(torch, R, _C):
     wrong = 0
     gen = torch.Generator(device="cuda").manual_seed(300)
     for i, (g, max_m, n, k, counts, dt) in enumerate([(3, 40, 256, 512, [0, 40, 7], torch.bfloat16),
-                                                      (2, 200, 128, 256, [200, 65], torch.float16)]):
+                                                      (2, 200, 128, 256, [200, 65], torch.float16),
+                                                      (4, 24, 512, 4096, [0, 9, 0, 3], torch.bfloat16)]):
         _a, _sfa, b, sfb, mm, out = R.generate_masked_input(g, max_m, n, k, counts, 300 + i, device="cuda")
         x = torch.randn(g, max_m, k, generator=gen, device="cuda").to(dt)
         before = out.clone()
