@@ -56,12 +56,6 @@ constexpr RowSchedule row_schedule(int64_t tiles, int kst, int grid, bool wave_o
 // Split schedules: the first K step (launch-wide) of CTA b's run, b in 0 .. ctas.
 constexpr int64_t row_split_start(const RowSchedule& s, int b) { return (int64_t)b * s.tiles * s.kst / s.ctas; }
 
-// Whether CTA b's split run starts inside tile t, past its first step (then CTA b - 1 holds steps of t too).
-constexpr bool row_split_starts_inside(const RowSchedule& s, int b, int t) {
-  const int64_t st = row_split_start(s, b);
-  return st / s.kst == t && st % s.kst > 0;
-}
-
 // CTA b's share: its first tile and step, its units (one per tile it touches) and where its steps end in its last
 // tile (0: at the tile's end). Wave: tiles first_t, first_t + ctas, ... whole. A CTA past `ctas` has none.
 struct RowShare {
@@ -93,8 +87,13 @@ struct RowCta {
 };
 constexpr RowCta row_cta(const RowSchedule& s, int b) {
   RowCta c{row_share(s, b), s.wave ? s.ctas : 0, 0};
-  if (!s.wave && c.share.count > 0)
-    while (c.before < b && row_split_starts_inside(s, b - c.before, c.share.first_t)) ++c.before;
+  if (!s.wave && c.share.count > 0 && c.share.first_k > 0) {
+    // the first CTA holding a step of the first tile: the last c0 with row_split_start(c0) <= that tile's first
+    // step x, i.e. c0 * steps < (x + 1) * ctas (a division, not a walk over the CTAs below)
+    const int64_t x = (int64_t)c.share.first_t * s.kst, steps = (int64_t)s.tiles * s.kst;
+    const int64_t c0 = ((x + 1) * s.ctas + steps - 1) / steps - 1;
+    c.before = (int32_t)(b - c0);
+  }
   return c;
 }
 
