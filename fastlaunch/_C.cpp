@@ -1104,12 +1104,14 @@ PyObject* skinny_memo_ns(PyObject*, PyObject* args) {
 // on the device (kernels/sm90/plan/row_schedule.h), every CTA's part (RowCta) as a tuple.
 PyObject* row_schedule(PyObject*, PyObject* args) {
   long long tiles = 0;
-  int kst = 0, grid = 0, wave_ok = 0;
-  if (!PyArg_ParseTuple(args, "Liip", &tiles, &kst, &grid, &wave_ok)) return nullptr;
+  int kst = 0, grid = 0, wave_ok = 0, force = 0;
+  if (!PyArg_ParseTuple(args, "Liip|i", &tiles, &kst, &grid, &wave_ok, &force)) return nullptr;
   if (tiles < 0 || tiles > (1LL << 31) - 1 || kst < 0 || grid < 0 || grid > 4096)
     return raise(PyExc_ValueError, "row_schedule: tiles in 0..2^31-1, kst >= 0, grid in 0..4096, got %lld, %d, %d",
                  tiles, kst, grid);
-  const fl::sm90::RowSchedule s = fl::sm90::row_schedule(tiles, kst, grid, wave_ok != 0);
+  if (force != 0 && force != fl::sm90::kRowWhole && force != fl::sm90::kRowSplit && force != fl::sm90::kRowWave)
+    return raise(PyExc_ValueError, "row_schedule: force must be 0, 1 (whole), 2 (split) or 4 (wave), got %d", force);
+  const fl::sm90::RowSchedule s = fl::sm90::row_schedule(tiles, kst, grid, wave_ok != 0, force);
   PyObject* shares = PyTuple_New(grid);
   if (!shares) return nullptr;
   for (int b = 0; b < grid; ++b) {
@@ -1345,12 +1347,13 @@ PyMethodDef kMethods[] = {
      "plan_memo_ns(launches, sm_count, reps) -> (ns, misses)\n\nThe launcher's memo of plans timed on this CPU: ns per "
      "launch over reps passes through launches ([[(m, n, k), ...], ...]), and how many it planned."},
     {"row_schedule", row_schedule, METH_VARARGS,
-     "row_schedule(tiles, kst, grid, wave_ok) -> (ctas, wave, shares)\n\nThe masked form's schedule as its kernels make "
-     "it on the device from the tiles that hold rows this call (tiles of kst K steps each, a grid of `grid` CTAs; "
-     "wave_ok: the kernel build runs wave walks): the CTAs with work, whether tiles run whole (tile t on CTA t mod "
-     "ctas) or the K steps are split evenly, and per CTA (first_tile, first_k, units, end_k, stride, before): its "
-     "share (end_k 0: its steps end at a tile's end), the wave walk's stride (0: a split run, walked backwards) and "
-     "how many CTAs below it hold steps of its first tile."},
+     "row_schedule(tiles, kst, grid, wave_ok, force=0) -> (ctas, wave, shares)\n\nThe masked form's schedule as its "
+     "kernels make it on the device from the tiles that hold rows this call (tiles of kst K steps each, a grid of "
+     "`grid` CTAs; wave_ok: the kernel build runs wave walks; force: 1 whole tiles, 2 a split, 4 waves, as "
+     "FASTLAUNCH_SM90_SHARE forces them, 0 the cheaper): the CTAs with work, whether tiles run whole (tile t on "
+     "CTA t mod ctas) or the K steps are split evenly, and per CTA (first_tile, first_k, units, end_k, stride, "
+     "before): its share (end_k 0: its steps end at a tile's end), the wave walk's stride (0: a split run, walked "
+     "backwards) and how many CTAs below it hold steps of its first tile."},
     {"skinny_memo_ns", skinny_memo_ns, METH_VARARGS,
      "skinny_memo_ns(launches, sm_count, reps) -> (ns, misses)\n\nThe launcher's memo of skinny runs timed on this "
      "CPU: ns per launch over reps passes through launches ([[(m, n, k), ...], ...]), and how many it estimated."},

@@ -546,7 +546,9 @@ __device__ __forceinline__ void group_gemm(const Params<MAXG>& p) {
       }
       if (threadIdx.x == 0) {
         const int kst = p.groups[0].k / kBlockK;
-        const RowCta c = row_cta(row_schedule(carry, kst, p.num_ctas, BUILD == kBuildMain), blockIdx.x);
+        const RowCta c = row_cta(row_schedule(carry, kst, p.num_ctas, BUILD == kBuildMain,
+                                              static_cast<const MaskedParams<MAXG>&>(p).row_force),
+                                 blockIdx.x);
         *row_cta_smem() = c;
         if (p.trace) {  // what this CTA made of the schedule, as int32 pairs (tests/gpu/test_masked.py reads them)
           uint64_t* q = p.trace + ((uint64_t)blockIdx.x * kTraceEvents + kTrRowShare) * 2;

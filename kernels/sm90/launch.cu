@@ -304,6 +304,10 @@ int launch_chunk(const DeviceState& dev, const int64_t* buf, int G, int g0, int 
   set_masked(mp, masked, g0);
   mp.offs = contiguous ? masked->offs : nullptr;  // (one launch: g0 is 0)
   mp.unscale = a_fp16 ? kFp16AUnscale : kNvfp4Unscale;
+  // FASTLAUNCH_SM90_SHARE=whole, split or wave forces the masked form's device schedule alike (PlanForce::share's
+  // codes are row_schedule.h's)
+  static_assert(sm90::kRowWhole == 1 && sm90::kRowSplit == 2 && sm90::kRowWave == 4, "PlanForce::share's codes");
+  mp.row_force = force.share == 1 || force.share == 2 || force.share == 4 ? force.share : 0;
   void* args[1] = {&p};
 
   // The conversion: one thread per unit (kernels/sm90/plan/planner.h convert_ctas), and enough CTAs for one warp per group's B map.
@@ -475,7 +479,8 @@ int sm90_init(DeviceState& dev, Error& err) {
   }
   if (const char* env = std::getenv("FASTLAUNCH_SM90_SHARE")) {
     // whole, split (one CTA per SM), split:S (S CTAs per tile, 1..64), reduce (reduced tiles where a launch
-    // may take them), reduce:S (S parts per tile) or wave (wave plans)
+    // may take them), reduce:S (S parts per tile) or wave (wave plans); whole, split and wave force the masked
+    // form's device schedule too (launch_chunk)
     int parts = 0;
     char tail = 0;
     if (std::strcmp(env, "whole") == 0) st.force.share = 1;

@@ -80,6 +80,8 @@ struct MaskedParams : Params<MAXG> {
   // the accumulators' scale, undone before the rounding: kNvfp4Unscale (2^28) where A was NVFP4, kFp16AUnscale
   // (2^14: only B's decode carries 2^-14) where it was the caller's fp16
   float unscale;
+  // the device schedule's shape forced (kernels/sm90/plan/row_schedule.h kRowWhole, kRowSplit, kRowWave), or 0
+  int32_t row_force;
 };
 
 // The A conversion's own parameters for launches of up to kGroupsSmall groups (whose B maps are GEMM

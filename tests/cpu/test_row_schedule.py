@@ -10,10 +10,10 @@ from fastlaunch import _C
 from conftest import fresh_seed
 
 
-def steps_of(tiles, kst, grid, wave_ok):
+def steps_of(tiles, kst, grid, wave_ok, force=0):
     """Each CTA's steps as the kernel walks them (stream_k.cuh Share::unit): {(tile, k): cta}, the units each CTA
     runs, and the finishing CTA of each split tile with the CTAs whose sums it adds (RowCta::before)."""
-    ctas, wave, shares = _C.row_schedule(tiles, kst, grid, wave_ok)
+    ctas, wave, shares = _C.row_schedule(tiles, kst, grid, wave_ok, force)
     owner, units, finish = {}, {}, {}
     for b, (first_t, first_k, count, end_k, stride, before) in enumerate(shares):
         assert (stride != 0) == bool(wave)
@@ -103,6 +103,42 @@ def test_the_cases_the_issue_names():
     assert (ctas, wave) == (128, 0) and all(s[:4] == (b, 0, 1, 0) for b, s in enumerate(shares[:128]))
 
 
+WHOLE, SPLIT, WAVE = 1, 2, 4  # row_schedule.h kRowWhole, kRowSplit, kRowWave (FASTLAUNCH_SM90_SHARE's codes)
+
+
+def covered(tiles, kst, grid, wave_ok, force):
+    """The forced schedule's walk: every step once, split tiles finished after all their parts; (ctas, wave, the
+    steps of the busiest CTA)."""
+    ctas, wave, _shares, owner, _units, finish = steps_of(tiles, kst, grid, wave_ok, force)
+    assert len(owner) == tiles * kst
+    for t, (b, before) in finish.items():
+        assert sorted({owner[(t, k)] for k in range(kst)}) == list(range(b - before, b + 1))
+    per = [sum(1 for v in owner.values() if v == b) for b in range(grid)]
+    return ctas, wave, max(per, default=0)
+
+
+def test_forced_shapes():
+    """FASTLAUNCH_SM90_SHARE=whole, split, wave force the device schedule too: whole tiles (waves where they
+    outnumber the grid of a wave-walking build, else a split: there is no other way to cover them), an even split
+    whatever it costs, waves where the build walks them (else whole tiles)."""
+    rng = random.Random(fresh_seed())
+    for _ in range(300):
+        tiles, kst = rng.choice([1, 2, rng.randint(1, 200), rng.randint(100, 600)]), rng.choice([1, 8, 56, 112, 224])
+        grid, wave_ok = rng.choice([1, 7, 132]), rng.random() < 0.5
+        ctas, wave, busiest = covered(tiles, kst, grid, wave_ok, WHOLE)
+        if tiles <= grid:
+            assert (ctas, wave, busiest) == (tiles, 0, kst)
+        else:
+            assert wave == wave_ok and (not wave or busiest == -(-tiles // grid) * kst)
+        ctas, wave, busiest = covered(tiles, kst, grid, wave_ok, SPLIT)
+        assert not wave and ctas == min(grid, max(1, tiles * kst // _kRowMinSteps()))
+        assert busiest == -(-tiles * kst // ctas)
+        ctas, wave, busiest = covered(tiles, kst, grid, wave_ok, WAVE)
+        assert wave == wave_ok or tiles > grid or (ctas, busiest) == (tiles, kst)
+
+
 def test_bad_arguments():
     with pytest.raises(ValueError, match="row_schedule"):
         _C.row_schedule(-1, 1, 1, False)
+    with pytest.raises(ValueError, match="force must be"):
+        _C.row_schedule(1, 1, 1, False, 3)

@@ -93,7 +93,8 @@ for i, (g, max_m, n, k, counts) in enumerate(cases):
                                  {"FASTLAUNCH_SM90_SHARE": "wave"}],
                          ids=lambda e: ",".join(f"{k[15:]}={v}" for k, v in e.items()))
 def test_masked_forced_plans(env):
-    # whole tiles, split tiles (skipped tiles must leave the split tiles' hand-overs consistent), the narrow build
+    # whole tiles, split tiles and waves, forced on the host's plan and on the device's schedule alike (a split of
+    # the tiles that hold rows must hand its partial sums over consistently), the narrow build
     seed = fresh_seed()
     rng = random.Random(seed)
     cases = [(8, 24, 1024, 2048, [rng.randrange(0, 25) for _ in range(8)]),

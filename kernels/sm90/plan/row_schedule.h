@@ -35,19 +35,27 @@ struct RowSchedule {
   int32_t wave;   // 1 wave, 0 split
 };
 
+// Forcing one shape (experiments and tests: FASTLAUNCH_SM90_SHARE, PlanForce::share's codes): kRowWhole whole
+// tiles, kRowSplit a split, kRowWave a wave walk where the kernel runs them (else whole), 0 the cheaper one. Where
+// the forced shape cannot be had (whole tiles outnumbering the grid of a kernel without wave walks) it is a split.
+constexpr int kRowWhole = 1, kRowSplit = 2, kRowWave = 4;
+
 // The schedule of `tiles` tiles of `kst` K steps each on a grid of `grid` CTAs; wave_ok: the kernel runs wave
-// walks.
-constexpr RowSchedule row_schedule(int64_t tiles, int kst, int grid, bool wave_ok) {
+// walks; force: 0, or a shape above.
+constexpr RowSchedule row_schedule(int64_t tiles, int kst, int grid, bool wave_ok, int force = 0) {
   RowSchedule s{(int32_t)tiles, (int32_t)kst, 0, 0};
   if (tiles <= 0 || kst <= 0 || grid <= 0) return s;
   int64_t c = tiles * kst / kRowMinSteps;
   c = c < 1 ? 1 : c > grid ? grid : c;
   const int64_t split = (tiles * kst + c - 1) / c + row_split_steps(kst);
-  if (tiles <= grid) {  // a tile per CTA: a split into runs of one tile
-    if (kst <= split) c = tiles;
-  } else if (wave_ok && (tiles + grid - 1) / grid * kst <= split) {
-    s.ctas = grid, s.wave = 1;
-    return s;
+  const bool whole = force == kRowWhole || force == kRowWave;
+  if (force != kRowSplit && (wave_ok && force == kRowWave || tiles > grid)) {  // waves, where whole tiles outnumber
+    if (wave_ok && (whole || (tiles + grid - 1) / grid * kst <= split)) {     // the grid
+      s.ctas = grid, s.wave = 1;
+      return s;
+    }
+  } else if (force != kRowSplit && (whole || kst <= split)) {
+    c = tiles;  // a tile per CTA: a split into runs of one tile
   }
   s.ctas = (int32_t)c;
   return s;
