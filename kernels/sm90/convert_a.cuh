@@ -97,7 +97,7 @@ __device__ __forceinline__ void permute_fp16_unit(const G& gr, int row, int kc, 
 __device__ __forceinline__ int read_rows(const int32_t* masked_m, int g, int width) {
   if (!masked_m) return INT32_MAX;
   const int m = __ldg(masked_m + g);
-  return m <= 0 ? 0 : (m + width - 1) / width * width;
+  return m <= 0 ? 0 : (int)round_up(m, width);
 }
 
 // The units of the launch, one per thread, grid-stride. P: MaskedParams<MAXG> or ConvertParams (the same field

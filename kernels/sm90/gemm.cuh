@@ -573,8 +573,8 @@ __device__ __forceinline__ void group_gemm(const Params<MAXG>& p) {
       // B itself is an input, complete once the conversion kernel has passed its own
       // griddepcontrol.wait (it lets this grid launch only after that).
       constexpr bool kParamMaps = MAXG <= kGroupsSmall;  // map_b holds the B maps (else b_maps does)
-      // (the masked form reads masked_m, which an earlier grid may write, before its first load)
-      if (!kParamMaps || MASKED) ptx::griddep_wait();
+      // (the masked form waited in its prologue, before reading masked_m or offs)
+      if (!kParamMaps && !MASKED) ptx::griddep_wait();
       if (p.trace) {  // trace: the share's bounds are in registers
         asm volatile("" ::"r"(share.first_t), "r"(share.count), "r"(share.end_k));
         if (lane == 0) trace(p.trace, kTrBShare);

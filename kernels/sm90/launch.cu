@@ -195,7 +195,7 @@ int64_t flags_bytes(int sm_count) {
 // The GEMM's grid: the plan's, or for the masked form (masked) room for its split schedule over every SM
 // (kernels/sm90/plan/row_schedule.h).
 int gemm_grid(const sm90::LaunchPlan& plan, bool masked, int sm_count) {
-  return masked ? sm90::row_grid(plan.ctas, plan.steps, sm_count, sm90::kMaxCtas) : plan.ctas;
+  return masked ? sm90::row_grid(plan.ctas, plan.steps, max_ctas(sm_count)) : plan.ctas;
 }
 
 // (rows: of A in the workspace; the contiguous layout's launch holds its T rows once. The masked form's schedule may

@@ -48,14 +48,16 @@ constexpr RowSchedule row_schedule(int64_t tiles, int kst, int grid, bool wave_o
   int64_t c = tiles * kst / kRowMinSteps;
   c = c < 1 ? 1 : c > grid ? grid : c;
   const int64_t split = (tiles * kst + c - 1) / c + row_split_steps(kst);
-  const bool whole = force == kRowWhole || force == kRowWave;
-  if (force != kRowSplit && (wave_ok && force == kRowWave || tiles > grid)) {  // waves, where whole tiles outnumber
-    if (wave_ok && (whole || (tiles + grid - 1) / grid * kst <= split)) {     // the grid
-      s.ctas = grid, s.wave = 1;
-      return s;
+  if (force != kRowSplit) {
+    const bool whole = force == kRowWhole || force == kRowWave;
+    if (wave_ok && (force == kRowWave || tiles > grid)) {  // waves
+      if (whole || (tiles + grid - 1) / grid * kst <= split) {
+        s.ctas = grid, s.wave = 1;
+        return s;
+      }
+    } else if (tiles <= grid && (whole || kst <= split)) {
+      c = tiles;  // a tile per CTA: a split into runs of one tile
     }
-  } else if (force != kRowSplit && (whole || kst <= split)) {
-    c = tiles;  // a tile per CTA: a split into runs of one tile
   }
   s.ctas = (int32_t)c;
   return s;
@@ -106,10 +108,10 @@ constexpr RowCta row_cta(const RowSchedule& s, int b) {
 }
 
 // The grid of a masked launch planned at `plan_ctas` CTAs for `plan_steps` K steps in all (every group at its most
-// rows) on `sm_count` SMs: room for the split schedule to spread the call's steps over every SM.
-constexpr int row_grid(int plan_ctas, int64_t plan_steps, int sm_count, int max_ctas) {
+// rows), at most `most` CTAs (the SMs, capped at kMaxCtas): room for the split schedule to spread the call's steps
+// over every SM.
+constexpr int row_grid(int plan_ctas, int64_t plan_steps, int most) {
   int64_t c = plan_steps / kRowMinSteps;
-  const int64_t most = sm_count < max_ctas ? sm_count : max_ctas;
   c = c > most ? most : c;
   return (int)(c > plan_ctas ? c : plan_ctas);
 }
