@@ -1100,8 +1100,8 @@ PyObject* skinny_memo_ns(PyObject*, PyObject* args) {
   });
 }
 
-// row_schedule(tiles, kst, grid, wave_ok) -> (ctas, wave, shares): the masked form's schedule as its kernels make it
-// on the device (kernels/sm90/plan/row_schedule.h), every CTA's part (RowCta) as a tuple.
+// row_schedule(tiles, kst, grid, wave_ok, force=0) -> (ctas, wave, shares): the masked form's schedule as its kernels
+// make it on the device (kernels/sm90/plan/row_schedule.h), every CTA's part (RowCta) as a tuple.
 PyObject* row_schedule(PyObject*, PyObject* args) {
   long long tiles = 0;
   int kst = 0, grid = 0, wave_ok = 0, force = 0;
