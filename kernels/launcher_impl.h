@@ -223,8 +223,6 @@ struct Sm90State {
   CUfunction convert_fn[4] = {};  // the A conversion, by groups as fn's last index ([0]: convert_a_small)
   // the masked form's GEMM (nvfp4_group_gemm_masked): [0 main build, 1 narrow build][parameter-block size, as fn's]
   CUfunction masked_fn[2][4] = {};
-  // ... and its one-launch decode (nvfp4_group_gemm_masked_self: A staged by the GEMM; launch_chunk says where)
-  CUfunction masked_self_fn[4] = {};
   CUfunction half_fn[2] = {};     // the GEMM on half tiles (kernels/sm90/plan/planner.h kHalfBlockN), up to kGroupsSmall groups
   CUfunction red_fn = {};         // reduced tiles (kernels/sm90/plan/planner.h share_reduce), up to kGroupsSmall groups: the GEMM
   CUfunction reduce_fn = {};      // ... and the kernel that sums their parts into C
@@ -240,7 +238,6 @@ struct Sm90State {
   int skinny_split = 0;
   int skinny_lanes = 0;
   int only = 0;        // FASTLAUNCH_SM90_ONLY (experiments, wrong results): 1 conversion, 2 GEMM
-  int self_a = 0;      // FASTLAUNCH_SM90_SELF (experiments, tests): the one-launch decode 1 where it may run, 2 never
   uint64_t* trace = nullptr;  // FASTLAUNCH_SM90_TRACE (experiments): device buffer for the GEMM's trace points
   CUlaunchAttribute attr[1];  // programmatic stream serialisation
   CUlaunchConfig config;      // prebuilt; a launch sets grid size, shared memory and stream

@@ -48,7 +48,6 @@
 #include "sm90/plan/planner.h"
 #include "sm90/epilogue.cuh"
 #include "sm90/params.cuh"
-#include "sm90/stage_a.cuh"
 #include "sm90/stream_k.cuh"
 #include "sm90/trace.cuh"
 #include "ptx/cvt.cuh"
@@ -103,12 +102,7 @@ static_assert(kOffEpi % 1024 == 0 && kEpiWgBytes % 1024 == 0,
               "epilogue buffers in the 128-byte swizzle's alignment (TMA stores)");
 static_assert(kAStageBytes % 1024 == 0 && kOffA % 1024 == 0, "A stages keep the 128-byte swizzle's alignment");
 static_assert(kBStageBytes % 128 == 0 && kOffB % 128 == 0, "TMA and bulk-copy destinations aligned");
-static_assert(kOffBars + 3 * 8 * kMaxStages <= kHeaderBytes, "barriers fit the header");
-// The GEMM's own staging of A (SELF, kernels/sm90/stage_a.cuh): a stage's raw tile lies past its kNarrowN fp16 rows.
-constexpr uint32_t kOffRawA = kNarrowN * kA16RowBytes;
-static_assert(kOffRawA % 1024 == 0 && kOffRawA + kNarrowN * kRawFp16RowBytes <= kAStageBytes &&
-                  kRawScaleOffset + kSfBlockBytes <= kNarrowN * kRawFp16RowBytes,
-              "the raw tile fits the stage past its fp16 rows, in the 128-byte swizzle's alignment");
+static_assert(kOffBars + 2 * 8 * kMaxStages <= kHeaderBytes, "barriers fit the header");
 static_assert(kBlockK == 64, "one stage is one 512-byte scale block per 128 rows; an fp16 A row is one swizzle row");
 static_assert(kBlockN == 128, "two consumer warpgroups of 64 rows share one 128-row scale block");
 static_assert(kMaxWidth <= ptx::kWgmmaNMax && kMaxWidth <= 256, "tile width is wgmma N and one TMA box");
@@ -198,9 +192,6 @@ struct Smem {
     return (uint32_t)ptx::smem_desc_swizzle128(a_stage(0), 8 * kA16RowBytes) + s * (kAStageBytes >> 4);
   }
   __device__ uint32_t b_stage(int s) const { return base + kOffB + s * kBStageBytes; }
-  // SELF: the raw A tile of stage s landed (the A producer's TMA), and where it lands
-  __device__ uint32_t raw_full(int s) const { return base + kOffBars + 8u * (2 * kMaxStages + s); }
-  __device__ uint32_t raw_a(int s) const { return a_stage(s) + kOffRawA; }
 };
 
 // A position in a ring of N stages: the stage and the phase parity of its barriers.
@@ -340,7 +331,7 @@ __device__ __forceinline__ void k_loop(const Smem& sm, float (&all)[kMaxWidth / 
 template <int W, bool ANY, bool RED, int N, bool EL = false, bool MASKED = false, int MAXG>
 __device__ __forceinline__ void consumer_unit(const Params<MAXG>& p, const Smem& sm, float (&all)[kMaxWidth / 2],
                                               const Unit& w, ConsumerPos& pos, int r0, int c, int cw, int wq,
-                                              int lane, uint64_t*& pending, uint64_t* tr) {
+                                              int lane, int32_t*& pending, uint64_t* tr) {
   float(&acc)[W / 2] = *reinterpret_cast<float(*)[W / 2]>(&all[0]);
   const Group& gr = p.groups[w.tile.g];
   // trace: when the first stage lands. The condition is the warp's (the traced thread's warp waits too):
@@ -355,7 +346,7 @@ __device__ __forceinline__ void consumer_unit(const Params<MAXG>& p, const Smem&
   trace(tr, kTrFirstMainloop);
   __syncwarp();
   if (lane == 0) ptx::mbar_arrive(sm.empty(pos.prev));
-  raise_flag(pending, p.flag_epoch, lane);
+  raise_flag(pending, lane);
   const int cwarp = 4 * cw + wq;
   const int m = call_rows<MASKED>(p, w.tile.g);
   const int rows = min(W, m - w.tile.m0);  // the tile's valid A rows
@@ -464,7 +455,7 @@ __device__ __forceinline__ void consumer_unit_half(const Params<MAXG>& p, const 
 template <int W, bool ANY, bool MASKED, int MAXG>
 __device__ __forceinline__ void narrow_unit(const Params<MAXG>& p, const Smem& sm, float (&all)[kMaxWidth / 2],
                                             const Unit& w, ConsumerPos& pos, int r0, int c, int cw, int wq, int lane,
-                                            uint64_t*& pending, uint64_t* tr) {
+                                            int32_t*& pending, uint64_t* tr) {
   if constexpr (W == kWidths[0]) {
     if (narrow_tiles(p.groups[w.tile.g])) {
       consumer_unit<W, ANY, false, kNarrowN, true, MASKED>(p, sm, all, w, pos, r0, c, cw, wq, lane, pending, tr);
@@ -479,7 +470,7 @@ __device__ __forceinline__ void narrow_unit(const Params<MAXG>& p, const Smem& s
 template <bool HALF, bool ANY, bool RED, int BUILD, bool MASKED = false, int I = 0, int MAXG>
 __device__ __forceinline__ void consumer_dispatch(const Params<MAXG>& p, const Smem& sm, float (&all)[kMaxWidth / 2],
                                                   const Unit& w, ConsumerPos& pos, int r0, int c, int cw,
-                                                  int wq, int lane, uint64_t*& pending, uint64_t* tr) {
+                                                  int wq, int lane, int32_t*& pending, uint64_t* tr) {
   constexpr int W = kWidths[I];
   if constexpr (I + 1 < kNumWidths) {
     if (p.groups[w.tile.g].width > W) {
@@ -501,18 +492,14 @@ __device__ __forceinline__ void consumer_dispatch(const Params<MAXG>& p, const S
 // reduced tiles (kernels/sm90/plan/planner.h): every CTA stores its one unit's partial sums for the reduce kernel
 // (kernels/sm90/reduce.cuh), which stores C. BUILD: kernels/sm90/plan/planner.h kBuildMain, kBuildNarrow (the narrow build, kNarrowN)
 // or kBuildMid (the mid build, kMidN); the last two whole and split tiles only. MASKED: the masked form
-// (MaskedParams::masked_m; whole and split tiles, C rows aligned and stored by the threads). SELF: the masked form's
-// one-launch decode (narrow build, every tile narrow): no conversion kernel ran; the A producer loads each step's
-// raw A (NVFP4 with its scale block, or fp16 / bf16: map_a16[kNumWidths] is then raw A's map) and warps 2 and 3
-// convert it into the stage in turn (kernels/sm90/stage_a.cuh stage_row); B comes through one map of the stacked
-// experts (map_b[0]). The body of the kernels below.
-template <int MAXG, bool HALF, bool ANY, bool RED, int BUILD, bool MASKED, bool SELF = false>
+// (MaskedParams::masked_m; whole and split tiles, C rows aligned and stored by the threads). The body of both kernels
+// below.
+template <int MAXG, bool HALF, bool ANY, bool RED, int BUILD, bool MASKED>
 __device__ __forceinline__ void group_gemm(const Params<MAXG>& p) {
   static_assert(!HALF || kStages % 2 == 0, "half tiles: each stage serves one consumer warpgroup");
   static_assert(!RED || (!HALF && !ANY), "reduced tiles: whole-tile units, C stored by the reduce kernel");
   static_assert(BUILD == kBuildMain || (!HALF && !RED), "the narrow and mid builds: whole and split tiles");
   static_assert(!MASKED || (!HALF && !RED && !ANY), "the masked form: whole and split tiles, aligned C rows");
-  static_assert(!SELF || (MASKED && BUILD == kBuildNarrow), "the GEMM's own A staging: the masked form's narrow build");
   constexpr int kBN = HALF ? kHalfBlockN : kBlockN;  // B rows per tile
   extern __shared__ __align__(1024) uint8_t smem[];
   // Read from lane 0, so ptxas knows them warp-uniform and may keep what derives from them (ring
@@ -529,7 +516,6 @@ __device__ __forceinline__ void group_gemm(const Params<MAXG>& p) {
     for (int s = 0; s < kStages; ++s) {
       ptx::mbar_init(sm.full(s), 2);  // the A and the B producer, each with its bytes
       ptx::mbar_init(sm.empty(s), HALF ? kConsumerWarps / 2 : kConsumerWarps);  // its wgmma are done
-      if (SELF) ptx::mbar_init(sm.raw_full(s), 1);  // the A producer, with its bytes
     }
     ptx::fence_mbar_init();
   }
@@ -586,9 +572,7 @@ __device__ __forceinline__ void group_gemm(const Params<MAXG>& p) {
       // The B maps come from the kernel parameters, or else from the conversion kernel: wait for it.
       // B itself is an input, complete once the conversion kernel has passed its own
       // griddepcontrol.wait (it lets this grid launch only after that).
-      // map_b holds the B maps (else b_maps does); SELF: map_b[0] is the stacked B of all the launch's groups (the
-      // masked form's experts, n rows each), group g's rows from g n on
-      constexpr bool kParamMaps = MAXG <= kGroupsSmall || SELF;
+      constexpr bool kParamMaps = MAXG <= kGroupsSmall;  // map_b holds the B maps (else b_maps does)
       // (the masked form waited in its prologue, before reading masked_m or offs)
       if (!kParamMaps && !MASKED) ptx::griddep_wait();
       if (p.trace) {  // trace: the share's bounds are in registers
@@ -601,10 +585,8 @@ __device__ __forceinline__ void group_gemm(const Params<MAXG>& p) {
       for (int u = 0; u < share.units(); ++u) {
         const Unit w = share.unit<kBN>(p, u);
         const Group& gr = p.groups[w.tile.g];
-        const void* map_b = SELF         ? (const void*)&p.map_b[0]
-                            : kParamMaps ? (const void*)&p.map_b[w.tile.g]
-                                         : (const void*)(p.b_maps + (size_t)w.tile.g * kMapBytes);
-        const int b_row = SELF ? w.tile.g * gr.n + w.tile.n0 : w.tile.n0;
+        const void* map_b =
+            kParamMaps ? (const void*)&p.map_b[w.tile.g] : (const void*)(p.b_maps + (size_t)w.tile.g * kMapBytes);
         if (w.tile.g != cur_g) {
           cur_g = w.tile.g;
           if (lane == 0 && !kParamMaps) ptx::tmap_acquire(map_b);
@@ -622,7 +604,7 @@ __device__ __forceinline__ void group_gemm(const Params<MAXG>& p) {
             const uint32_t st = sm.b_stage(rb.s), full = sm.full(rb.s);
             // half tiles: a 64-row box (the maps are encoded so), and the whole 128-row scale block
             ptx::mbar_arrive_expect_tx(full, HALF ? kBRawBytes / 2 + kSfBlockBytes : kBStageBytes);
-            ptx::tma_load_2d(st, map_b, kc * (kBlockK / 2), b_row, full, b_hint);
+            ptx::tma_load_2d(st, map_b, kc * (kBlockK / 2), w.tile.n0, full, b_hint);
             ptx::bulk_load(st + kBRawBytes, sfb + (int64_t)kc * kSfBlockBytes, kSfBlockBytes, full, ptx::kEvictLast);
             if (first_load) trace(p.trace, kTrBFirstTma);
           }
@@ -636,14 +618,10 @@ __device__ __forceinline__ void group_gemm(const Params<MAXG>& p) {
       // first unit's parameters (a chain of dependent constant loads, ~0.5 us on the path to the first
       // K step) are read, and its map prefetched, while the wait lasts.
       // The narrow build's narrow tiles load only the kNarrowN rows their wgmma reads.
-      // SELF: the raw tile, kNarrowN rows of raw A's row bytes per step (and NVFP4's scale block)
-      const bool nvfp4 = p.groups[0].sfa != nullptr;
-      const uint32_t raw_row = nvfp4 ? kRawNvfp4RowBytes : kRawFp16RowBytes;
       const auto box = [&](const Group& gr, const CUtensorMap*& map, uint32_t& bytes) {
         const bool nar = BUILD == kBuildNarrow && narrow_tiles(gr);
         map = &p.map_a16[nar ? kNumWidths : gr.width_idx];
-        bytes = SELF ? kNarrowN * raw_row + (nvfp4 ? kSfBlockBytes : 0u)
-                     : (uint32_t)(nar ? kNarrowN : gr.width) * kA16RowBytes;
+        bytes = (uint32_t)(nar ? kNarrowN : gr.width) * kA16RowBytes;
       };
       RingPos<kStages> ra;
       bool first = true;
@@ -672,44 +650,12 @@ __device__ __forceinline__ void group_gemm(const Params<MAXG>& p) {
         for (int kc = w.k0; kc < w.k1; ++kc, ra.next()) {
           ptx::mbar_wait(sm.empty(ra.s), ra.ph ^ 1);
           if (lane == 0) {
-            if constexpr (SELF) {
-              const uint32_t full = sm.raw_full(ra.s), dst = sm.raw_a(ra.s);
-              ptx::mbar_arrive_expect_tx(full, bytes);
-              ptx::tma_load_2d(dst, map, kc * (int)raw_row, a_row, full, a_hint);
-              if (nvfp4) {
-                const Group& gr = p.groups[w.tile.g];
-                const int64_t blk = (int64_t)(w.tile.m0 / 128) * (gr.k / kBlockK) + kc;
-                ptx::bulk_load(dst + kRawScaleOffset, gr.sfa + blk * kSfBlockBytes, kSfBlockBytes, full, a_hint);
-              }
-            } else {
-              ptx::mbar_arrive_expect_tx(sm.full(ra.s), bytes);
-              ptx::tma_load_2d(sm.a_stage(ra.s), map, kc * kA16RowBytes, a_row, sm.full(ra.s), a_hint);
-            }
+            ptx::mbar_arrive_expect_tx(sm.full(ra.s), bytes);
+            ptx::tma_load_2d(sm.a_stage(ra.s), map, kc * kA16RowBytes, a_row, sm.full(ra.s), a_hint);
             if (first) trace(p.trace, kTrFirstTma);
           }
           first = false;
           __syncwarp();
-        }
-      }
-    } else if constexpr (SELF) {
-      // ---------------------------------------------------------- A staging (warps 2, 3)
-      // The steps in the producers' order, warp 2 + i % 2 taking step i: lane r converts the raw tile's row r
-      // into the stage (the tile's A rows are rows 0 .. kNarrowN - 1 of its group's 128-row scale block: narrow
-      // tiles start at row 0), then the warp hands the stage to the consumers as the A producer's arrival on
-      // "full" (its stores ordered before the consumers' wgmma reads by the async-proxy fence).
-      const bool nvfp4 = p.groups[0].sfa != nullptr, bf16 = p.a_bf16 != 0;
-      const uint32_t sf_off = sf_row_offset(lane);
-      RingPos<kStages> rs;
-      int i = 0;
-      for (int u = 0; u < share.units(); ++u) {
-        const Unit w = share.unit<kBN>(p, u);
-        for (int kc = w.k0; kc < w.k1; ++kc, rs.next(), ++i) {
-          if ((i & 1) != warp - 2) continue;
-          ptx::mbar_wait(sm.raw_full(rs.s), rs.ph);
-          stage_row(sm.raw_a(rs.s), sm.a_stage(rs.s), lane, sf_off, nvfp4, bf16);
-          ptx::fence_proxy_async_smem();
-          __syncwarp();
-          if (lane == 0) ptx::mbar_arrive(sm.full(rs.s));
         }
       }
     }
@@ -726,14 +672,14 @@ __device__ __forceinline__ void group_gemm(const Params<MAXG>& p) {
     Share<MASKED, BUILD == kBuildMain && !HALF && !RED> share(p, blockIdx.x);
     ConsumerPos pos;  // the place in the ring
     uint64_t* tr = threadIdx.x == 128 ? p.trace : nullptr;
-    uint64_t* pending = nullptr;  // the flag of partial sums written, not yet raised
+    int32_t* pending = nullptr;  // the flag of partial sums written, not yet raised
     for (int u = 0; u < share.units(); ++u) {
       const Unit w = share.unit<kBN>(p, u);
       float acc[kMaxWidth / 2];  // per unit: nothing carries over, so no register lives across widths
       consumer_dispatch<HALF, ANY, RED, BUILD, MASKED>(p, sm, acc, w, pos, r0, c, cw, wq, lane, pending, tr);
       tr = nullptr;  // trace the first unit only
     }
-    raise_flag(pending, p.flag_epoch, lane);
+    raise_flag(pending, lane);
     epilogue_buffer_read<kTmaC<MAXG, ANY, RED, MASKED>>();  // shared memory outlives the last TMA store's reads
     trace(threadIdx.x == 128 ? p.trace : nullptr, kTrConsumerDone);
   }
@@ -755,14 +701,6 @@ __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_con
 template <int MAXG, int BUILD = kBuildMain>
 __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm_masked(const __grid_constant__ MaskedParams<MAXG> p) {
   group_gemm<MAXG, false, false, false, BUILD, true>(p);
-}
-
-// The masked form's decode in one launch: the narrow build of groups whose tiles are all narrow, A staged by the GEMM
-// itself and B read through one map of the stacked experts (group_gemm's SELF).
-template <int MAXG>
-__global__ void __launch_bounds__(kThreads, 1)
-    nvfp4_group_gemm_masked_self(const __grid_constant__ MaskedParams<MAXG> p) {
-  group_gemm<MAXG, false, false, false, kBuildNarrow, true, true>(p);
 }
 
 }  // namespace fl::sm90

@@ -24,8 +24,6 @@ using sm90::Params;
 
 constexpr int64_t kMaxWorkspaceBytes = int64_t{1} << 48;  // far beyond any GPU; keeps the sums in int64
 constexpr int64_t kMaxUnitsPerLaunch = (int64_t{1} << 31) - 1;
-// Whether the masked form's decode takes one launch (launch_chunk's `self`) unless FASTLAUNCH_SM90_SELF says.
-constexpr bool kSelfByDefault = false;
 
 template <int MAXG, bool HALF = false, bool ANY = false, bool RED = false, int BUILD = sm90::kBuildMain>
 int prepare(CUfunction* fn, Error& err) {
@@ -66,19 +64,13 @@ int prepare_skinny(CUfunction (&fn)[sm90::kNumSkinnyBuilds][sm90::kNumSkinnyLane
   }
 }
 
-// The masked form's GEMM for each parameter-block size (Sm90State::masked_fn[build]; SELF: masked_self_fn, the
-// one-launch decode of the narrow build).
-template <int BUILD, bool SELF = false>
+// The masked form's GEMM for each parameter-block size (Sm90State::masked_fn[build]).
+template <int BUILD>
 int prepare_masked(CUfunction (&fn)[4], Error& err) {
-  const void* syms[4] = {
-      SELF ? reinterpret_cast<const void*>(&sm90::nvfp4_group_gemm_masked_self<sm90::kGroupsSmall>)
-           : reinterpret_cast<const void*>(&sm90::nvfp4_group_gemm_masked<sm90::kGroupsSmall, BUILD>),
-      SELF ? reinterpret_cast<const void*>(&sm90::nvfp4_group_gemm_masked_self<sm90::kGroupsMid>)
-           : reinterpret_cast<const void*>(&sm90::nvfp4_group_gemm_masked<sm90::kGroupsMid, BUILD>),
-      SELF ? reinterpret_cast<const void*>(&sm90::nvfp4_group_gemm_masked_self<sm90::kGroupsLarge>)
-           : reinterpret_cast<const void*>(&sm90::nvfp4_group_gemm_masked<sm90::kGroupsLarge, BUILD>),
-      SELF ? reinterpret_cast<const void*>(&sm90::nvfp4_group_gemm_masked_self<sm90::kGroupsPerLaunch>)
-           : reinterpret_cast<const void*>(&sm90::nvfp4_group_gemm_masked<sm90::kGroupsPerLaunch, BUILD>)};
+  const void* syms[4] = {reinterpret_cast<const void*>(&sm90::nvfp4_group_gemm_masked<sm90::kGroupsSmall, BUILD>),
+                         reinterpret_cast<const void*>(&sm90::nvfp4_group_gemm_masked<sm90::kGroupsMid, BUILD>),
+                         reinterpret_cast<const void*>(&sm90::nvfp4_group_gemm_masked<sm90::kGroupsLarge, BUILD>),
+                         reinterpret_cast<const void*>(&sm90::nvfp4_group_gemm_masked<sm90::kGroupsPerLaunch, BUILD>)};
   for (int i = 0; i < 4; ++i)
     if (int rc = kernel_handle(syms[i], sm90::kSmemBytes, &fn[i], err)) return rc;
   return FL_OK;
@@ -171,17 +163,6 @@ int b_maps(const Driver& drv, CUtensorMap* out, const int64_t* buf, int G, int g
                        kBPromotion, err);
 }
 
-// Raw A's map for the one-launch decode (nvfp4_group_gemm_masked_self): `rows` rows of K / 2 bytes (NVFP4) or 2 K
-// (fp16, bf16; 128-byte swizzle) from `a`, box kNarrowN rows x one K step; cached like the others.
-int raw_a_map(const Driver& drv, CUtensorMap* out, int64_t a, int64_t rows, int64_t k, bool fp16, Error& err) {
-  const int64_t key[3] = {a, rows, fp16 ? 2 * k : k / 2};
-  if (fp16)
-    return group_maps<3>(drv, out, key, 1, sm90::kRawFp16RowBytes, sm90::kNarrowN, CU_TENSOR_MAP_SWIZZLE_128B,
-                         CU_TENSOR_MAP_L2_PROMOTION_L2_128B, err);
-  return group_maps<2>(drv, out, key, 1, sm90::kRawNvfp4RowBytes, sm90::kNarrowN, CU_TENSOR_MAP_SWIZZLE_NONE,
-                       CU_TENSOR_MAP_L2_PROMOTION_L2_128B, err);
-}
-
 // The C tensor maps of groups g0 + order[i] (fp16 C as bytes: m rows of 2 n; box one epilogue pass, 64 rows x 128
 // bytes, in the epilogue buffer's 128-byte swizzle), for launches whose C rows are all aligned.
 int c_maps(const Driver& drv, CUtensorMap* out, const int64_t* buf, int G, int g0, const int* order, int groups,
@@ -209,19 +190,7 @@ void launch_extent(const int64_t* buf, int G, int g0, int gc, int64_t* rows, int
 int max_ctas(int sm_count) { return sm_count < sm90::kMaxCtas ? sm_count : sm90::kMaxCtas; }
 int64_t maps_bytes(int groups) { return round_up((int64_t)groups * sm90::kMapBytes, sm90::kWorkspaceAlign); }
 int64_t flags_bytes(int sm_count) {
-  return round_up((int64_t)max_ctas(sm_count) * sm90::kConsumerWarps * 8, sm90::kWorkspaceAlign);
-}
-// A raised partial-sum flag's value for one launch (Params::flag_epoch): a 64-bit mix of a per-thread count and the
-// thread's address, never 0, so no flag left in a reused workspace (by this process's earlier launches, put back to
-// 0, or by any other data) reads as raised.
-uint64_t flag_epoch() {
-  thread_local uint64_t count = 0;
-  static thread_local const char tag = 0;
-  uint64_t x = ++count * 0x9E3779B97F4A7C15ull ^ reinterpret_cast<uintptr_t>(&tag);
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  x ^= x >> 31;
-  return x ? x : 1;
+  return round_up((int64_t)max_ctas(sm_count) * sm90::kConsumerWarps * 4, sm90::kWorkspaceAlign);
 }
 // The GEMM's grid: the plan's, or for the masked form (masked) room for its split schedule over every SM
 // (kernels/sm90/plan/row_schedule.h).
@@ -312,32 +281,15 @@ int launch_chunk(const DeviceState& dev, const int64_t* buf, int G, int g0, int 
       red_ctas += gt.chunks * gt.tiles_n * sm90::tile_parts(plan.reduce, k / sm90::kBlockK);
     any = any || n % 8 != 0 || reinterpret_cast<uintptr_t>(gr.c) % 16 != 0;
   }
-  // The masked form's decode in one launch (nvfp4_group_gemm_masked_self): groups whose tiles are all narrow, A in
-  // the masked layout or fp16 / bf16 in either; its A producer loads raw A through the narrow slot's map, its B
-  // producer the stacked experts' B through map_b[0], and no conversion kernel runs.
-  bool self = masked && st.self_a != 2 && (st.self_a == 1 || kSelfByDefault) && st.only == 0 &&
-              plan.build == sm90::kBuildNarrow && (a_fp16 || !contiguous) &&
-              (int64_t)gc * buf[6 * G + g0] <= kMaxExtent;
-  for (int i = 0; i < gc && self; ++i) self = plan.group[i].mma_n <= sm90::kNarrowN;
-  if (self) {
-    if (int rc = raw_a_map(dev.drv, &p.map_a16[sm90::kNumWidths], buf[g0], rows, buf[7 * G + g0], a_fp16, err))
-      return rc;
-    const int64_t key[3] = {buf[1 * G + g0], gc * buf[6 * G + g0], buf[7 * G + g0] / 2};  // the experts' B, stacked
-    if (int rc = group_maps<0>(dev.drv, p.map_b, key, 1, sm90::kBlockK / 2, sm90::kBlockN, CU_TENSOR_MAP_SWIZZLE_NONE,
-                               kBPromotion, err))
-      return rc;
-  }
   if constexpr (MAXG <= sm90::kGroupsSmall) {
     const int box_rows = plan.half ? sm90::kHalfBlockN : sm90::kBlockN;
-    if (!self)
-      if (int rc = b_maps(dev.drv, p.map_b, buf, G, g0, plan.order, gc, box_rows, err)) return rc;
+    if (int rc = b_maps(dev.drv, p.map_b, buf, G, g0, plan.order, gc, box_rows, err)) return rc;
     if (!any && !plan.reduce && !masked)  // the kernels of aligned C (sm90::kTmaC) store it through these
       if (int rc = c_maps(dev.drv, p.map_c, buf, G, g0, plan.order, gc, err)) return rc;
   }
   uint8_t* const tail = a16 + sm90::a16_launch_bytes(rows, kmax);
   p.b_maps = tail;
-  p.flags = reinterpret_cast<uint64_t*>(tail + maps_bytes(gc));
-  p.flag_epoch = flag_epoch();
+  p.flags = reinterpret_cast<int32_t*>(tail + maps_bytes(gc));
   p.partials = reinterpret_cast<float*>(reinterpret_cast<uint8_t*>(p.flags) + flags_bytes(dev.sm_count));
   a16 += chunk_bytes(rows, kmax, gc, dev.sm_count, plan, masked != nullptr);
   p.num_groups = gc;
@@ -358,35 +310,32 @@ int launch_chunk(const DeviceState& dev, const int64_t* buf, int G, int g0, int 
   mp.row_force = force.share == 1 || force.share == 2 || force.share == 4 ? force.share : 0;
   void* args[1] = {&p};
 
-  // The conversion (none in the one-launch decode): one thread per unit (kernels/sm90/plan/planner.h convert_ctas), and
-  // enough CTAs for one warp per group's B map.
+  // The conversion: one thread per unit (kernels/sm90/plan/planner.h convert_ctas), and enough CTAs for one warp per group's B map.
   // GEMM alone (experiments): the same kernel with no units (only the conversion reads num_units), so
   // the maps and flags are still written.
   if (st.only == 2) p.num_units = 0;
   CUlaunchConfig cfg = st.convert_config;  // attrs point into dev, which outlives the call
-  if (!self) {
-    const int64_t blocks = sm90::convert_ctas(p.num_units, dev.sm_count);
-    const int64_t map_blocks = ceil_div(gc, sm90::kConvertThreads / 32);
-    cfg.gridDimX = (unsigned)(blocks > map_blocks ? blocks : map_blocks);
-    cfg.hStream = reinterpret_cast<CUstream>(stream);
-    if constexpr (MAXG == sm90::kGroupsSmall) {
-      // B maps in the GEMM's parameters: the conversion runs on its own small block (ConvertParams)
-      sm90::ConvertParams cp{};  // (groups past gc: zeros, never read)
-      cp.num_units = p.num_units;
-      cp.num_ctas = p.num_ctas;
-      cp.a16_pitch = p.a16_pitch;
-      cp.a_bf16 = p.a_bf16;
-      cp.flags = p.flags;
-      cp.masked_m = mp.masked_m;
-      for (int i = 0; i < gc; ++i) {
-        const sm90::Group& gr = p.groups[i];
-        cp.groups[i] = {gr.a, gr.sfa, gr.a16, gr.k, gr.unit_end, gr.width};
-      }
-      void* cargs[1] = {&cp};
-      FL_LAUNCH_TRY(err, dev.drv, dev.drv.launch_kernel_ex(&cfg, st.convert_fn[which], cargs, nullptr));
-    } else {
-      FL_LAUNCH_TRY(err, dev.drv, dev.drv.launch_kernel_ex(&cfg, st.convert_fn[which], args, nullptr));
+  const int64_t blocks = sm90::convert_ctas(p.num_units, dev.sm_count);
+  const int64_t map_blocks = ceil_div(gc, sm90::kConvertThreads / 32);
+  cfg.gridDimX = (unsigned)(blocks > map_blocks ? blocks : map_blocks);
+  cfg.hStream = reinterpret_cast<CUstream>(stream);
+  if constexpr (MAXG == sm90::kGroupsSmall) {
+    // B maps in the GEMM's parameters: the conversion runs on its own small block (ConvertParams)
+    sm90::ConvertParams cp{};  // (groups past gc: zeros, never read)
+    cp.num_units = p.num_units;
+    cp.num_ctas = p.num_ctas;
+    cp.a16_pitch = p.a16_pitch;
+    cp.a_bf16 = p.a_bf16;
+    cp.flags = p.flags;
+    cp.masked_m = mp.masked_m;
+    for (int i = 0; i < gc; ++i) {
+      const sm90::Group& gr = p.groups[i];
+      cp.groups[i] = {gr.a, gr.sfa, gr.a16, gr.k, gr.unit_end, gr.width};
     }
+    void* cargs[1] = {&cp};
+    FL_LAUNCH_TRY(err, dev.drv, dev.drv.launch_kernel_ex(&cfg, st.convert_fn[which], cargs, nullptr));
+  } else {
+    FL_LAUNCH_TRY(err, dev.drv, dev.drv.launch_kernel_ex(&cfg, st.convert_fn[which], args, nullptr));
   }
 
   cfg = st.config;
@@ -402,7 +351,7 @@ int launch_chunk(const DeviceState& dev, const int64_t* buf, int G, int g0, int 
     if (any || plan.half || plan.reduce || plan.build == sm90::kBuildMid || !ordered)
       return err.set(FL_ERR_VALUE, "masked form: no kernel for this plan (half %d, reduced %d, build %d, aligned C %d, "
                      "groups in order %d)", (int)plan.half, plan.reduce, plan.build, (int)!any, (int)ordered);
-    fn = (self ? st.masked_self_fn : st.masked_fn[plan.build == sm90::kBuildNarrow])[which];
+    fn = st.masked_fn[plan.build == sm90::kBuildNarrow][which];
   }
   if constexpr (MAXG == sm90::kGroupsSmall) {
     // the planner takes half and reduced tiles for up to kGroupsSmall groups only
@@ -504,7 +453,6 @@ int sm90_init(DeviceState& dev, Error& err) {
   if (int rc = prepare_build<sm90::kBuildMid>(st.fn[sm90::kBuildMid], err)) return rc;
   if (int rc = prepare_masked<sm90::kBuildMain>(st.masked_fn[0], err)) return rc;
   if (int rc = prepare_masked<sm90::kBuildNarrow>(st.masked_fn[1], err)) return rc;
-  if (int rc = prepare_masked<sm90::kBuildNarrow, true>(st.masked_self_fn, err)) return rc;
   if (int rc = prepare<sm90::kGroupsSmall, true>(&st.half_fn[0], err)) return rc;
   if (int rc = prepare<sm90::kGroupsSmall, true, true>(&st.half_fn[1], err)) return rc;
   if (int rc = prepare<sm90::kGroupsSmall, false, false, true>(&st.red_fn, err)) return rc;
@@ -584,10 +532,6 @@ int sm90_init(DeviceState& dev, Error& err) {
       return err.set(FL_ERR_VALUE, "FASTLAUNCH_SM90_SKINNY_LANES=%s: expected lanes per B row, %d or %d", env,
                      sm90::kSkinnyLanes[0], sm90::kSkinnyLanes[1]);
     st.skinny_lanes = lanes;
-  }
-  if (const char* env = std::getenv("FASTLAUNCH_SM90_SELF")) {
-    st.self_a = std::strcmp(env, "1") == 0 ? 1 : std::strcmp(env, "0") == 0 ? 2 : -1;
-    if (st.self_a < 0) return err.set(FL_ERR_VALUE, "FASTLAUNCH_SM90_SELF=%s: expected 0 or 1", env);
   }
   if (const char* env = std::getenv("FASTLAUNCH_SM90_ONLY")) {
     st.only = std::strcmp(env, "convert") == 0 ? 1 : std::strcmp(env, "gemm") == 0 ? 2 : -1;

@@ -54,9 +54,7 @@ struct Params {
                         // num_ctas, ...; 0: the stream-K shares of start_tile/start_k
   int32_t a_bf16;       // the groups' A is the caller's bf16 (weight-only forms: sfa null), converted to fp16
   uint8_t* b_maps;      // workspace: one B map (kMapBytes) per group, in `groups` order, written by the conversion
-  uint64_t* flags;      // workspace: per CTA and consumer warp, flag_epoch once its partial sums are written, put back
-                        // to 0 by the CTA that reads them (and zeroed by the conversion where there is one)
-  uint64_t flag_epoch;  // the raised flags' value this launch: never 0, and drawn anew for every launch
+  int32_t* flags;       // workspace: per CTA and consumer warp, its partial sums are written (the conversion zeroes them)
   float* partials;      // workspace: kPartialBytes per CTA, the sums of the tile it ends inside
   uint64_t* trace;     // experiments only (FASTLAUNCH_SM90_TRACE): per-CTA trace points, else null
   int32_t start_tile[kMaxCtas + 1];  // CTA b: the K steps from (start_tile[b], start_k[b]) up to b + 1's (kernels/sm90/plan/planner.h)
@@ -104,7 +102,7 @@ struct ConvertParams {
   int32_t num_ctas;
   int32_t a16_pitch;
   int32_t a_bf16;
-  uint64_t* flags;
+  int32_t* flags;
   const int32_t* masked_m;
   ConvertGroup groups[kGroupsSmall];
 };

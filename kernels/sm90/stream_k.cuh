@@ -139,12 +139,11 @@ __device__ __forceinline__ void write_partial(const float (&acc)[W / 2], float* 
 }
 
 // Raises a consumer warp's flag once its partial sums are written (a release: lane 0's store waits
-// for the warp's stores before it, ordered by the __syncwarp): it takes the launch's Params::flag_epoch, which the
-// workspace's earlier contents do not hold, and the one CTA that waits for it puts it back to 0 (add_partials).
-__device__ __forceinline__ void raise_flag(uint64_t*& pending, uint64_t epoch, int lane) {
+// for the warp's stores before it, ordered by the __syncwarp).
+__device__ __forceinline__ void raise_flag(int32_t*& pending, int lane) {
   if (pending) {
     __syncwarp();
-    if (lane == 0) ptx::st_release_gpu(pending, epoch);
+    if (lane == 0) ptx::st_release_gpu(pending, 1);
     pending = nullptr;
   }
 }
@@ -164,11 +163,10 @@ __device__ __forceinline__ void add_partials(const Params<MAXG>& p, float (&acc)
   }
   for (int i0 = 0; i0 < n; i0 += 32) {
     const int i = i0 + lane;
-    uint64_t* flag = p.flags + (b - 1 - i) * kConsumerWarps + cwarp;
+    const int32_t* flag = p.flags + (b - 1 - i) * kConsumerWarps + cwarp;
     bool ready = i >= n;
     while (!__all_sync(0xffffffffu, ready))
-      if (!ready) ready = ptx::ld_acquire_gpu(flag) == p.flag_epoch;
-    if (i < n) ptx::st_u64(flag, 0);  // each flag has this one waiter; the next grid reads it after this one ends
+      if (!ready) ready = ptx::ld_acquire_gpu(flag) != 0;
   }
   __syncwarp();  // orders each lane's acquire before every lane's loads below
   static_assert(W % 16 == 0, "whole halves");

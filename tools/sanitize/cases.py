@@ -28,8 +28,6 @@ FAMILIES = {
     "masked": ({}, []),  # the masked form: grouped_mm_masked below
     "masked-wave": ({"FASTLAUNCH_SM90_SHARE": "wave"}, []),  # ... in wave plans (tiles counted on the device)
     "serving": ({}, []),  # the weight-only masked form (bf16, fp16 a) and the contiguous layout (bf16, NVFP4 a)
-    # the masked form's one-launch decode (the GEMM stages A itself): NVFP4, fp16 and bf16 a, split tiles
-    "one-launch": ({"FASTLAUNCH_SM90_SELF": "1", "FASTLAUNCH_SM90_NARROW": "1", "FASTLAUNCH_SM90_SKINNY": "0"}, []),
 }
 
 
@@ -69,36 +67,26 @@ def main(argv):
             print(f"masked {i}: G={g} max_m={max_m} N={n} K={k} masked_m={counts}: {'ok' if ok else 'WRONG ' + msg}")
     if argv[1] == "serving":
         wrong += serving_forms(torch, R, _C)
-    if argv[1] == "one-launch":
-        wrong += one_launch_forms(torch, R, _C)
     return 1 if wrong else 0
-
-
-def masked_calls(torch, R, _C, name, seed, gen, cases):
-    """Masked-layout calls (g, max_m, n, k, counts, a dtype: None for NVFP4 a, else random a of that dtype) against
-    the reference, one line each; the count of wrong ones."""
-    wrong = 0
-    for i, (g, max_m, n, k, counts, dt) in enumerate(cases):
-        a, sfa, b, sfb, mm, out = R.generate_masked_input(g, max_m, n, k, counts, seed + i, device="cuda")
-        if dt is not None:
-            a, sfa = torch.randn(g, max_m, k, generator=gen, device="cuda").to(dt), None
-        before = out.clone()
-        _C.grouped_mm_masked(a, sfa, b, sfb, mm, out)
-        torch.cuda.synchronize()
-        ok, msg = R.check_masked(out, R.ref_masked(a, sfa, b, sfb, mm), mm, before)
-        wrong += not ok
-        print(f"{name} {i}: G={g} max_m={max_m} N={n} K={k} a {dt or 'NVFP4'}: {'ok' if ok else 'WRONG ' + msg}")
-    return wrong
 
 
 def serving_forms(torch, R, _C):
     """The forms whose A the conversion kernel permutes or decodes whole: weight-only masked calls (bf16 and fp16 a)
     and contiguous ones (bf16 and NVFP4 a, rows past the last offset owned by no expert); the count of wrong ones."""
     from fastlaunch import quantize
+    wrong = 0
     gen = torch.Generator(device="cuda").manual_seed(300)
-    wrong = masked_calls(torch, R, _C, "weight-only", 300, gen, [(3, 40, 256, 512, [0, 40, 7], torch.bfloat16),
-                                                                  (2, 200, 128, 256, [200, 65], torch.float16),
-                                                                  (4, 24, 512, 4096, [0, 9, 0, 3], torch.bfloat16)])
+    for i, (g, max_m, n, k, counts, dt) in enumerate([(3, 40, 256, 512, [0, 40, 7], torch.bfloat16),
+                                                      (2, 200, 128, 256, [200, 65], torch.float16),
+                                                      (4, 24, 512, 4096, [0, 9, 0, 3], torch.bfloat16)]):
+        _a, _sfa, b, sfb, mm, out = R.generate_masked_input(g, max_m, n, k, counts, 300 + i, device="cuda")
+        x = torch.randn(g, max_m, k, generator=gen, device="cuda").to(dt)
+        before = out.clone()
+        _C.grouped_mm_masked(x, None, b, sfb, mm, out)
+        torch.cuda.synchronize()
+        ok, msg = R.check_masked(out, R.ref_masked(x, None, b, sfb, mm), mm, before)
+        wrong += not ok
+        print(f"weight-only {i}: G={g} max_m={max_m} N={n} K={k} a {dt}: {'ok' if ok else 'WRONG ' + msg}")
     G, T, n, k = 4, 300, 256, 512
     _a, _sfa, b, sfb, _mm, _out = R.generate_masked_input(G, 1, n, k, 0, 310, device="cuda")
     x = torch.randn(T, k, generator=gen, device="cuda").to(torch.bfloat16)
@@ -112,27 +100,6 @@ def serving_forms(torch, R, _C):
         ok, msg = R.check_contiguous(out, R.ref_contiguous(a, b, sfb, offs, sfa=sfa), before)
         wrong += not ok
         print(f"contiguous {name}: G={G} T={T} N={n} K={k} offs={offs.tolist()}: {'ok' if ok else 'WRONG ' + msg}")
-    return wrong
-
-
-def one_launch_forms(torch, R, _C):
-    """Decode calls the GEMM runs alone, staging A itself: masked NVFP4, bf16 and fp16 a (the last two experts' tiles
-    split over 64 CTAs: partial sums and their flags) and contiguous bf16 a; the count of wrong ones."""
-    gen = torch.Generator(device="cuda").manual_seed(400)
-    wrong = masked_calls(torch, R, _C, "one-launch masked", 400, gen,
-                         [(3, 8, 256, 512, [0, 8, 3], None), (2, 20, 128, 256, [20, 5], torch.float16),
-                          (4, 24, 512, 4096, [0, 9, 0, 3], torch.bfloat16), (4, 24, 512, 4096, [0, 9, 0, 3], None)])
-    G, T, n, k = 4, 3, 256, 512
-    _a, _sfa, b, sfb, _mm, _out = R.generate_masked_input(G, 1, n, k, 0, 410, device="cuda")
-    x = torch.randn(T, k, generator=gen, device="cuda").to(torch.bfloat16)
-    offs = torch.tensor([0, 2, 2, 3], dtype=torch.int32, device="cuda")
-    out = torch.full((T, n), float("nan"), dtype=torch.float16, device="cuda")
-    before = out.clone()
-    _C.grouped_mm_contiguous(x, None, b, sfb, offs, out)
-    torch.cuda.synchronize()
-    ok, msg = R.check_contiguous(out, R.ref_contiguous(x, b, sfb, offs), before)
-    wrong += not ok
-    print(f"one-launch contiguous: G={G} T={T} N={n} K={k} offs={offs.tolist()}: {'ok' if ok else 'WRONG ' + msg}")
     return wrong
 
 
