@@ -1100,18 +1100,18 @@ PyObject* skinny_memo_ns(PyObject*, PyObject* args) {
   });
 }
 
-// row_schedule(tiles, kst, grid, wave_ok, force=0) -> (ctas, wave, shares): the masked form's schedule as its kernels
-// make it on the device (kernels/sm90/plan/row_schedule.h), every CTA's part (RowCta) as a tuple.
+// row_schedule(tiles, kst, grid, wave_ok, force=0, a16_bytes=0) -> (ctas, wave, shares): the masked form's schedule
+// as its kernels make it on the device (kernels/sm90/plan/row_schedule.h), every CTA's part (RowCta) as a tuple.
 PyObject* row_schedule(PyObject*, PyObject* args) {
-  long long tiles = 0;
+  long long tiles = 0, a16_bytes = 0;
   int kst = 0, grid = 0, wave_ok = 0, force = 0;
-  if (!PyArg_ParseTuple(args, "Liip|i", &tiles, &kst, &grid, &wave_ok, &force)) return nullptr;
-  if (tiles < 0 || tiles > (1LL << 31) - 1 || kst < 0 || grid < 0 || grid > 4096)
-    return raise(PyExc_ValueError, "row_schedule: tiles in 0..2^31-1, kst >= 0, grid in 0..4096, got %lld, %d, %d",
-                 tiles, kst, grid);
+  if (!PyArg_ParseTuple(args, "Liip|iL", &tiles, &kst, &grid, &wave_ok, &force, &a16_bytes)) return nullptr;
+  if (tiles < 0 || tiles > (1LL << 31) - 1 || kst < 0 || grid < 0 || grid > 4096 || a16_bytes < 0)
+    return raise(PyExc_ValueError, "row_schedule: tiles in 0..2^31-1, kst >= 0, grid in 0..4096, a16_bytes >= 0, got "
+                 "%lld, %d, %d, %lld", tiles, kst, grid, a16_bytes);
   if (force != 0 && force != fl::sm90::kRowWhole && force != fl::sm90::kRowSplit && force != fl::sm90::kRowWave)
     return raise(PyExc_ValueError, "row_schedule: force must be 0, 1 (whole), 2 (split) or 4 (wave), got %d", force);
-  const fl::sm90::RowSchedule s = fl::sm90::row_schedule(tiles, kst, grid, wave_ok != 0, force);
+  const fl::sm90::RowSchedule s = fl::sm90::row_schedule(tiles, kst, grid, wave_ok != 0, force, a16_bytes);
   PyObject* shares = PyTuple_New(grid);
   if (!shares) return nullptr;
   for (int b = 0; b < grid; ++b) {
@@ -1347,10 +1347,11 @@ PyMethodDef kMethods[] = {
      "plan_memo_ns(launches, sm_count, reps) -> (ns, misses)\n\nThe launcher's memo of plans timed on this CPU: ns per "
      "launch over reps passes through launches ([[(m, n, k), ...], ...]), and how many it planned."},
     {"row_schedule", row_schedule, METH_VARARGS,
-     "row_schedule(tiles, kst, grid, wave_ok, force=0) -> (ctas, wave, shares)\n\nThe masked form's schedule as its "
-     "kernels make it on the device from the tiles that hold rows this call (tiles of kst K steps each, a grid of "
-     "`grid` CTAs; wave_ok: the kernel build runs wave walks; force: 1 whole tiles, 2 a split, 4 waves, as "
-     "FASTLAUNCH_SM90_SHARE forces them, 0 the cheaper): the CTAs with work, whether tiles run whole (tile t on "
+     "row_schedule(tiles, kst, grid, wave_ok, force=0, a16_bytes=0) -> (ctas, wave, shares)\n\nThe masked form's "
+     "schedule as its kernels make it on the device from the tiles that hold rows this call (tiles of kst K steps "
+     "each, a grid of `grid` CTAs; wave_ok: the kernel build runs wave walks; force: 1 whole tiles, 2 a split, 4 "
+     "waves, as FASTLAUNCH_SM90_SHARE forces them, 0 the cheaper; a16_bytes: the fp16 A the tiles read, as tiled, "
+     "past L2's share of which waves are preferred): the CTAs with work, whether tiles run whole (tile t on "
      "CTA t mod ctas) or the K steps are split evenly, and per CTA (first_tile, first_k, units, end_k, stride, "
      "before): its share (end_k 0: its steps end at a tile's end), the wave walk's stride (0: a split run, walked "
      "backwards) and how many CTAs below it hold steps of its first tile."},

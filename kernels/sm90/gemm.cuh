@@ -82,9 +82,11 @@ constexpr uint32_t kOffB = kOffA + kStages * kAStageBytes;
 constexpr uint32_t kOffEpi = kOffB + kStages * kBStageBytes;
 // The masked form's schedule (kernels/sm90/plan/row_schedule.h): each group's tile end in the tiles that hold rows
 // this call (from masked_m or offs, on the device: group_gemm's prologue), and the CTA's part of the schedule made
-// of their count, after the epilogue buffers.
+// of their count, after the epilogue buffers; between them each group's rows as tiled (its tiles along M times its
+// width), whose fp16 A bytes tell the schedule whether the call's A is past L2.
 constexpr uint32_t kOffRowTileEnds = kOffEpi + kEpiBytes;
-constexpr uint32_t kOffRowSched = kOffRowTileEnds + kGroupsPerLaunch * 4;
+constexpr uint32_t kOffRowTiled = kOffRowTileEnds + kGroupsPerLaunch * 4;
+constexpr uint32_t kOffRowSched = kOffRowTiled + kGroupsPerLaunch * 4;
 constexpr uint32_t kSmemBytes = kOffRowSched + sizeof(RowCta);
 
 static_assert(kStages >= 4, "pipeline depth");
@@ -93,6 +95,10 @@ static_assert(kSmemBytes <= kSmemLimit, "shared memory");
 __device__ __forceinline__ int32_t* row_tile_ends() {
   extern __shared__ __align__(1024) uint8_t smem[];
   return reinterpret_cast<int32_t*>(smem + kOffRowTileEnds);
+}
+__device__ __forceinline__ uint32_t* row_tiled_rows() {
+  extern __shared__ __align__(1024) uint8_t smem[];
+  return reinterpret_cast<uint32_t*>(smem + kOffRowTiled);
 }
 __device__ __forceinline__ RowCta* row_cta_smem() {
   extern __shared__ __align__(1024) uint8_t smem[];
@@ -526,16 +532,21 @@ __device__ __forceinline__ void group_gemm(const Params<MAXG>& p) {
   if constexpr (MASKED) {
     int32_t* ends = row_tile_ends();
     ptx::griddep_wait();
+    uint32_t* tiled = row_tiled_rows();
     for (int g = threadIdx.x; g < p.num_groups; g += kThreads) {
       const Group& gr = p.groups[g];
-      ends[g] = (int32_t)(ceil_div(call_rows<true>(p, g), gr.width) * tiles_n(gr.n));
+      const int chunks = ceil_div(call_rows<true>(p, g), gr.width);
+      ends[g] = (int32_t)(chunks * tiles_n(gr.n));
+      tiled[g] = (uint32_t)chunks * (uint32_t)gr.width;
     }
     __syncthreads();
     if (threadIdx.x < 32) {
       int32_t carry = 0;
+      uint64_t rows = 0;  // the lane's groups' tiled rows, then the launch's
       for (int g0 = 0; g0 < p.num_groups; g0 += 32) {
         const int g = g0 + (int)threadIdx.x;
         int32_t v = g < p.num_groups ? ends[g] : 0;
+        rows += g < p.num_groups ? tiled[g] : 0u;
 #pragma unroll
         for (int d = 1; d < 32; d *= 2) {
           const int32_t up = __shfl_up_sync(0xffffffffu, v, d);
@@ -544,10 +555,13 @@ __device__ __forceinline__ void group_gemm(const Params<MAXG>& p) {
         if (g < p.num_groups) ends[g] = carry + v;
         carry += __shfl_sync(0xffffffffu, v, 31);
       }
+#pragma unroll
+      for (int d = 16; d > 0; d /= 2) rows += __shfl_xor_sync(0xffffffffu, rows, d);
       if (threadIdx.x == 0) {
         const int kst = p.groups[0].k / kBlockK;
+        const int64_t a16 = (int64_t)rows * p.groups[0].k * 2;  // (every group of a masked launch has the one K)
         const RowCta c = row_cta(row_schedule(carry, kst, p.num_ctas, BUILD == kBuildMain,
-                                              static_cast<const MaskedParams<MAXG>&>(p).row_force),
+                                              static_cast<const MaskedParams<MAXG>&>(p).row_force, a16),
                                  blockIdx.x);
         *row_cta_smem() = c;
         if (p.trace) {  // what this CTA made of the schedule, as int32 pairs (tests/gpu/test_masked.py reads them)
@@ -555,6 +569,7 @@ __device__ __forceinline__ void group_gemm(const Params<MAXG>& p) {
           const auto pair = [](int32_t lo, int32_t hi) { return (uint64_t)(uint32_t)lo | (uint64_t)(uint32_t)hi << 32; };
           q[0] = pair(c.share.first_t, c.share.first_k), q[1] = pair(c.share.count, c.share.end_k);
           q[2] = pair(c.stride, c.before), q[3] = pair(carry, kst);  // (kTrRowWalk)
+          q[4] = (uint64_t)a16;                                       // (kTrRowA16)
         }
       }
     }

@@ -8,11 +8,11 @@ namespace fl::sm90 {
 
 // CTA b writes event e as (globaltimer ns, clock64) at trace[(b * kTraceEvents + e) * 2]; event
 // kTrSm holds the SM id, and in the masked form kTrRowShare and kTrRowWalk the CTA's part of the schedule it made
-// (kernels/sm90/gemm.cuh). No-op when the trace buffer is null.
+// and kTrRowA16 the fp16 A bytes it was made for (kernels/sm90/gemm.cuh). No-op when the trace buffer is null.
 constexpr int kTraceEvents = 16;
 enum TraceEvent {
   kTrEntry, kTrInit, kTrGridWait, kTrMapsReady, kTrFirstTma, kTrFirstFull, kTrFirstMainloop, kTrFirstEpilogue,
-  kTrConsumerDone, kTrExit, kTrBShare, kTrBFirstTma, kTrRowShare, kTrRowWalk, kTrSm = kTraceEvents - 1
+  kTrConsumerDone, kTrExit, kTrBShare, kTrBFirstTma, kTrRowShare, kTrRowWalk, kTrRowA16, kTrSm = kTraceEvents - 1
 };
 
 __device__ __forceinline__ void trace(uint64_t* tr, int e) {

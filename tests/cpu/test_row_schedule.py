@@ -10,10 +10,10 @@ from fastlaunch import _C
 from conftest import fresh_seed
 
 
-def steps_of(tiles, kst, grid, wave_ok, force=0):
+def steps_of(tiles, kst, grid, wave_ok, force=0, a16_bytes=0):
     """Each CTA's steps as the kernel walks them (stream_k.cuh Share::unit): {(tile, k): cta}, the units each CTA
     runs, and the finishing CTA of each split tile with the CTAs whose sums it adds (RowCta::before)."""
-    ctas, wave, shares = _C.row_schedule(tiles, kst, grid, wave_ok, force)
+    ctas, wave, shares = _C.row_schedule(tiles, kst, grid, wave_ok, force, a16_bytes)
     owner, units, finish = {}, {}, {}
     for b, (first_t, first_k, count, end_k, stride, before) in enumerate(shares):
         assert (stride != 0) == bool(wave)
@@ -101,6 +101,29 @@ def test_the_cases_the_issue_names():
     assert _C.row_schedule(384, 112, 132, True)[:2] == (132, 1)
     ctas, wave, shares = _C.row_schedule(128, 112, 132, False)
     assert (ctas, wave) == (128, 0) and all(s[:4] == (b, 0, 1, 0) for b, s in enumerate(shares[:128]))
+
+
+def test_past_l2_prefers_waves():
+    """Past L2 (the tiles' fp16 A over 24 MB, as the host planner's wave plans) waves are taken up to 5/4 of the
+    split's busiest CTA: a full prefill step of 8 experts (333 tiles of 112 steps, 38.5 MB of A as tiled: three
+    waves, 336 steps, against a split's 297 with its sums' trip) runs waves; the same tiles within L2 split; a wave
+    walk more than 5/4 of the split (133 tiles: two waves, 224 steps, against 127) or a build without wave walks
+    still splits; and the choice keeps every step once (checked by steps_of's walk)."""
+    mb = 1 << 20
+    assert _C.row_schedule(333, 112, 132, True)[:2] == (132, 0)
+    assert _C.row_schedule(333, 112, 132, True, 0, int(38.5 * mb))[:2] == (132, 1)
+    assert _C.row_schedule(333, 112, 132, True, 0, 24 * mb)[:2] == (132, 0)  # (over 24 MB, not at it)
+    assert _C.row_schedule(133, 112, 132, True, 0, 100 * mb)[:2] == (132, 0)
+    assert _C.row_schedule(333, 112, 132, False, 0, 100 * mb)[:2] == (132, 0)
+    assert _C.row_schedule(333, 112, 132, True, SPLIT, 100 * mb)[:2] == (132, 0)  # forcing still wins
+    rng = random.Random(fresh_seed())
+    for _ in range(200):
+        tiles, kst, grid = rng.randint(1, 2000), rng.choice([16, 56, 112, 224]), rng.choice([7, 114, 132])
+        ctas, wave, _shares, owner, _units, _finish = steps_of(tiles, kst, grid, True, 0, 100 * mb)
+        assert len(owner) == tiles * kst
+        if wave:
+            split = _C.row_schedule(tiles, kst, grid, True, SPLIT)[0]
+            assert -(-tiles // grid) * kst * 4 <= (-(-tiles * kst // split) + max(kst // 8, 8)) * 5
 
 
 WHOLE, SPLIT, WAVE = 1, 2, 4  # row_schedule.h kRowWhole, kRowSplit, kRowWave (FASTLAUNCH_SM90_SHARE's codes)

@@ -278,7 +278,8 @@ for i, (g, max_m, n, k, counts) in enumerate(cases):
     pair = lambda v: (int(v) & 0xFFFFFFFF, (int(v) >> 32) & 0xFFFFFFFF)  # two non-negative int32 (gemm.cuh)
     device = [pair(ev[b, 12, 0]) + pair(ev[b, 12, 1]) + pair(ev[b, 13, 0]) for b in range(grid)]
     print(json.dumps({"case": i, "grid": grid, "device": device,
-                      "walks": sorted({pair(ev[b, 13, 1]) for b in range(grid)})}), flush=True)
+                      "walks": sorted({pair(ev[b, 13, 1]) for b in range(grid)}),
+                      "a16": sorted({int(ev[b, 14, 0]) for b in range(grid)})}), flush=True)
 """
 
 
@@ -290,6 +291,7 @@ def test_device_schedule_matches_the_cpu_model():
     rng = random.Random(seed)
     cases = [(20, 64, 2048, 2048, [rng.randrange(0, 65) for _ in range(20)]),
              (20, 512, 2048, 7168, [rng.randrange(64, 513) * (e % 2) for e in range(20)]),
+             (20, 512, 2048, 7168, [rng.randrange(256, 513) for e in range(20)]),  # past L2: waves
              (24, 32, 4096, 14336, [0] * 22 + [3, 17]), (17, 300, 1024, 512, [0] * 17)]
     proc = subprocess.run([sys.executable, "-c", SCHEDULE_CHILD, str(seed), json.dumps(cases)], cwd=ROOT,
                           capture_output=True, text=True, timeout=600)
@@ -300,7 +302,10 @@ def test_device_schedule_matches_the_cpu_model():
     for (g, max_m, n, k, counts), r in zip(cases, lines):
         groups = fastlaunch._C.plan([(max_m, n, k)] * g, sms, 0, 0, 0, 2, 0, 2)[0]
         expected_tiles = sum(-(-c // w) * tiles_n for c, (w, _chunks, tiles_n, _rank) in zip(counts, groups))
+        a16 = sum(-(-c // w) * w for c, (w, _chunks, _tiles_n, _rank) in zip(counts, groups)) * k * 2
         assert r["walks"] == [[expected_tiles, k // 64]], (counts, r["walks"])
-        models = [fastlaunch._C.row_schedule(expected_tiles, k // 64, r["grid"], wave_ok)[2] for wave_ok in (1, 0)]
+        assert r["a16"] == [a16], (counts, r["a16"])
+        models = [fastlaunch._C.row_schedule(expected_tiles, k // 64, r["grid"], wave_ok, 0, a16)[2]
+                  for wave_ok in (1, 0)]
         device = [tuple(s) for s in r["device"]]
         assert device in [list(m) for m in models], f"case {counts}: device {device[:4]}... model {models[0][:4]}..."

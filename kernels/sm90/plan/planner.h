@@ -6,6 +6,7 @@
 
 #include "sm90/plan/cost_model.h"
 #include "sm90/plan/geometry.h"
+#include "sm90/plan/row_schedule.h"
 
 namespace fl::sm90 {
 
@@ -519,8 +520,8 @@ inline void share_wave(LaunchPlan& p, int ctas) {
 // loss they see is its last wave's idle CTAs). On an H100, N 4096, K 7168, 1 x 4096 to 8 x 2048 rows, stream-K
 // plans past that size ran 1.3-2.6x their estimates and wave plans 0.94-0.98x theirs, so a wave plan up to 1.25x
 // a stream-K plan's estimate is still the faster. Class-invariant (kernels/sm90/plan/plan_class.h): tiled rows.
-constexpr double kWaveA16Bytes = 24.0 * (1 << 20);
-constexpr double kWaveSlack = 1.25;
+constexpr double kWaveA16Bytes = (double)kRowWaveA16Bytes;  // (the masked form's device schedule uses the same two)
+constexpr double kWaveSlack = (double)kRowWaveSlackNum / kRowWaveSlackDen;
 inline double tiled_a16_bytes(const LaunchPlan& p) {
   double bytes = 0;
   for (int g = 0; g < p.groups; ++g)

@@ -12,7 +12,12 @@
 //          `ctas` is the grid, or fewer so that every run holds at least kRowMinSteps steps.
 // The one whose busiest CTA runs fewer steps is taken, a split charged row_split_steps(kst) more for its partial
 // sums' trip (whole tiles on ties): on an H100 (8 experts, N 2048, K 7168, 112 steps a tile) 128 tiles split over
-// 132 CTAs ran 12% slower than a tile each on 128.
+// 132 CTAs ran 12% slower than a tile each on 128. Past L2 (the counted tiles' fp16 A, as tiled, over
+// kRowWaveA16Bytes) a wave walk is taken where its busiest CTA runs at most 5/4 of the split's steps, as the host
+// planner takes wave plans (kernels/sm90/plan/planner.h kWaveA16Bytes): a split's CTAs running at one time hold A
+// rows far apart and read them from DRAM again for every tile, a wave's hold a band of A chunks against all their
+// B blocks. On an H100 forced waves ran the masked prefill step (8 experts, 64-512 rows, N 2048, K 7168) in 148.6 us
+// against a split's 168.7, and the MoE block's contiguous prefill (2048 tokens, top-2 of 8) in 3587 against 4678.
 // Tiles that hold rows are numbered group after group, each group's along N fastest (a chunk of A rows meets
 // every B block of its group before the next chunk).
 #pragma once
@@ -24,6 +29,10 @@ namespace fl::sm90 {
 
 // The fewest K steps in a split run: a run of fewer would cost its partial sums' trip more than its steps.
 constexpr int kRowMinSteps = 8;
+// Past L2: the fp16 A bytes (as tiled) above which waves are preferred, and by how much (a wave walk's busiest CTA
+// up to kRowWaveSlackNum / kRowWaveSlackDen of a split's).
+constexpr int64_t kRowWaveA16Bytes = int64_t{24} << 20;
+constexpr int kRowWaveSlackNum = 5, kRowWaveSlackDen = 4;
 // What a split is charged for its partial sums' trip (written, waited for, read back), in K steps of a tile of
 // `kst`.
 constexpr int64_t row_split_steps(int64_t kst) { return kst / 8 > kRowMinSteps ? kst / 8 : kRowMinSteps; }
@@ -41,8 +50,10 @@ struct RowSchedule {
 constexpr int kRowWhole = 1, kRowSplit = 2, kRowWave = 4;
 
 // The schedule of `tiles` tiles of `kst` K steps each on a grid of `grid` CTAs; wave_ok: the kernel runs wave
-// walks; force: 0, or a shape above.
-constexpr RowSchedule row_schedule(int64_t tiles, int kst, int grid, bool wave_ok, int force = 0) {
+// walks; force: 0, or a shape above; a16_bytes: the fp16 A the tiles read, as tiled (their groups' tiles along M
+// times their width, times K x 2 bytes).
+constexpr RowSchedule row_schedule(int64_t tiles, int kst, int grid, bool wave_ok, int force = 0,
+                                   int64_t a16_bytes = 0) {
   RowSchedule s{(int32_t)tiles, (int32_t)kst, 0, 0};
   if (tiles <= 0 || kst <= 0 || grid <= 0) return s;
   int64_t c = tiles * kst / kRowMinSteps;
@@ -51,7 +62,9 @@ constexpr RowSchedule row_schedule(int64_t tiles, int kst, int grid, bool wave_o
   if (force != kRowSplit) {
     const bool whole = force == kRowWhole || force == kRowWave;
     if (wave_ok && (force == kRowWave || tiles > grid)) {  // waves
-      if (whole || (tiles + grid - 1) / grid * kst <= split) {
+      const int64_t waves = (tiles + grid - 1) / grid * kst;
+      const bool past_l2 = a16_bytes > kRowWaveA16Bytes && waves * kRowWaveSlackDen <= split * kRowWaveSlackNum;
+      if (whole || waves <= split || past_l2) {
         s.ctas = grid, s.wave = 1;
         return s;
       }
