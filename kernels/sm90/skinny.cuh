@@ -256,7 +256,8 @@ __device__ __forceinline__ void lane_units(const uint8_t* row, const uint8_t* sf
 template <int MB, int L, bool MASKED>
 __device__ __forceinline__ void skinny_body(const SkinnyParams& p) {
   constexpr int kRows = skinny_rows(L);
-  extern __shared__ __align__(16) uint8_t smem[];
+  // (its own name: the GEMM declares the dynamic shared memory `smem` with 1024-byte alignment)
+  extern __shared__ __align__(16) uint8_t dyn[];
   // The inputs and C may be written by the grid before this one: wait for it.
   FL_SKINNY_MARK(0);
   ptx::griddep_wait();
@@ -269,7 +270,7 @@ __device__ __forceinline__ void skinny_body(const SkinnyParams& p) {
   const int64_t last = first + count;
   const int row_item = warp * (32 / L) + lane / L;  // this lane's B row
   constexpr bool kSharedScales = skinny_shared_scales(L);
-  uint8_t* const scale_bufs = smem + p.scales;  // the scales of the run's i-th item in buffer i % 2
+  uint8_t* const scale_bufs = dyn + p.scales;  // the scales of the run's i-th item in buffer i % 2
   int g = 0;
   int u0 = 0, units = 0;  // this CTA's part of the group's K, in units
   for (int64_t item = first; item < last; ++item) {
@@ -319,7 +320,7 @@ __device__ __forceinline__ void skinny_body(const SkinnyParams& p) {
     if (kSharedScales && item == first) skinny::copy_scales<L>(gr, n0, u0, units, scale_bufs);
     if (fresh) {
       if (item != first) __syncthreads();  // the previous group's A rows are no longer read
-      skinny::load_a<MB>(gr, rows(), smem, u0, units);
+      skinny::load_a<MB>(gr, rows(), dyn, u0, units);
       if (!kSharedScales) {
         __syncthreads();
         FL_SKINNY_MARK(2);  // A's rows in shared memory
@@ -344,7 +345,7 @@ __device__ __forceinline__ void skinny_body(const SkinnyParams& p) {
 #pragma unroll
     for (int m = 0; m < MB; ++m) acc[m] = 0.f;
     const uint8_t* sfs = scale_bufs + buf * p.scale_buf + row_item * 4;  // this row's scales (kSharedScales)
-    if (work && s < units) skinny::lane_units<MB, L>(row, sf_row, sfs, smem, s, units, firsts, acc);
+    if (work && s < units) skinny::lane_units<MB, L>(row, sf_row, sfs, dyn, s, units, firsts, acc);
     FL_SKINNY_MARK(4);  // the warp's units done
     // The row's lanes' sums, added in a fixed order (the same result for the same inputs every call).
 #pragma unroll
@@ -359,7 +360,7 @@ __device__ __forceinline__ void skinny_body(const SkinnyParams& p) {
       FL_SKINNY_MARK(6);  // stores issued
       continue;
     }
-    float* sums = reinterpret_cast<float*>(smem + p.sums);
+    float* sums = reinterpret_cast<float*>(dyn + p.sums);
     if (s == 0) {
 #pragma unroll
       for (int m = 0; m < MB; ++m) sums[m * kRows + row_item] = acc[m];
