@@ -126,6 +126,9 @@ static_assert(kThreads == 384, "warps 0, 1 producers, warpgroups 1-2 consumers")
 // one call on one stream, and the next call's conversion writes its maps only after its
 // griddepcontrol.wait, i.e. after this grid completed.
 constexpr int kMapBytes = 128;
+// MaskedParams::b_prefetch: the K steps of B a CTA brings into L2 before its wait (at most a warp's lanes).
+constexpr int kPrefetchSteps = 8;
+static_assert(kPrefetchSteps <= 32, "a lane a step");
 
 __device__ __forceinline__ uint2 lds64(uint32_t addr) {
   uint2 v;
@@ -493,6 +496,21 @@ __device__ __forceinline__ void consumer_dispatch(const Params<MAXG>& p, const S
                                                                                           cw, wq, lane, pending, tr);
 }
 
+// MaskedParams::b_prefetch (warp 0, before the prologue's wait): lane s brings into L2 K step s of the B tile (and
+// its scale block) that the host's plan gives this CTA, where that plan runs a tile per CTA. Not inlined: it keeps
+// its registers out of the kernel's allocation.
+template <int MAXG>
+__device__ __noinline__ void prefetch_planned_b(const Params<MAXG>& p) {
+  const int planned = p.tile_end[p.num_groups - 1], lane = threadIdx.x % 32;
+  if (planned > p.num_ctas || (int)blockIdx.x >= planned) return;
+  const Tile t = decode_tile<kBlockN>(p, blockIdx.x, 0, p.tile_end, true);
+  if (lane < kPrefetchSteps && lane < t.kstages) {
+    ptx::tma_prefetch_2d(&p.map_b[t.g], lane * (kBlockK / 2), t.n0);
+    ptx::bulk_prefetch_l2(p.groups[t.g].sfb + ((int64_t)(t.n0 / kBlockN) * t.kstages + lane) * kSfBlockBytes,
+                          kSfBlockBytes);
+  }
+}
+
 // HALF: half tiles (kernels/sm90/plan/planner.h kHalfBlockN, whole tiles only; consumer_unit_half). ANY: C rows at any
 // alignment stored in aligned 16-byte chunks (kernels/sm90/epilogue.cuh), for launches with such rows. RED:
 // reduced tiles (kernels/sm90/plan/planner.h): every CTA stores its one unit's partial sums for the reduce kernel
@@ -531,6 +549,8 @@ __device__ __forceinline__ void group_gemm(const Params<MAXG>& p) {
   // CTA's part of the schedule of their count.
   if constexpr (MASKED) {
     int32_t* ends = row_tile_ends();
+    if constexpr (MAXG <= kGroupsSmall)
+      if (threadIdx.x < 32 && static_cast<const MaskedParams<MAXG>&>(p).b_prefetch) prefetch_planned_b(p);
     ptx::griddep_wait();
     uint32_t* tiled = row_tiled_rows();
     for (int g = threadIdx.x; g < p.num_groups; g += kThreads) {

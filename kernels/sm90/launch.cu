@@ -308,6 +308,7 @@ int launch_chunk(const DeviceState& dev, const int64_t* buf, int G, int g0, int 
   // codes are row_schedule.h's)
   static_assert(sm90::kRowWhole == 1 && sm90::kRowSplit == 2 && sm90::kRowWave == 4, "PlanForce::share's codes");
   mp.row_force = force.share == 1 || force.share == 2 || force.share == 4 ? force.share : 0;
+  mp.b_prefetch = st.b_prefetch;
   void* args[1] = {&p};
 
   // The conversion: one thread per unit (kernels/sm90/plan/planner.h convert_ctas), and enough CTAs for one warp per group's B map.
@@ -532,6 +533,10 @@ int sm90_init(DeviceState& dev, Error& err) {
       return err.set(FL_ERR_VALUE, "FASTLAUNCH_SM90_SKINNY_LANES=%s: expected lanes per B row, %d or %d", env,
                      sm90::kSkinnyLanes[0], sm90::kSkinnyLanes[1]);
     st.skinny_lanes = lanes;
+  }
+  if (const char* env = std::getenv("FASTLAUNCH_SM90_PREFETCH")) {
+    st.b_prefetch = std::strcmp(env, "1") == 0 ? 1 : std::strcmp(env, "0") == 0 ? 0 : -1;
+    if (st.b_prefetch < 0) return err.set(FL_ERR_VALUE, "FASTLAUNCH_SM90_PREFETCH=%s: expected 0 or 1", env);
   }
   if (const char* env = std::getenv("FASTLAUNCH_SM90_ONLY")) {
     st.only = std::strcmp(env, "convert") == 0 ? 1 : std::strcmp(env, "gemm") == 0 ? 2 : -1;

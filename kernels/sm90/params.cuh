@@ -82,6 +82,11 @@ struct MaskedParams : Params<MAXG> {
   float unscale;
   // the device schedule's shape forced (kernels/sm90/plan/row_schedule.h kRowWhole, kRowSplit, kRowWave), or 0
   int32_t row_force;
+  // Launches of up to kGroupsSmall groups (B maps in the parameters), FASTLAUNCH_SM90_PREFETCH=1: while a CTA waits
+  // for the grid before it, its B producer brings into L2 the first kPrefetchSteps K steps of B (and scales) of the
+  // tile the host's plan gives it, where that plan runs a tile per CTA (the device's schedule when every group holds
+  // rows); a hint, whatever the schedule then makes. 0: none.
+  int32_t b_prefetch;
 };
 
 // The A conversion's own parameters for launches of up to kGroupsSmall groups (whose B maps are GEMM

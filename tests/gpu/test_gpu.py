@@ -445,7 +445,8 @@ def test_tensors_on_two_devices_are_refused():
 
 @pytest.mark.parametrize("setting", ["WCAP=100", "SHARE=halves", "SHARE=split:0", "SHARE=split:2x", "SHARE=reduce:65",
                                      "HALF=yes", "NARROW=2", "WAVE=2", "SKINNY=on", "SKINNY_SPLIT=9",
-                                     "SKINNY_SPLIT=0", "SKINNY_LANES=16", "SKINNY_LANES=8x", "ONLY=both"])
+                                     "SKINNY_SPLIT=0", "SKINNY_LANES=16", "SKINNY_LANES=8x", "ONLY=both",
+                                     "PREFETCH=yes"])
 def test_bad_experiment_setting_is_reported(setting):
     # The experiment settings are read when the device is first used; a bad one is a ValueError naming it.
     name, _, value = setting.partition("=")
