@@ -497,8 +497,8 @@ __device__ __forceinline__ void consumer_dispatch(const Params<MAXG>& p, const S
 }
 
 // MaskedParams::b_prefetch (warp 0, before the prologue's wait): lane s brings into L2 K step s of the B tile (and
-// its scale block) that the host's plan gives this CTA, where that plan runs a tile per CTA. Not inlined: it keeps
-// its registers out of the kernel's allocation.
+// its scale block) numbered blockIdx.x among the planned tiles, where they are no more than the grid. Not inlined:
+// it keeps its registers out of the kernel's allocation.
 template <int MAXG>
 __device__ __noinline__ void prefetch_planned_b(const Params<MAXG>& p) {
   const int planned = p.tile_end[p.num_groups - 1], lane = threadIdx.x % 32;

@@ -123,7 +123,7 @@ def test_past_l2_prefers_waves():
         assert len(owner) == tiles * kst
         if wave:
             split = _C.row_schedule(tiles, kst, grid, True, SPLIT)[0]
-            assert -(-tiles // grid) * kst * 4 <= (-(-tiles * kst // split) + max(kst // 8, 8)) * 5
+            assert -(-tiles // grid) * kst * 4 <= (-(-tiles * kst // split) + max(kst // 8, _kRowMinSteps())) * 5
 
 
 WHOLE, SPLIT, WAVE = 1, 2, 4  # row_schedule.h kRowWhole, kRowSplit, kRowWave (FASTLAUNCH_SM90_SHARE's codes)
