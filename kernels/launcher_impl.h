@@ -238,7 +238,7 @@ struct Sm90State {
   int skinny_split = 0;
   int skinny_lanes = 0;
   int only = 0;        // FASTLAUNCH_SM90_ONLY (experiments, wrong results): 1 conversion, 2 GEMM
-  int b_prefetch = 0;  // FASTLAUNCH_SM90_PREFETCH (experiments): MaskedParams::b_prefetch
+  int b_prefetch = 1;  // FASTLAUNCH_SM90_PREFETCH (0 turns it off): MaskedParams::b_prefetch
   uint64_t* trace = nullptr;  // FASTLAUNCH_SM90_TRACE (experiments): device buffer for the GEMM's trace points
   CUlaunchAttribute attr[1];  // programmatic stream serialisation
   CUlaunchConfig config;      // prebuilt; a launch sets grid size, shared memory and stream

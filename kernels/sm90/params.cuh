@@ -82,9 +82,9 @@ struct MaskedParams : Params<MAXG> {
   float unscale;
   // the device schedule's shape forced (kernels/sm90/plan/row_schedule.h kRowWhole, kRowSplit, kRowWave), or 0
   int32_t row_force;
-  // Launches of up to kGroupsSmall groups (B maps in the parameters), FASTLAUNCH_SM90_PREFETCH=1: while a CTA waits
-  // for the grid before it, warp 0 brings into L2 the first kPrefetchSteps K steps of B (and scales) of tile b of the
-  // planned tiles (numbered as the device schedule numbers them), where they are no more than the grid: the tile the
+  // Launches of up to kGroupsSmall groups (B maps in the parameters), unless FASTLAUNCH_SM90_PREFETCH=0: while a CTA
+  // waits for the grid before it, warp 0 brings into L2 the first kPrefetchSteps K steps of B (and scales) of tile b of
+  // the planned tiles (numbered as the device schedule numbers them), where they are no more than the grid: the tile the
   // schedule gives CTA b when every group holds all its planned tiles and it runs a tile per CTA; a hint, whatever
   // the schedule then makes. 0: none.
   int32_t b_prefetch;

@@ -90,7 +90,7 @@ for i, (g, max_m, n, k, counts) in enumerate(cases):
 @pytest.mark.parametrize("env", [{"FASTLAUNCH_SM90_SHARE": "whole"}, {"FASTLAUNCH_SM90_SHARE": "split"},
                                  {"FASTLAUNCH_SM90_SHARE": "split:4"}, {"FASTLAUNCH_SM90_NARROW": "1"},
                                  {"FASTLAUNCH_SM90_NARROW": "0"}, {"FASTLAUNCH_SM90_WCAP": "128"},
-                                 {"FASTLAUNCH_SM90_SHARE": "wave"}, {"FASTLAUNCH_SM90_PREFETCH": "1"}],
+                                 {"FASTLAUNCH_SM90_SHARE": "wave"}, {"FASTLAUNCH_SM90_PREFETCH": "0"}],
                          ids=lambda e: ",".join(f"{k[15:]}={v}" for k, v in e.items()))
 def test_masked_forced_plans(env):
     # whole tiles, split tiles and waves, forced on the host's plan and on the device's schedule alike (a split of
