@@ -151,15 +151,16 @@ int group_maps(const Driver& drv, CUtensorMap* out, const int64_t* key, int grou
   return FL_OK;
 }
 
-// The B tensor maps (box `box_rows` rows x 32 bytes: 128, or 64 for half tiles) of groups g0 + order[i].
+// The B tensor maps (box `box_rows` rows x `box_bytes`: 128 x sm90::kBBoxBytes<false>, or 64 x 32 for half tiles)
+// of groups g0 + order[i].
 int b_maps(const Driver& drv, CUtensorMap* out, const int64_t* buf, int G, int g0, const int* order, int groups,
-           int box_rows, Error& err) {
+           int box_rows, uint32_t box_bytes, Error& err) {
   int64_t key[3 * sm90::kGroupsSmall];
   for (int i = 0; i < groups; ++i) {
     const int g = g0 + order[i];
     key[3 * i] = buf[1 * G + g], key[3 * i + 1] = buf[6 * G + g], key[3 * i + 2] = buf[7 * G + g] / 2;
   }
-  return group_maps<0>(drv, out, key, groups, sm90::kBlockK / 2, (uint32_t)box_rows, CU_TENSOR_MAP_SWIZZLE_NONE,
+  return group_maps<0>(drv, out, key, groups, box_bytes, (uint32_t)box_rows, CU_TENSOR_MAP_SWIZZLE_NONE,
                        kBPromotion, err);
 }
 
@@ -283,7 +284,8 @@ int launch_chunk(const DeviceState& dev, const int64_t* buf, int G, int g0, int 
   }
   if constexpr (MAXG <= sm90::kGroupsSmall) {
     const int box_rows = plan.half ? sm90::kHalfBlockN : sm90::kBlockN;
-    if (int rc = b_maps(dev.drv, p.map_b, buf, G, g0, plan.order, gc, box_rows, err)) return rc;
+    const uint32_t box_bytes = plan.half ? sm90::kBBoxBytes<true> : sm90::kBBoxBytes<false>;
+    if (int rc = b_maps(dev.drv, p.map_b, buf, G, g0, plan.order, gc, box_rows, box_bytes, err)) return rc;
     if (!any && !plan.reduce && !masked)  // the kernels of aligned C (sm90::kTmaC) store it through these
       if (int rc = c_maps(dev.drv, p.map_c, buf, G, g0, plan.order, gc, err)) return rc;
   }
@@ -465,7 +467,7 @@ int sm90_init(DeviceState& dev, Error& err) {
   if (int rc = prepare_convert<sm90::kGroupsMid>(&st.convert_fn[1], err)) return rc;
   if (int rc = prepare_convert<sm90::kGroupsLarge>(&st.convert_fn[2], err)) return rc;
   if (int rc = prepare_convert<sm90::kGroupsPerLaunch>(&st.convert_fn[3], err)) return rc;
-  if (int rc = encode_byte_map_template(dev.drv, &st.tmpl_b, sm90::kBlockK / 2, sm90::kBlockN,
+  if (int rc = encode_byte_map_template(dev.drv, &st.tmpl_b, sm90::kBBoxBytes<false>, sm90::kBlockN,
                                         CU_TENSOR_MAP_SWIZZLE_NONE, err, kBPromotion))
     return rc;
   // Experiments (tools/tuning/sweep_sm90.py) and tests: the widest tile the planner may use; whole or split
