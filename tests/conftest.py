@@ -54,6 +54,15 @@ def pytest_report_header(config):
     return f"CUDA: none; GPU tests are skipped; {seeds}"
 
 
+def nvcc_or_skip(why="no nvcc"):
+    """nvcc on PATH, else $CUDA_HOME/bin/nvcc (/usr/local/cuda without CUDA_HOME); skips the test, saying `why`,
+    where there is none."""
+    nvcc = shutil.which("nvcc") or os.path.join(os.environ.get("CUDA_HOME") or "/usr/local/cuda", "bin", "nvcc")
+    if not os.access(nvcc, os.X_OK):
+        pytest.skip(why)
+    return nvcc
+
+
 def cpp_probe(tmp_path_factory, name):
     """Builds tests/cpp/<name>.cpp (against kernels/) with the host C++ compiler and returns a function
     that sends it queries, one per line, and returns its answer lines; skips if no compiler is found."""

@@ -1,12 +1,11 @@
 """The build-define experiments of the sm90 GEMM still compile (setup.py passes FASTLAUNCH_NVCC_DEFINES to nvcc; see
 tools/tuning/ab_prepare.sh): the masked kernels instantiated with each define, ptxas run, no GPU needed."""
 import os
-import shutil
 import subprocess
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from conftest import ROOT, nvcc_or_skip
 
 SOURCE = """#include "sm90/gemm.cuh"
 template __global__ void fl::sm90::nvfp4_group_gemm_masked<16, 1>(const __grid_constant__ fl::sm90::MaskedParams<16>);
@@ -17,9 +16,7 @@ template __global__ void fl::sm90::nvfp4_group_gemm<16, 1, 0, 0, 0>(const __grid
 
 @pytest.mark.parametrize("define", ["FL_SM90_B_PAIR=1"])
 def test_experiment_define_compiles(tmp_path, define):
-    nvcc = shutil.which("nvcc") or os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin", "nvcc")
-    if not os.path.exists(nvcc):
-        pytest.skip("no nvcc")
+    nvcc = nvcc_or_skip()
     src = tmp_path / "one.cu"
     src.write_text(SOURCE)
     out = subprocess.run([nvcc, "-c", str(src), "-o", str(tmp_path / "one.o"), "-O3", "-std=c++17",

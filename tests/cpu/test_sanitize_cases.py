@@ -2,14 +2,13 @@
 planner on the CPU with the same settings its variables force), and the racecheck probe builds for sm_90a."""
 import os
 import re
-import shutil
 import subprocess
 
 import pytest
 
 import fastlaunch._C as C
 
-from conftest import ROOT, load_tool
+from conftest import ROOT, load_tool, nvcc_or_skip
 
 cases = load_tool("cases")
 SMS = 132
@@ -60,9 +59,7 @@ def test_list_and_refusals(capsys):
 
 
 def test_racecheck_probe_builds(tmp_path):
-    nvcc = shutil.which("nvcc") or os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin", "nvcc")
-    if not os.path.exists(nvcc):
-        pytest.skip("no nvcc")
+    nvcc = nvcc_or_skip()
     subprocess.run([nvcc, "-O3", "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", "-I",
                     os.path.join(ROOT, "kernels"),
                     os.path.join(ROOT, "tools", "sanitize", "racecheck_probe.cu"), "-o", str(tmp_path / "probe")],

@@ -5,13 +5,12 @@ barrier wait of kernels/ptx/mbarrier.cuh mbar_wait_bounded that never completes 
 as a sticky error; an unbounded hang is reported after the host's time limit. (What this cannot show: the sm_100a
 kernel itself passing; that needs a B200.)"""
 import os
-import shutil
 import subprocess
 
 import pytest
 import torch
 
-from conftest import ROOT, requires_cuda
+from conftest import ROOT, nvcc_or_skip, requires_cuda
 
 pytestmark = requires_cuda
 
@@ -25,10 +24,7 @@ FL_ERR_UNSUPPORTED = 3
 def harness(tmp_path_factory):
     if torch.cuda.get_device_capability(0) < (9, 0):
         pytest.skip("mbarrier try_wait.parity needs compute capability 9.0 or later")
-    home = os.environ.get("CUDA_HOME") or "/usr/local/cuda"
-    nvcc = shutil.which("nvcc") or os.path.join(home, "bin", "nvcc")
-    if not os.access(nvcc, os.X_OK):
-        pytest.skip("no nvcc to build tests/gpu/sm100_self_check_host.cu")
+    nvcc = nvcc_or_skip("no nvcc to build tests/gpu/sm100_self_check_host.cu")
     exe = str(tmp_path_factory.mktemp("harness") / "sm100_self_check_host")
     subprocess.run([nvcc, "-std=c++17", "-O2", "-arch=native", "-diag-suppress", "1160", "-I",
                     os.path.join(ROOT, "kernels"), os.path.join(ROOT, "tests", "gpu", "sm100_self_check_host.cu"),
