@@ -220,10 +220,16 @@ struct Smem {
     return (uint32_t)ptx::smem_desc_swizzle128(a_stage(0), 8 * kA16RowBytes) + s * (kAStageBytes >> 4);
   }
   __device__ uint32_t b_stage(int s) const { return base + kOffB + s * kBStageBytes; }
-  // B pairs (kBPair): step s's packed B (rows 2 x 32 bytes apart) and its scale block in the region of stages s & ~1
-  // and s | 1
-  __device__ uint32_t b_pair_data(int s) const { return b_stage(s & ~1) + (s & 1) * (kBlockK / 2); }
-  __device__ uint32_t b_pair_sf(int s) const { return b_stage(s & ~1) + 2 * kBRawBytes + (s & 1) * kSfBlockBytes; }
+  // Step s's packed B (rows kBBoxBytes apart) and its scale block: in its stage, or with B pairs (PAIR: kPairB) in the
+  // region of stages s & ~1 and s | 1 (both steps' rows, then both scale blocks)
+  template <bool PAIR>
+  __device__ uint32_t b_data(int s) const {
+    return PAIR ? b_stage(s & ~1) + (s & 1) * (kBlockK / 2) : b_stage(s);
+  }
+  template <bool PAIR>
+  __device__ uint32_t b_sf(int s) const {
+    return PAIR ? b_stage(s & ~1) + 2 * kBRawBytes + (s & 1) * kSfBlockBytes : b_stage(s) + kBRawBytes;
+  }
 };
 
 // A position in a ring of N stages: the stage and the phase parity of its barriers.
@@ -320,10 +326,8 @@ template <int W, bool HALF = false, bool EL = false>
 __device__ __forceinline__ void consumer_step(const Smem& sm, float (&acc)[W / 2], uint32_t (&f)[4][4],
                                               ConsumerPos& pos, int kc, int r0, int c, int lane, int sr0 = 0) {
   ptx::mbar_wait(sm.full(pos.r.s), pos.r.ph);
-  if constexpr (kPairB<HALF>)
-    dequant_b<HALF, 2 * (kBlockK / 2)>(f, sm.b_pair_data(pos.r.s), sm.b_pair_sf(pos.r.s), r0, c, sr0);
-  else
-    dequant_b<HALF, kBlockK / 2>(f, sm.b_stage(pos.r.s), sm.b_stage(pos.r.s) + kBRawBytes, r0, c, sr0);
+  constexpr bool kPair = kPairB<HALF>;
+  dequant_b<HALF, kBBoxBytes<HALF>>(f, sm.b_data<kPair>(pos.r.s), sm.b_sf<kPair>(pos.r.s), r0, c, sr0);
   mma_step<W>(acc, f, sm.a_desc_lo(pos.r.s), kc == 0);
   if (kc > 0) {
     // The stage goes back to the producers in order: every lane's lds64/lds8 of it precedes __syncwarp()
@@ -381,7 +385,7 @@ __device__ __forceinline__ void consumer_unit(const Params<MAXG>& p, const Smem&
   trace(tr, kTrFirstMainloop);
   __syncwarp();
   if (lane == 0) ptx::mbar_arrive(sm.empty(pos.prev));
-  if (kBPair && steps % 2 != 0) {  // B pairs: the unit's unused odd stage
+  if (kPairB<false> && steps % 2 != 0) {  // B pairs: the unit's unused odd stage
     ptx::mbar_wait(sm.full(pos.r.s), pos.r.ph);
     __syncwarp();
     if (lane == 0) ptx::mbar_arrive(sm.empty(pos.r.s));
@@ -676,7 +680,7 @@ __device__ __forceinline__ void group_gemm(const Params<MAXG>& p) {
               const uint32_t sf_bytes = (kc + 1 < w.k1 ? 2 : 1) * kSfBlockBytes;
               ptx::mbar_arrive_expect_tx(full, 2 * kBRawBytes + sf_bytes);
               ptx::tma_load_2d(st, map_b, kc * (kBlockK / 2), w.tile.n0, full, b_hint);
-              ptx::bulk_load(st + 2 * kBRawBytes, sfb + (int64_t)kc * kSfBlockBytes, sf_bytes, full, ptx::kEvictLast);
+              ptx::bulk_load(sm.b_sf<true>(rb.s), sfb + (int64_t)kc * kSfBlockBytes, sf_bytes, full, ptx::kEvictLast);
               ptx::mbar_arrive(sm.full(rb.s + 1));
               if (first_load) trace(p.trace, kTrBFirstTma);
             }
@@ -691,7 +695,7 @@ __device__ __forceinline__ void group_gemm(const Params<MAXG>& p) {
               // half tiles: a 64-row box (the maps are encoded so), and the whole 128-row scale block
               ptx::mbar_arrive_expect_tx(full, HALF ? kBRawBytes / 2 + kSfBlockBytes : kBStageBytes);
               ptx::tma_load_2d(st, map_b, kc * (kBlockK / 2), w.tile.n0, full, b_hint);
-              ptx::bulk_load(st + kBRawBytes, sfb + (int64_t)kc * kSfBlockBytes, kSfBlockBytes, full,
+              ptx::bulk_load(sm.b_sf<false>(rb.s), sfb + (int64_t)kc * kSfBlockBytes, kSfBlockBytes, full,
                              ptx::kEvictLast);
               if (first_load) trace(p.trace, kTrBFirstTma);
             }
