@@ -622,7 +622,9 @@ __device__ __forceinline__ void group_gemm(const Params<MAXG>& p) {
         *row_cta_smem() = c;
         if (p.trace) {  // what this CTA made of the schedule, as int32 pairs (tests/gpu/test_masked.py reads them)
           uint64_t* q = p.trace + ((uint64_t)blockIdx.x * kTraceEvents + kTrRowShare) * 2;
-          const auto pair = [](int32_t lo, int32_t hi) { return (uint64_t)(uint32_t)lo | (uint64_t)(uint32_t)hi << 32; };
+          const auto pair = [](int32_t lo, int32_t hi) {
+            return (uint64_t)(uint32_t)lo | (uint64_t)(uint32_t)hi << 32;
+          };
           q[0] = pair(c.share.first_t, c.share.first_k), q[1] = pair(c.share.count, c.share.end_k);
           q[2] = pair(c.stride, c.before), q[3] = pair(carry, kst);  // (kTrRowWalk)
           q[4] = (uint64_t)a16;                                       // (kTrRowA16)
