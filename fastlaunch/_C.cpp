@@ -35,6 +35,7 @@
 #include "sm90/plan/group_cuts.h"
 #include "sm90/plan/plan_memo.h"
 #include "sm90/plan/planner.h"
+#include "sm90/plan/row_plan.h"
 #include "sm90/plan/row_schedule.h"
 #include "sm90/plan/skinny.h"
 
@@ -750,6 +751,70 @@ PyObject* mma_n(PyObject*, PyObject* args) {
   return int_tuple(a.groups, [&](Py_ssize_t g) { return p.group[g].mma_n; });
 }
 
+// row_plan(sizes) -> (build, ((width, chunks, tiles_n, mma_n), ...)) or None: how the launcher tiles a task-form
+// launch it runs on the device schedule (kernels/sm90/plan/row_plan.h), None where such a launch does not fit it;
+// build: 0 main, 1 narrow (kBuildMain, kBuildNarrow).
+PyObject* row_plan(PyObject*, PyObject* args) {
+  PyObject* sizes;
+  if (!PyArg_ParseTuple(args, "O:row_plan", &sizes)) return nullptr;
+  const Py_ssize_t count = PySequence_Check(sizes) ? PySequence_Size(sizes) : -1;
+  if (count > fl::sm90::kGroupsPerLaunch) Py_RETURN_NONE;  // several launches, planned
+  PlanArgs a;
+  PyObject* call = Py_BuildValue("(Oi)", sizes, 1);
+  if (!call) return nullptr;
+  const bool ok = plan_args(call, "Oi|iiiiii:row_plan", a);
+  Py_DECREF(call);
+  if (!ok) return nullptr;
+  if (!fl::sm90::row_plan_fits(a.m, a.n, a.k, a.groups)) Py_RETURN_NONE;
+  fl::sm90::LaunchPlan p;
+  fl::sm90::row_plan(a.m, a.n, a.k, a.groups, p);
+  PyObject* groups = PyTuple_New(a.groups);
+  if (!groups) return nullptr;
+  for (int g = 0; g < a.groups; ++g) {
+    const fl::sm90::GroupTiles& gt = p.group[g];
+    PyObject* item = Py_BuildValue("(iLLi)", gt.width, (long long)gt.chunks, (long long)gt.tiles_n, gt.mma_n);
+    if (!item) {
+      Py_DECREF(groups);
+      return nullptr;
+    }
+    PyTuple_SET_ITEM(groups, g, item);
+  }
+  return Py_BuildValue("(iN)", p.build, groups);
+}
+
+// sizes_seen(launches) -> (bool, ...): for each launch's sizes ((m, n, k), ...) in turn, whether the launcher's
+// table of sizes seen (kernels/sm90/plan/row_plan.h SizesSeen, a fresh one) held them before it.
+PyObject* sizes_seen(PyObject*, PyObject* args) {
+  PyObject* launches;
+  if (!PyArg_ParseTuple(args, "O:sizes_seen", &launches)) return nullptr;
+  Py_ssize_t count = 0;
+  PyObject* const* items = nullptr;
+  if (!as_seq(launches, &items, &count)) return err_sequence("launches", " of sizes", launches);
+  auto table = std::make_unique<fl::sm90::SizesSeen<fl::sm90::kSizesSeenEntries>>();
+  std::vector<int64_t> key;
+  PyObject* out = PyTuple_New(count);
+  if (!out) return nullptr;
+  for (Py_ssize_t i = 0; i < count; ++i) {
+    PyObject* const* groups = nullptr;
+    Py_ssize_t G = 0;
+    if (!as_seq(items[i], &groups, &G)) {
+      Py_DECREF(out);
+      return err_sequence("a launch", " of (m, n, k)", items[i]);
+    }
+    key.assign((size_t)(3 * G), 0);
+    for (Py_ssize_t g = 0; g < G; ++g) {
+      long long m, n, k;
+      if (!PyArg_ParseTuple(groups[g], "LLL", &m, &n, &k)) {
+        Py_DECREF(out);
+        return nullptr;
+      }
+      key[(size_t)g] = m, key[(size_t)(G + g)] = n, key[(size_t)(2 * G + g)] = k;
+    }
+    PyTuple_SET_ITEM(out, i, PyBool_FromLong(table->seen(key.data(), (int)(3 * G))));
+  }
+  return out;
+}
+
 // cuts(sizes, sm_count, share=0, cap=0, parts=0, half=0, narrow=0, mid=0) -> (head, ...): the rows at
 // which the sm90 launcher cuts each group into two (kernels/sm90/plan/group_cuts.h choose_cuts; 0: not cut, and all 0
 // where the launch is not cut), with the same settings as plan(). plan() shows a launch uncut; the launcher
@@ -1363,6 +1428,13 @@ PyMethodDef kMethods[] = {
      "launcher cuts each group of sizes [(m, n, k), ...] into two launch groups (its head rows, then the rest; "
      "0: not cut; all 0 where the launch is not cut), with plan()'s settings. plan() shows the launch uncut; "
      "the launcher plans the cut groups where this says so."},
+    {"row_plan", row_plan, METH_VARARGS,
+     "row_plan(sizes) -> tuple[int, tuple[tuple[int, int, int, int], ...]] | None\n\nHow the launcher tiles a "
+     "task-form launch on the device schedule: (build, ((width, chunks, tiles_n, mma_n), ...)); None where it "
+     "does not fit one."},
+    {"sizes_seen", sizes_seen, METH_VARARGS,
+     "sizes_seen(launches) -> tuple[bool, ...]\n\nFor each launch's ((m, n, k), ...) in turn, whether a fresh "
+     "table of sizes seen (the launcher's) held them before."},
     {"mma_n", mma_n, METH_VARARGS,
      "mma_n(sizes, sm_count, share=0, cap=0, parts=0, half=0, narrow=0, mid=0) -> tuple[int, ...]\n\nEach "
      "group's wgmma N in plan()'s plan with the same settings: its tile width, or in the narrow or mid build a "

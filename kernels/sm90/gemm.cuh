@@ -275,7 +275,8 @@ __device__ __forceinline__ int first_row(const MaskedParams<MAXG>& p, int g) {
 
 // The rows group g computes this call: its planned m, or in the masked form masked_m[g] clamped to
 // 0 .. m, or in the contiguous layout offs[g] clamped to first_row .. m, less first_row (written by an earlier
-// grid: read after griddepcontrol.wait; `p` is then a MaskedParams).
+// grid: read after griddepcontrol.wait; `p` is then a MaskedParams). The task form's launches on the device
+// schedule (kernels/sm90/plan/row_plan.h) have neither: their m.
 template <bool MASKED, int MAXG>
 __device__ __forceinline__ int call_rows(const Params<MAXG>& p, int g) {
   const int m = p.groups[g].m;
@@ -285,6 +286,7 @@ __device__ __forceinline__ int call_rows(const Params<MAXG>& p, int g) {
       const int s = first_row(mp, g), e = __ldg(mp.offs + g);
       return (e < s ? s : e < m ? e : m) - s;
     }
+    if (!mp.masked_m) return m;
     const int mm = __ldg(mp.masked_m + g);
     return mm < 0 ? 0 : mm < m ? mm : m;
   } else {

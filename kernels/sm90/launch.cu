@@ -9,6 +9,7 @@
 
 #include "sm90/plan/group_cuts.h"
 #include "sm90/plan/plan_memo.h"
+#include "sm90/plan/row_plan.h"
 #include "launcher_impl.h"
 #include "common/keyed_memo.h"
 #include "common/recent.h"
@@ -540,6 +541,10 @@ int sm90_init(DeviceState& dev, Error& err) {
     st.b_prefetch = std::strcmp(env, "1") == 0 ? 1 : std::strcmp(env, "0") == 0 ? 0 : -1;
     if (st.b_prefetch < 0) return err.set(FL_ERR_VALUE, "FASTLAUNCH_SM90_PREFETCH=%s: expected 0 or 1", env);
   }
+  if (const char* env = std::getenv("FASTLAUNCH_SM90_ROWS")) {
+    st.rows = std::strcmp(env, "1") == 0 ? 1 : std::strcmp(env, "0") == 0 ? 2 : std::strcmp(env, "first") == 0 ? 0 : -1;
+    if (st.rows < 0) return err.set(FL_ERR_VALUE, "FASTLAUNCH_SM90_ROWS=%s: expected 0, 1 or first", env);
+  }
   if (const char* env = std::getenv("FASTLAUNCH_SM90_ONLY")) {
     st.only = std::strcmp(env, "convert") == 0 ? 1 : std::strcmp(env, "gemm") == 0 ? 2 : -1;
     if (st.only < 0) return err.set(FL_ERR_VALUE, "FASTLAUNCH_SM90_ONLY=%s: expected convert or gemm", env);
@@ -553,14 +558,16 @@ int sm90_init(DeviceState& dev, Error& err) {
 namespace {
 
 // The launches of buf's G groups; src (or null): the caller's group of each, for error messages. `force`: the
-// planner's settings; `masked` (or null): the masked form's rows on the device (launch_chunk).
+// planner's settings; `masked` (or null): the masked form's rows on the device (launch_chunk); `known` (or null): the
+// plan of a call of one launch, made by the caller (the device schedule's, kernels/sm90/plan/row_plan.h).
 int launch_groups(const DeviceState& dev, const int64_t* buf, int G, const int* src, const sm90::PlanForce& force,
-                  const MaskedCall* masked, cudaStream_t stream, const fl_allocator* alloc, Error& err) {
+                  const MaskedCall* masked, cudaStream_t stream, const fl_allocator* alloc, Error& err,
+                  const sm90::LaunchPlan* known = nullptr) {
   // Check every limit before the first launch, so a bad group launches nothing.
   int64_t tiles = 0, units = 0, rows = 0, kmax = 0, workspace = 0;
   // The plan of a call of one launch, found once: with more launches a later lookup may replace an
   // earlier plan in the per-thread cache, so each launch looks its own up again.
-  const sm90::LaunchPlan* single = nullptr;
+  const sm90::LaunchPlan* single = G <= sm90::kGroupsPerLaunch ? known : nullptr;
   for (int g = 0; g < G; ++g) {
     const int64_t m = buf[5 * G + g], n = buf[6 * G + g], k = buf[7 * G + g];
     const int caller_g = src ? src[g] : g;  // for messages: the caller's group
@@ -585,7 +592,8 @@ int launch_groups(const DeviceState& dev, const int64_t* buf, int G, const int* 
       // The launch's plan (kept per thread: launch_chunk finds it again) says whether it splits tiles.
       const int g0 = g / sm90::kGroupsPerLaunch * sm90::kGroupsPerLaunch;
       const sm90::LaunchPlan& plan =
-          launch_plan(buf + 5 * G + g0, buf + 6 * G + g0, buf + 7 * G + g0, g + 1 - g0, dev.sm_count, force);
+          single ? *single
+                 : launch_plan(buf + 5 * G + g0, buf + 6 * G + g0, buf + 7 * G + g0, g + 1 - g0, dev.sm_count, force);
       workspace += chunk_bytes(rows, kmax, g + 1 - g0, dev.sm_count, plan, masked != nullptr);
       if (G <= sm90::kGroupsPerLaunch) single = &plan;
       if (workspace > kMaxWorkspaceBytes)
@@ -646,18 +654,41 @@ const int64_t* launch_cuts(const DeviceState& dev, const int64_t* buf, int G) {
   return hit->cut ? hit->head : nullptr;
 }
 
+// Whether a task-form launch of valid sizes runs on the device schedule (kernels/sm90/plan/row_plan.h): where it fits
+// (every C row 16-byte aligned too) and nothing is forced on the planner: always (FASTLAUNCH_SM90_ROWS=1), for sizes
+// not called before (=first), or never (=0, the default).
+bool rows_first(const DeviceState& dev, const int64_t* buf, int G) {
+  const Sm90State& st = dev.sm90;
+  if (st.rows == 2 || st.only != 0 || !(st.force == sm90::PlanForce{})) return false;
+  if (!sm90::row_plan_fits(buf + 5 * G, buf + 6 * G, buf + 7 * G, G)) return false;
+  for (int g = 0; g < G; ++g)
+    if (buf[2 * G + g] % 16 != 0) return false;
+  thread_local sm90::SizesSeen<sm90::kSizesSeenEntries> seen;
+  return st.rows == 1 || !seen.seen(buf + 5 * G, 3 * G);
+}
+
+// A task-form launch on the device schedule: the masked kernels with no counts (every group's m rows).
+int launch_rows(const DeviceState& dev, const int64_t* buf, int G, const int* src, cudaStream_t stream,
+                const fl_allocator* alloc, Error& err) {
+  thread_local sm90::LaunchPlan plan;
+  sm90::row_plan(buf + 5 * G, buf + 6 * G, buf + 7 * G, G, plan);
+  const MaskedCall call{nullptr, nullptr, false, false, false, nullptr};
+  return launch_groups(dev, buf, G, src, dev.sm90.force, &call, stream, alloc, err, &plan);
+}
+
 }  // namespace
 
 int sm90_launch(const DeviceState& dev, const int64_t* buf, int G, const int* src, cudaStream_t stream,
                 const fl_allocator* alloc, Error& err) {
   // Launches of few A rows per group (every M at most kSkinnyMaxM: a scan that stops at the first larger
-  // group) may take the skinny kernel (try_skinny); launches of up to kGroupsSmall groups may be cut at a
-  // 128-row boundary into two (launch_cuts) where that is estimated faster. Both are tried on valid sizes
-  // only (launch_groups checks and reports every limit, with the caller's group numbers: src's, and
-  // through the cuts, src's of the group each part comes from).
+  // group) may take the skinny kernel (try_skinny); else sizes not called before run on the device schedule
+  // where they fit (rows_first), planned on the host from their second call; launches of up to kGroupsSmall
+  // groups may be cut at a 128-row boundary into two (launch_cuts) where that is estimated faster. Each is tried
+  // on valid sizes only (launch_groups checks and reports every limit, with the caller's group numbers: src's,
+  // and through the cuts, src's of the group each part comes from).
   bool few_rows = G <= sm90::kGroupsPerLaunch;
   for (int g = 0; g < G && few_rows; ++g) few_rows = buf[5 * G + g] <= sm90::kSkinnyMaxM;
-  if (few_rows || G <= sm90::kGroupsSmall) {
+  if (G <= sm90::kGroupsPerLaunch) {  // (more groups: several launches, planned)
     Error quiet{nullptr, 0};
     bool valid = true;
     for (int g = 0; g < G && valid; ++g)
@@ -667,6 +698,7 @@ int sm90_launch(const DeviceState& dev, const int64_t* buf, int G, const int* sr
       if (int rc = try_skinny(dev, buf, G, dev.sm90.force, nullptr, stream, &taken, err)) return rc;
       if (taken) return FL_OK;
     }
+    if (valid && rows_first(dev, buf, G)) return launch_rows(dev, buf, G, src, stream, alloc, err);
     if (valid && G <= sm90::kGroupsSmall) {
       if (const int64_t* head = launch_cuts(dev, buf, G)) {
         int64_t cut[8 * sm90::kGroupsSmall];

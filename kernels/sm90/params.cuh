@@ -68,7 +68,8 @@ struct Params {
 template <int MAXG>
 struct MaskedParams : Params<MAXG> {
   // group g computes rows 0 .. masked_m[g] - 1 (at most its planned m) and stores no other row; read on the
-  // device, after the grid before this one
+  // device, after the grid before this one. Null (and offs null): every group's m rows, the task form's launches on
+  // the device schedule (kernels/sm90/plan/row_plan.h)
   const int32_t* masked_m;
   // expert g's product is multiplied by alpha[g] before the rounding (null: by 1); read on the device like masked_m
   const float* alpha;

@@ -108,22 +108,21 @@ def test_aligned_outputs_stored_by_tma_leave_their_neighbours():
 CASES_CHILD = r"""
 import json, sys, torch, fastlaunch
 from fastlaunch import reference as R
-seed = int(sys.argv[1])
+seed, calls = int(sys.argv[1]), int(sys.argv[3])
 for g, ms, ns, ks in json.loads(sys.argv[2]):
     d = R.generate_input(ms, ns, ks, g, seed, device="cuda")
-    ref = R.ref_kernel(R.clone_outputs(d))
-    R.poison(d)
-    ok, msg = R.check(fastlaunch.fast_launch(d), ref)
-    assert ok, msg
+    for call in range(calls):
+        ok, msg = R.run_checked(fastlaunch.fast_launch, d)
+        assert ok, f"{g} groups {ms} {ns} {ks}, call {call + 1}: {msg}"
     seed += 1
 print("ok")
 """
 
 
-def check_in_child(cases, env):
+def check_in_child(cases, env, calls=1):
     """Each of `cases` (g, ms, ns, ks) checked in a new process with `env` (experiment settings are read
-    at set-up), fresh data and poisoned outputs."""
-    out = subprocess.run([sys.executable, "-c", CASES_CHILD, str(fresh_seed()), json.dumps(cases)], env=env,
+    at set-up), fresh data and poisoned outputs, `calls` times."""
+    out = subprocess.run([sys.executable, "-c", CASES_CHILD, str(fresh_seed()), json.dumps(cases), str(calls)], env=env,
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-3000:]
 
@@ -155,6 +154,31 @@ def test_every_width_cap_and_share(cap, share, half):
     if half:
         env["FASTLAUNCH_SM90_HALF"] = half
     check_in_child(EVERY_SHAPE_CASES, env)
+
+
+# The task form on the device schedule (kernels/sm90/plan/row_plan.h; FASTLAUNCH_SM90_ROWS=1: wherever it fits): the
+# masked kernels with every group's own rows. The four benchmarks, narrow launches (every group one 128-row tile:
+# 1, 32 and 33..128 rows), groups of one and several tiles of 128 and 192 rows, a launch past L2 (wave walks), 20 and
+# 40 groups (the next parameter blocks; past 16 the conversion writes the B maps), and launches it does not fit
+# (two K's, N % 8 != 0), which the planner takes.
+ROWS_CASES = [(8, [80, 176, 128, 72, 64, 248, 96, 160], [4096] * 8, [7168] * 8),
+              (8, [40, 76, 168, 72, 164, 148, 196, 160], [7168] * 8, [2048] * 8),
+              (2, [192, 320], [3072] * 2, [4096] * 2), (2, [128, 384], [4096] * 2, [1536] * 2),
+              (4, [1, 32, 33, 128], [256, 512, 136, 1024], [512] * 4), (3, [129, 193, 385], [384, 8, 256], [256] * 3),
+              (1, [2048], [4096], [7168]), (8, [3, 100, 1, 57, 2, 512, 9, 31], [2048] * 8, [7168] * 8),
+              (20, [1 + 37 * i for i in range(20)], [128 + 8 * i for i in range(20)], [192] * 20),
+              (40, [1 + 11 * i for i in range(40)], [256] * 40, [128] * 40),
+              (2, [100, 200], [256, 256], [256, 512]), (2, [100, 200], [250, 256], [256, 256])]
+
+
+def test_device_schedule_of_the_task_form():
+    check_in_child(ROWS_CASES, dict(os.environ, FASTLAUNCH_SM90_ROWS="1"))
+
+
+def test_first_call_on_the_device_schedule_then_planned():
+    # FASTLAUNCH_SM90_ROWS=first: sizes not called before run on the device schedule, and from their second call on
+    # the plan made for them; both calls of each input right, the outputs poisoned each time
+    check_in_child(ROWS_CASES, dict(os.environ, FASTLAUNCH_SM90_ROWS="first"), calls=2)
 
 
 # The narrow build (kernels/sm90/plan/planner.h kNarrowN): groups whose tiles hold few enough rows run a narrower wgmma in
@@ -446,7 +470,7 @@ def test_tensors_on_two_devices_are_refused():
 @pytest.mark.parametrize("setting", ["WCAP=100", "SHARE=halves", "SHARE=split:0", "SHARE=split:2x", "SHARE=reduce:65",
                                      "HALF=yes", "NARROW=2", "WAVE=2", "SKINNY=on", "SKINNY_SPLIT=9",
                                      "SKINNY_SPLIT=0", "SKINNY_LANES=16", "SKINNY_LANES=8x", "ONLY=both",
-                                     "PREFETCH=yes"])
+                                     "PREFETCH=yes", "ROWS=firsts"])
 def test_bad_experiment_setting_is_reported(setting):
     # The experiment settings are read when the device is first used; a bad one is a ValueError naming it.
     name, _, value = setting.partition("=")

@@ -1,0 +1,87 @@
+// The task form's launches without the planner: each group tiled from its own M under fixed rules, its tiles shared
+// out on the device as the masked form's are (row_schedule.h), so a launch costs the host O(groups) where
+// plan_launch costs 10-80 us (tools/tuning/plan_time.py). The launcher takes it for the first call of sizes it has
+// not seen (SizesSeen): sizes that change every call never wait for a plan, and sizes called again (a benchmark's
+// repeats, the task's rotating test inputs) are planned once, from their second call, and served from the memo of
+// plans after (plan_memo.h). Plain C++: the launcher and the CPU tests (fastlaunch._C.row_plan) read it.
+//
+// The rules: one launch (at most kGroupsPerLaunch groups) of one K, every N a multiple of 8 (the masked kernels store
+// C rows in 16-byte chunks; the launcher checks C's addresses too). Each group's widest even tiles of at most
+// kMaxWidth rows (group_tiles: 128 rows in one tile of 128, 129-192 in one of 192, 320 in two of 192, ...); the narrow
+// build where every group is one tile of the narrowest width (a decode step: groups of at most kNarrowN rows run the
+// wgmma at N = kNarrowN), else the main build, whose wave walks serve launches past L2. No half, reduced or mid-build
+// tiles, no group cuts: those are the planner's, for sizes called again.
+#pragma once
+#include <cstdint>
+#include <cstring>
+
+#include "sm90/plan/planner.h"
+
+namespace fl::sm90 {
+
+// Whether a launch of valid sizes may run on the device schedule.
+inline bool row_plan_fits(const int64_t* m, const int64_t* n, const int64_t* k, int groups) {
+  if (groups < 1 || groups > kGroupsPerLaunch) return false;
+  for (int g = 0; g < groups; ++g)
+    if (k[g] != k[0] || n[g] % 8 != 0 || m[g] < 1) return false;
+  return true;
+}
+
+// The build of such a launch: narrow where every group is one tile of the narrowest width.
+inline int row_plan_build(const int64_t* m, int groups) {
+  for (int g = 0; g < groups; ++g)
+    if (m[g] > kWidths[0]) return kBuildMain;
+  return kBuildNarrow;
+}
+
+// Its plan, as the launcher reads a plan: the groups in their own order, each tiled by its own M; the grid one CTA
+// (the launcher's row_grid widens it to the SMs the steps can fill); tiles and steps the launch's. The shares are
+// the device's: start arrays and estimates are not filled.
+inline void row_plan(const int64_t* m, const int64_t* n, const int64_t* k, int groups, LaunchPlan& p) {
+  p.groups = groups;
+  p.build = row_plan_build(m, groups);
+  p.half = false, p.reduce = 0, p.wave = false, p.splits = 0, p.est_ns = 0;
+  p.tiles = 0, p.steps = 0;
+  const int cap = p.build == kBuildNarrow ? kWidths[0] : kMaxWidth;
+  for (int g = 0; g < groups; ++g) {
+    p.order[g] = g;
+    p.group[g] = group_tiles(m[g], n[g], k[g], cap, false, p.build);
+    const int64_t tiles = p.group[g].chunks * p.group[g].tiles_n;
+    p.tiles += tiles;
+    p.steps += tiles * p.group[g].kst;
+  }
+  p.ctas = 1;
+  p.start_tile[0] = 0, p.start_k[0] = 0;
+  p.start_tile[1] = (int32_t)p.tiles, p.start_k[1] = 0;
+}
+
+// Entries of the launcher's table of sizes seen (SizesSeen): far more than a serving loop's or a benchmark set's
+// distinct launches, at 8 bytes each.
+constexpr int kSizesSeenEntries = 1024;
+
+// Which launches' exact sizes were called before: a direct-mapped table of their 64-bit hashes. A hash found in its
+// slot is a sighting; sizes whose hashes meet in one slot push each other out (a first sighting again: the device
+// schedule), and two whose hashes are equal are taken as seen (planned). Either costs time, never correctness.
+template <int N>
+class SizesSeen {
+ public:
+  // Whether `count` sizes were seen before; remembers them.
+  bool seen(const int64_t* sizes, int count) {
+    uint64_t h = 0xcbf29ce484222325ull ^ (uint64_t)count;
+    for (int i = 0; i < count; ++i) {
+      h ^= (uint64_t)sizes[i];
+      h *= 0x100000001b3ull;
+      h ^= h >> 32;
+    }
+    h |= 1;  // never the empty slot's 0
+    uint64_t& slot = table_[(h >> 1) % N];
+    if (slot == h) return true;
+    slot = h;
+    return false;
+  }
+
+ private:
+  uint64_t table_[N] = {};
+};
+
+}  // namespace fl::sm90

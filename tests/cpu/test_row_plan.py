@@ -1,0 +1,65 @@
+"""The task form's launches on the device schedule (kernels/sm90/plan/row_plan.h), on the CPU through
+fastlaunch._C.row_plan and sizes_seen: which launches fit it, each group tiled by its own rows as the planner would
+tile it under the same cap and build (so every row lies in exactly one tile and every tile's first rows fit its wgmma
+N), the narrow build exactly where every group is one tile of the narrowest width, and the table of sizes seen that
+sends only a launch's first call there."""
+import random
+
+import pytest
+
+from fastlaunch import _C
+from conftest import fresh_seed
+
+WIDTHS, NARROW_N, MAIN, NARROW = (128, 192), 32, 0, 1
+
+
+def random_launch(rng, most_m):
+    g = rng.randint(1, 24)
+    k = 64 * rng.randint(1, 64)
+    return [(rng.randint(1, most_m), 8 * rng.randint(1, 600), k) for _ in range(g)]
+
+
+@pytest.mark.parametrize("most_m", [8, 32, 128, 129, 512, 5000])
+def test_groups_tiled_as_the_planner_tiles_them(most_m):
+    seed = fresh_seed()
+    rng = random.Random(seed)
+    for _ in range(60):
+        sizes = random_launch(rng, most_m)
+        build, groups = _C.row_plan(sizes)
+        narrow = all(m <= WIDTHS[0] for m, _, _ in sizes)
+        assert build == (NARROW if narrow else MAIN), (seed, sizes)
+        cap = WIDTHS[0] if narrow else WIDTHS[-1]
+        # the planner with that cap and build, no half tiles, no mid build: the same widths and chunks
+        planned = _C.plan(sizes, 132, 0, cap, 0, 2, 1 if narrow else 2, 2)[0]
+        mma = _C.mma_n(sizes, 132, 0, cap, 0, 2, 1 if narrow else 2, 2)
+        for (m, n, _), (width, chunks, tiles_n, mma_n), (pw, pc, ptn, _), pn in zip(sizes, groups, planned, mma):
+            assert (width, chunks, tiles_n, mma_n) == (pw, pc, ptn, pn), (seed, sizes)
+            assert width in WIDTHS and (chunks - 1) * width < m <= chunks * width, (seed, m, width, chunks)
+            assert tiles_n == -(-n // 128)
+            assert min(m, width) <= mma_n <= width and (mma_n == NARROW_N) == (narrow and m <= NARROW_N)
+
+
+@pytest.mark.parametrize("sizes", [[(100, 256, 256), (200, 256, 512)],  # two K's
+                                   [(100, 250, 256)],  # C rows of N % 8 != 0 elements: not 16-byte aligned
+                                   [(1, 8, 64)] * 257])  # more groups than one launch holds
+def test_launches_it_does_not_fit(sizes):
+    assert _C.row_plan(sizes) is None
+
+
+def test_a_launchs_first_call_only():
+    seed = fresh_seed()
+    rng = random.Random(seed)
+    launches = [random_launch(rng, 512) for _ in range(3000)]
+    distinct = list({tuple(x): x for x in launches}.values())
+    # every launch new: none taken as seen (3000 sizes in 1024 slots push each other out, never in)
+    assert not any(_C.sizes_seen(distinct)), seed
+    # each called twice in a row: the second call is seen
+    twice = [x for x in distinct[:500] for _ in range(2)]
+    assert _C.sizes_seen(twice) == tuple(i % 2 == 1 for i in range(len(twice))), seed
+    # the task's 15 inputs in turn, three rounds: the first round new, the later ones seen
+    fifteen = distinct[:15]
+    assert _C.sizes_seen(fifteen * 3) == (False,) * 15 + (True,) * 30, seed
+    # the same rows with another N or K, or in another order, are other sizes
+    base = [(64, 256, 512), (32, 512, 512)]
+    assert _C.sizes_seen([base, [(64, 256, 512), (32, 512, 1024)], [(32, 512, 512), (64, 256, 512)], base]) == \
+        (False, False, False, True)
