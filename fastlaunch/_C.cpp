@@ -782,8 +782,8 @@ PyObject* row_plan(PyObject*, PyObject* args) {
   return Py_BuildValue("(iN)", p.build, groups);
 }
 
-// sizes_seen(launches) -> (bool, ...): for each launch's sizes ((m, n, k), ...) in turn, whether the launcher's
-// table of sizes seen (kernels/sm90/plan/row_plan.h SizesSeen, a fresh one) held them before it.
+// sizes_seen(launches) -> (int, ...): for each launch's sizes ((m, n, k), ...) in turn, its sighting in the launcher's
+// table of sizes seen (kernels/sm90/plan/row_plan.h SizesSeen, a fresh one): 0 first, 1 second, 2 later.
 PyObject* sizes_seen(PyObject*, PyObject* args) {
   PyObject* launches;
   if (!PyArg_ParseTuple(args, "O:sizes_seen", &launches)) return nullptr;
@@ -810,7 +810,7 @@ PyObject* sizes_seen(PyObject*, PyObject* args) {
       }
       key[(size_t)g] = m, key[(size_t)(G + g)] = n, key[(size_t)(2 * G + g)] = k;
     }
-    PyTuple_SET_ITEM(out, i, PyBool_FromLong(table->seen(key.data(), (int)(3 * G))));
+    PyTuple_SET_ITEM(out, i, PyLong_FromLong(table->sight(key.data(), (int)(3 * G))));
   }
   return out;
 }
@@ -1433,8 +1433,8 @@ PyMethodDef kMethods[] = {
      "task-form launch on the device schedule: (build, ((width, chunks, tiles_n, mma_n), ...)); None where it "
      "does not fit one."},
     {"sizes_seen", sizes_seen, METH_VARARGS,
-     "sizes_seen(launches) -> tuple[bool, ...]\n\nFor each launch's ((m, n, k), ...) in turn, whether a fresh "
-     "table of sizes seen (the launcher's) held them before."},
+     "sizes_seen(launches) -> tuple[int, ...]\n\nFor each launch's ((m, n, k), ...) in turn, its sighting in a "
+     "fresh table of sizes seen (the launcher's): 0 first, 1 second, 2 later."},
     {"mma_n", mma_n, METH_VARARGS,
      "mma_n(sizes, sm_count, share=0, cap=0, parts=0, half=0, narrow=0, mid=0) -> tuple[int, ...]\n\nEach "
      "group's wgmma N in plan()'s plan with the same settings: its tile width, or in the narrow or mid build a "

@@ -82,11 +82,20 @@ int prepare_convert(CUfunction* fn, Error& err) {
   return kernel_handle(reinterpret_cast<const void*>(&sm90::convert_a<MAXG>), 0, fn, err);
 }
 
-// The plan of a launch, from the per-thread memo (kernels/sm90/plan/plan_memo.h).
+// The per-thread memo of plans (kernels/sm90/plan/plan_memo.h), and a launch's plan from it.
+sm90::PlanMemo<sm90::kPlanMemoEntries>& plan_memo() {
+  thread_local sm90::PlanMemo<sm90::kPlanMemoEntries> memo;
+  return memo;
+}
 const sm90::LaunchPlan& launch_plan(const int64_t* m, const int64_t* n, const int64_t* k, int groups, int sm_count,
                                     const sm90::PlanForce& force) {
-  thread_local sm90::PlanMemo<sm90::kPlanMemoEntries> memo;
-  return memo.get(m, n, k, groups, sm_count, force);
+  return plan_memo().get(m, n, k, groups, sm_count, force);
+}
+
+// Whether the per-thread memo holds the launch's plan (launch_plan would not plan).
+bool plan_held(const int64_t* m, const int64_t* n, const int64_t* k, int groups, int sm_count,
+               const sm90::PlanForce& force) {
+  return plan_memo().holds(m, n, k, groups, sm_count, force);
 }
 
 // The tensor maps of one launch's fp16 A workspace (`rows` rows of `pitch_bytes`, 128-byte swizzle),
@@ -655,16 +664,21 @@ const int64_t* launch_cuts(const DeviceState& dev, const int64_t* buf, int G) {
 }
 
 // Whether a task-form launch of valid sizes runs on the device schedule (kernels/sm90/plan/row_plan.h): where it fits
-// (every C row 16-byte aligned too) and nothing is forced on the planner: always (FASTLAUNCH_SM90_ROWS=1), for sizes
-// not called before (=first), or never (=0, the default).
+// (every C row 16-byte aligned too) and nothing is forced on the planner: always (FASTLAUNCH_SM90_ROWS=1), never (=0,
+// the default), or (=first) at the first call of its sizes and at later calls whose plan the memo no longer holds.
 bool rows_first(const DeviceState& dev, const int64_t* buf, int G) {
   const Sm90State& st = dev.sm90;
   if (st.rows == 2 || st.only != 0 || !(st.force == sm90::PlanForce{})) return false;
   if (!sm90::row_plan_fits(buf + 5 * G, buf + 6 * G, buf + 7 * G, G)) return false;
   for (int g = 0; g < G; ++g)
     if (buf[2 * G + g] % 16 != 0) return false;
+  if (st.rows == 1) return true;
   thread_local sm90::SizesSeen<sm90::kSizesSeenEntries> seen;
-  return st.rows == 1 || !seen.seen(buf + 5 * G, 3 * G);
+  switch (seen.sight(buf + 5 * G, 3 * G)) {
+    case sm90::kSightFirst: return true;
+    case sm90::kSightSecond: return false;
+    default: return !plan_held(buf + 5 * G, buf + 6 * G, buf + 7 * G, G, dev.sm_count, st.force);
+  }
 }
 
 // A task-form launch on the device schedule: the masked kernels with no counts (every group's m rows).

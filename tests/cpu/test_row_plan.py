@@ -2,7 +2,7 @@
 fastlaunch._C.row_plan and sizes_seen: which launches fit it, each group tiled by its own rows as the planner would
 tile it under the same cap and build (so every row lies in exactly one tile and every tile's first rows fit its wgmma
 N), the narrow build exactly where every group is one tile of the narrowest width, and the table of sizes seen that
-sends only a launch's first call there."""
+tells a launch's first call from its second and later ones."""
 import random
 
 import pytest
@@ -46,20 +46,23 @@ def test_launches_it_does_not_fit(sizes):
     assert _C.row_plan(sizes) is None
 
 
-def test_a_launchs_first_call_only():
+FIRST, SECOND, LATER = 0, 1, 2
+
+
+def test_sightings_of_a_launchs_sizes():
     seed = fresh_seed()
     rng = random.Random(seed)
     launches = [random_launch(rng, 512) for _ in range(3000)]
     distinct = list({tuple(x): x for x in launches}.values())
-    # every launch new: none taken as seen (3000 sizes in 1024 slots push each other out, never in)
-    assert not any(_C.sizes_seen(distinct)), seed
-    # each called twice in a row: the second call is seen
-    twice = [x for x in distinct[:500] for _ in range(2)]
-    assert _C.sizes_seen(twice) == tuple(i % 2 == 1 for i in range(len(twice))), seed
-    # the task's 15 inputs in turn, three rounds: the first round new, the later ones seen
+    # every launch new: each a first sighting (3000 sizes in 1024 slots push each other out, never count as one)
+    assert set(_C.sizes_seen(distinct)) == {FIRST}, seed
+    # each called three times in a row: first, second, later
+    thrice = [x for x in distinct[:400] for _ in range(3)]
+    assert _C.sizes_seen(thrice) == (FIRST, SECOND, LATER) * 400, seed
+    # the task's 15 inputs in turn, four rounds: the first round new, the second planned, later ones served
     fifteen = distinct[:15]
-    assert _C.sizes_seen(fifteen * 3) == (False,) * 15 + (True,) * 30, seed
+    assert _C.sizes_seen(fifteen * 4) == (FIRST,) * 15 + (SECOND,) * 15 + (LATER,) * 30, seed
     # the same rows with another N or K, or in another order, are other sizes
     base = [(64, 256, 512), (32, 512, 512)]
     assert _C.sizes_seen([base, [(64, 256, 512), (32, 512, 1024)], [(32, 512, 512), (64, 256, 512)], base]) == \
-        (False, False, False, True)
+        (FIRST, FIRST, FIRST, SECOND)

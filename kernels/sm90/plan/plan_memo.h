@@ -46,16 +46,18 @@ class PlanMemo {
   const LaunchPlan& get(const int64_t* m, const int64_t* n, const int64_t* k, int groups, int sm_count,
                         const PlanForce& force) {
     int64_t cm[kGroupsPerLaunch];
-    for (int g = 0; g < groups; ++g) cm[g] = plan_m(m[g]);
-    const Entry* hit =
-        cache_.find([&](const Entry& e) { return e.force == force && e.sizes.matches(cm, n, k, groups, sm_count); });
-    if (hit) return hit->plan;
+    if (const LaunchPlan* hit = find(m, n, k, groups, sm_count, force, cm)) return *hit;
     ++misses_;
     Entry& e = cache_.oldest();
     plan_launch(cm, n, k, groups, sm_count, force, e.plan);
     e.sizes.set(cm, n, k, groups, sm_count);
     e.force = force;
     return e.plan;
+  }
+  // Whether the memo holds the launch's plan (get would not plan).
+  bool holds(const int64_t* m, const int64_t* n, const int64_t* k, int groups, int sm_count, const PlanForce& force) {
+    int64_t cm[kGroupsPerLaunch];
+    return find(m, n, k, groups, sm_count, force, cm) != nullptr;
   }
   int64_t misses() const { return misses_; }
 
@@ -65,6 +67,14 @@ class PlanMemo {
     PlanForce force;
     LaunchPlan plan;
   };
+  // The held plan, or null; cm: each group's class of M.
+  const LaunchPlan* find(const int64_t* m, const int64_t* n, const int64_t* k, int groups, int sm_count,
+                         const PlanForce& force, int64_t* cm) {
+    for (int g = 0; g < groups; ++g) cm[g] = plan_m(m[g]);
+    const Entry* hit =
+        cache_.find([&](const Entry& e) { return e.force == force && e.sizes.matches(cm, n, k, groups, sm_count); });
+    return hit ? &hit->plan : nullptr;
+  }
   Recent<Entry, N> cache_;
   int64_t misses_ = 0;
 };

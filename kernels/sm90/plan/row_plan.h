@@ -1,9 +1,10 @@
 // The task form's launches without the planner: each group tiled from its own M under fixed rules, its tiles shared
 // out on the device as the masked form's are (row_schedule.h), so a launch costs the host O(groups) where
-// plan_launch costs 10-80 us (tools/tuning/plan_time.py). The launcher takes it for the first call of sizes it has
-// not seen (SizesSeen): sizes that change every call never wait for a plan, and sizes called again (a benchmark's
-// repeats, the task's rotating test inputs) are planned once, from their second call, and served from the memo of
-// plans after (plan_memo.h). Plain C++: the launcher and the CPU tests (fastlaunch._C.row_plan) read it.
+// plan_launch costs 10-80 us (tools/tuning/plan_time.py). The launcher (FASTLAUNCH_SM90_ROWS=first) takes it for
+// the first call of sizes (SizesSeen), plans them at their second and serves that plan from the memo of plans
+// (plan_memo.h) after; a later call whose plan the memo no longer holds (more sizes in turn than it keeps) runs here
+// again rather than plan again. So sizes that change every call never wait for a plan, while a benchmark's repeats and the task's 15
+// rotating test inputs get theirs. Plain C++: the launcher and the CPU tests (fastlaunch._C.row_plan) read it.
 //
 // The rules: one launch (at most kGroupsPerLaunch groups) of one K, every N a multiple of 8 (the masked kernels store
 // C rows in 16-byte chunks; the launcher checks C's addresses too). Each group's widest even tiles of at most
@@ -59,25 +60,30 @@ inline void row_plan(const int64_t* m, const int64_t* n, const int64_t* k, int g
 // distinct launches, at 8 bytes each.
 constexpr int kSizesSeenEntries = 1024;
 
-// Which launches' exact sizes were called before: a direct-mapped table of their 64-bit hashes. A hash found in its
-// slot is a sighting; sizes whose hashes meet in one slot push each other out (a first sighting again: the device
-// schedule), and two whose hashes are equal are taken as seen (planned). Either costs time, never correctness.
+// How often a launch's exact sizes were called before: a direct-mapped table of their 64-bit hashes, each with the
+// count of its sightings (up to "later"). Sizes whose hashes meet in one slot push each other out (a first sighting
+// again: the device schedule), and two whose hashes are equal count as one; either costs time, never correctness.
+enum Sighting { kSightFirst = 0, kSightSecond = 1, kSightLater = 2 };
 template <int N>
 class SizesSeen {
  public:
-  // Whether `count` sizes were seen before; remembers them.
-  bool seen(const int64_t* sizes, int count) {
+  // This call's sighting of `count` sizes; counts it.
+  Sighting sight(const int64_t* sizes, int count) {
     uint64_t h = 0xcbf29ce484222325ull ^ (uint64_t)count;
     for (int i = 0; i < count; ++i) {
       h ^= (uint64_t)sizes[i];
       h *= 0x100000001b3ull;
       h ^= h >> 32;
     }
-    h |= 1;  // never the empty slot's 0
-    uint64_t& slot = table_[(h >> 1) % N];
-    if (slot == h) return true;
-    slot = h;
-    return false;
+    h = (h & ~uint64_t{3}) | 4;  // the low two bits hold the sighting; never the empty slot's 0
+    uint64_t& slot = table_[(h >> 2) % N];
+    if ((slot & ~uint64_t{3}) != h) {
+      slot = h;
+      return kSightFirst;
+    }
+    const Sighting s = (slot & 3) == kSightFirst ? kSightSecond : kSightLater;
+    slot = h | (uint64_t)s;
+    return s;
   }
 
  private:
