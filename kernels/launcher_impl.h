@@ -240,8 +240,9 @@ struct Sm90State {
   int only = 0;        // FASTLAUNCH_SM90_ONLY (experiments, wrong results): 1 conversion, 2 GEMM
   int b_prefetch = 1;  // FASTLAUNCH_SM90_PREFETCH (0 turns it off): MaskedParams::b_prefetch
   // FASTLAUNCH_SM90_ROWS (experiments, tests): the task form's launches on the device schedule
-  // (kernels/sm90/plan/row_plan.h) 1 wherever they fit, 2 never, 0 for sizes not seen before (=first)
-  int rows = 2;
+  // (kernels/sm90/plan/row_plan.h) 1 wherever they fit, 2 never, 0 (=first) where the memo holds no plan, but at
+  // the second call of a launch's sizes
+  int rows = 0;
   uint64_t* trace = nullptr;  // FASTLAUNCH_SM90_TRACE (experiments): device buffer for the GEMM's trace points
   CUlaunchAttribute attr[1];  // programmatic stream serialisation
   CUlaunchConfig config;      // prebuilt; a launch sets grid size, shared memory and stream

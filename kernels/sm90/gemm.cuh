@@ -90,24 +90,6 @@ constexpr uint32_t kOffRowSched = kOffRowTiled + kGroupsPerLaunch * 4;
 constexpr uint32_t kSmemBytes = kOffRowSched + sizeof(RowCta);
 
 static_assert(kStages >= 4, "pipeline depth");
-
-// B's K steps per TMA box (an experiment, build define FL_SM90_B_PAIR=1: two): a box of 128 rows x 64 bytes fills the B
-// parts of two neighbouring stages 2j and 2j+1, laid out as one region (the rows at 64 bytes, then both scale blocks),
-// so the TMA unit makes half as many row requests per byte. The B producer waits for both stages, loads the pair
-// with the first stage's bytes and arrives on the second's "full" without bytes; a consumer reaches the second step
-// only after the first's wait, which saw the whole box land. Every unit takes an even number of stages: after a unit
-// of odd K steps each role passes one stage unused (the producers arrive without bytes, the consumers wait and
-// release it), so units start on even stages. Half tiles keep one step a box.
-#ifndef FL_SM90_B_PAIR
-#define FL_SM90_B_PAIR 0
-#endif
-constexpr bool kBPair = FL_SM90_B_PAIR != 0;
-static_assert(!kBPair || kStages % 2 == 0, "B pairs: stages in pairs");
-template <bool HALF>
-constexpr bool kPairB = kBPair && !HALF;
-// B's box bytes per row for a kernel (half tiles: one step)
-template <bool HALF>
-constexpr uint32_t kBBoxBytes = kPairB<HALF> ? 2 * (kBlockK / 2) : kBlockK / 2;
 static_assert(kSmemBytes <= kSmemLimit, "shared memory");
 
 __device__ __forceinline__ int32_t* row_tile_ends() {
@@ -174,13 +156,12 @@ __device__ __forceinline__ void dequant_step(uint32_t (&f)[4][4], const E2m1Byte
 // B rows r0 and r0+8, K block c of a stage -> the four steps' wgmma A fragments (see the K
 // permutation at the top of this file). Half tiles (HALF): the stage holds the tile's 64 rows only,
 // and `sr0` is row r0's row in the 128-row scale block; else r0 is.
-// `data`: the step's packed B, rows `STRIDE` bytes apart; `sfblk`: its scale block.
-template <bool HALF, uint32_t STRIDE>
-__device__ __forceinline__ void dequant_b(uint32_t (&f)[4][4], uint32_t data, uint32_t sfblk, int r0, int c, int sr0) {
+template <bool HALF>
+__device__ __forceinline__ void dequant_b(uint32_t (&f)[4][4], uint32_t stage, int r0, int c, int sr0) {
   const int r1 = r0 + 8;
-  const uint2 b0 = lds64(data + r0 * STRIDE + 8 * c);
-  const uint2 b1 = lds64(data + r1 * STRIDE + 8 * c);
-  const uint32_t sf = sfblk + c;
+  const uint2 b0 = lds64(stage + r0 * 32 + 8 * c);
+  const uint2 b1 = lds64(stage + r1 * 32 + 8 * c);
+  const uint32_t sf = stage + kBRawBytes + c;
   const uint32_t s0 = ptx::e4m3_to_f16x2_bcast(lds8(sf + sf_row_offset(HALF ? sr0 : r0)));
   const uint32_t s1 = ptx::e4m3_to_f16x2_bcast(lds8(sf + sf_row_offset(HALF ? sr0 + 8 : r1)));
   const E2m1Bytes e[4] = {e2m1_bytes(b0.x), e2m1_bytes(b1.x), e2m1_bytes(b0.y), e2m1_bytes(b1.y)};
@@ -220,16 +201,6 @@ struct Smem {
     return (uint32_t)ptx::smem_desc_swizzle128(a_stage(0), 8 * kA16RowBytes) + s * (kAStageBytes >> 4);
   }
   __device__ uint32_t b_stage(int s) const { return base + kOffB + s * kBStageBytes; }
-  // Step s's packed B (rows kBBoxBytes apart) and its scale block: in its stage, or with B pairs (PAIR: kPairB) in the
-  // region of stages s & ~1 and s | 1 (both steps' rows, then both scale blocks)
-  template <bool PAIR>
-  __device__ uint32_t b_data(int s) const {
-    return PAIR ? b_stage(s & ~1) + (s & 1) * (kBlockK / 2) : b_stage(s);
-  }
-  template <bool PAIR>
-  __device__ uint32_t b_sf(int s) const {
-    return PAIR ? b_stage(s & ~1) + 2 * kBRawBytes + (s & 1) * kSfBlockBytes : b_stage(s) + kBRawBytes;
-  }
 };
 
 // A position in a ring of N stages: the stage and the phase parity of its barriers.
@@ -328,8 +299,7 @@ template <int W, bool HALF = false, bool EL = false>
 __device__ __forceinline__ void consumer_step(const Smem& sm, float (&acc)[W / 2], uint32_t (&f)[4][4],
                                               ConsumerPos& pos, int kc, int r0, int c, int lane, int sr0 = 0) {
   ptx::mbar_wait(sm.full(pos.r.s), pos.r.ph);
-  constexpr bool kPair = kPairB<HALF>;
-  dequant_b<HALF, kBBoxBytes<HALF>>(f, sm.b_data<kPair>(pos.r.s), sm.b_sf<kPair>(pos.r.s), r0, c, sr0);
+  dequant_b<HALF>(f, sm.b_stage(pos.r.s), r0, c, sr0);
   mma_step<W>(acc, f, sm.a_desc_lo(pos.r.s), kc == 0);
   if (kc > 0) {
     // The stage goes back to the producers in order: every lane's lds64/lds8 of it precedes __syncwarp()
@@ -387,12 +357,6 @@ __device__ __forceinline__ void consumer_unit(const Params<MAXG>& p, const Smem&
   trace(tr, kTrFirstMainloop);
   __syncwarp();
   if (lane == 0) ptx::mbar_arrive(sm.empty(pos.prev));
-  if (kPairB<false> && steps % 2 != 0) {  // B pairs: the unit's unused odd stage
-    ptx::mbar_wait(sm.full(pos.r.s), pos.r.ph);
-    __syncwarp();
-    if (lane == 0) ptx::mbar_arrive(sm.empty(pos.r.s));
-    pos.next();
-  }
   raise_flag(pending, lane);
   const int cwarp = 4 * cw + wq;
   const int m = call_rows<MASKED>(p, w.tile.g);
@@ -673,39 +637,18 @@ __device__ __forceinline__ void group_gemm(const Params<MAXG>& p) {
         // B of a group of one tile along M is read once: evict it first, keeping A. A group of 2+ tiles along M
         // reads each B tile again from its other tiles' CTAs: normal (launches of such groups ~1% faster)
         const uint64_t b_hint = gr.chunks > 1 ? ptx::kEvictNormal : ptx::kEvictFirst;
-        if constexpr (kPairB<HALF>) {
-          // B pairs: steps kc and kc + 1 in one box into stages s and s + 1 (s even); a unit of odd steps loads its
-          // last with the step after it (K's end: zeros) and leaves the second stage unused
-          for (int kc = w.k0; kc < w.k1; kc += 2, rb.next(), rb.next()) {
-            ptx::mbar_wait(sm.empty(rb.s), rb.ph ^ 1);
-            ptx::mbar_wait(sm.empty(rb.s + 1), rb.ph ^ 1);
-            if (lane == 0) {
-              const uint32_t st = sm.b_stage(rb.s), full = sm.full(rb.s);
-              const uint32_t sf_bytes = (kc + 1 < w.k1 ? 2 : 1) * kSfBlockBytes;
-              ptx::mbar_arrive_expect_tx(full, 2 * kBRawBytes + sf_bytes);
-              ptx::tma_load_2d(st, map_b, kc * (kBlockK / 2), w.tile.n0, full, b_hint);
-              ptx::bulk_load(sm.b_sf<true>(rb.s), sfb + (int64_t)kc * kSfBlockBytes, sf_bytes, full, ptx::kEvictLast);
-              ptx::mbar_arrive(sm.full(rb.s + 1));
-              if (first_load) trace(p.trace, kTrBFirstTma);
-            }
-            first_load = false;
-            __syncwarp();
+        for (int kc = w.k0; kc < w.k1; ++kc, rb.next()) {
+          ptx::mbar_wait(sm.empty(rb.s), rb.ph ^ 1);
+          if (lane == 0) {
+            const uint32_t st = sm.b_stage(rb.s), full = sm.full(rb.s);
+            // half tiles: a 64-row box (the maps are encoded so), and the whole 128-row scale block
+            ptx::mbar_arrive_expect_tx(full, HALF ? kBRawBytes / 2 + kSfBlockBytes : kBStageBytes);
+            ptx::tma_load_2d(st, map_b, kc * (kBlockK / 2), w.tile.n0, full, b_hint);
+            ptx::bulk_load(st + kBRawBytes, sfb + (int64_t)kc * kSfBlockBytes, kSfBlockBytes, full, ptx::kEvictLast);
+            if (first_load) trace(p.trace, kTrBFirstTma);
           }
-        } else {
-          for (int kc = w.k0; kc < w.k1; ++kc, rb.next()) {
-            ptx::mbar_wait(sm.empty(rb.s), rb.ph ^ 1);
-            if (lane == 0) {
-              const uint32_t st = sm.b_stage(rb.s), full = sm.full(rb.s);
-              // half tiles: a 64-row box (the maps are encoded so), and the whole 128-row scale block
-              ptx::mbar_arrive_expect_tx(full, HALF ? kBRawBytes / 2 + kSfBlockBytes : kBStageBytes);
-              ptx::tma_load_2d(st, map_b, kc * (kBlockK / 2), w.tile.n0, full, b_hint);
-              ptx::bulk_load(sm.b_sf<false>(rb.s), sfb + (int64_t)kc * kSfBlockBytes, kSfBlockBytes, full,
-                             ptx::kEvictLast);
-              if (first_load) trace(p.trace, kTrBFirstTma);
-            }
-            first_load = false;
-            __syncwarp();
-          }
+          first_load = false;
+          __syncwarp();
         }
       }
     } else if (warp == 1) {
@@ -752,12 +695,6 @@ __device__ __forceinline__ void group_gemm(const Params<MAXG>& p) {
           }
           first = false;
           __syncwarp();
-        }
-        if (kPairB<HALF> && (w.k1 - w.k0) % 2 != 0) {  // B pairs: the unit's unused odd stage
-          ptx::mbar_wait(sm.empty(ra.s), ra.ph ^ 1);
-          if (lane == 0) ptx::mbar_arrive(sm.full(ra.s));
-          __syncwarp();
-          ra.next();
         }
       }
     }

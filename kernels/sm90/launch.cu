@@ -161,16 +161,15 @@ int group_maps(const Driver& drv, CUtensorMap* out, const int64_t* key, int grou
   return FL_OK;
 }
 
-// The B tensor maps (box `box_rows` rows x `box_bytes`: 128 x sm90::kBBoxBytes<false>, or 64 x 32 for half tiles)
-// of groups g0 + order[i].
+// The B tensor maps (box `box_rows` rows x 32 bytes: 128, or 64 for half tiles) of groups g0 + order[i].
 int b_maps(const Driver& drv, CUtensorMap* out, const int64_t* buf, int G, int g0, const int* order, int groups,
-           int box_rows, uint32_t box_bytes, Error& err) {
+           int box_rows, Error& err) {
   int64_t key[3 * sm90::kGroupsSmall];
   for (int i = 0; i < groups; ++i) {
     const int g = g0 + order[i];
     key[3 * i] = buf[1 * G + g], key[3 * i + 1] = buf[6 * G + g], key[3 * i + 2] = buf[7 * G + g] / 2;
   }
-  return group_maps<0>(drv, out, key, groups, box_bytes, (uint32_t)box_rows, CU_TENSOR_MAP_SWIZZLE_NONE,
+  return group_maps<0>(drv, out, key, groups, sm90::kBlockK / 2, (uint32_t)box_rows, CU_TENSOR_MAP_SWIZZLE_NONE,
                        kBPromotion, err);
 }
 
@@ -294,8 +293,7 @@ int launch_chunk(const DeviceState& dev, const int64_t* buf, int G, int g0, int 
   }
   if constexpr (MAXG <= sm90::kGroupsSmall) {
     const int box_rows = plan.half ? sm90::kHalfBlockN : sm90::kBlockN;
-    const uint32_t box_bytes = plan.half ? sm90::kBBoxBytes<true> : sm90::kBBoxBytes<false>;
-    if (int rc = b_maps(dev.drv, p.map_b, buf, G, g0, plan.order, gc, box_rows, box_bytes, err)) return rc;
+    if (int rc = b_maps(dev.drv, p.map_b, buf, G, g0, plan.order, gc, box_rows, err)) return rc;
     if (!any && !plan.reduce && !masked)  // the kernels of aligned C (sm90::kTmaC) store it through these
       if (int rc = c_maps(dev.drv, p.map_c, buf, G, g0, plan.order, gc, err)) return rc;
   }
@@ -477,7 +475,7 @@ int sm90_init(DeviceState& dev, Error& err) {
   if (int rc = prepare_convert<sm90::kGroupsMid>(&st.convert_fn[1], err)) return rc;
   if (int rc = prepare_convert<sm90::kGroupsLarge>(&st.convert_fn[2], err)) return rc;
   if (int rc = prepare_convert<sm90::kGroupsPerLaunch>(&st.convert_fn[3], err)) return rc;
-  if (int rc = encode_byte_map_template(dev.drv, &st.tmpl_b, sm90::kBBoxBytes<false>, sm90::kBlockN,
+  if (int rc = encode_byte_map_template(dev.drv, &st.tmpl_b, sm90::kBlockK / 2, sm90::kBlockN,
                                         CU_TENSOR_MAP_SWIZZLE_NONE, err, kBPromotion))
     return rc;
   // Experiments (tools/tuning/sweep_sm90.py) and tests: the widest tile the planner may use; whole or split
@@ -631,8 +629,10 @@ int launch_groups(const DeviceState& dev, const int64_t* buf, int G, const int* 
 
 // Where a launch of up to kGroupsSmall groups is cut (kernels/sm90/plan/group_cuts.h): each group's head rows (0: uncut)
 // if the cut launch's plan is estimated at least 1% faster, else null. Kept per thread by the groups'
-// sizes, as their plans are: deciding estimates every cut of every group and plans both launches (up to
-// a few us), a lookup costs one comparison. Sizes must be valid.
+// sizes for as many launches as the memo of plans keeps (the task's 15 test inputs taken in turn overran 4 entries:
+// every call decided again, for two of its shapes 15 and 48 us on a build machine's CPU, fastlaunch._C.cuts):
+// deciding estimates every cut of every group and plans both launches, a lookup costs one comparison per entry.
+// Sizes must be valid.
 const int64_t* launch_cuts(const DeviceState& dev, const int64_t* buf, int G) {
   struct Entry {
     int groups = 0, sm_count = 0;
@@ -641,7 +641,7 @@ const int64_t* launch_cuts(const DeviceState& dev, const int64_t* buf, int G) {
     int64_t head[sm90::kGroupsSmall];
     bool cut = false;
   };
-  thread_local Recent<Entry> cache;
+  thread_local Recent<Entry, sm90::kPlanMemoEntries> cache;
   const sm90::PlanForce& force = dev.sm90.force;
   const size_t bytes = sizeof(int64_t) * 3 * G;  // m, n and k: buf's last three fields, contiguous
   const int64_t* sizes = buf + 5 * G;
@@ -664,8 +664,8 @@ const int64_t* launch_cuts(const DeviceState& dev, const int64_t* buf, int G) {
 }
 
 // Whether a task-form launch of valid sizes runs on the device schedule (kernels/sm90/plan/row_plan.h): where it fits
-// (every C row 16-byte aligned too) and nothing is forced on the planner: always (FASTLAUNCH_SM90_ROWS=1), never (=0,
-// the default), or (=first) at the first call of its sizes and at later calls whose plan the memo no longer holds.
+// (every C row 16-byte aligned too) and nothing is forced on the planner: always (FASTLAUNCH_SM90_ROWS=1), never (=0),
+// or (=first, the default) where the memo holds no plan for it, but at the second call of its sizes, which plans.
 bool rows_first(const DeviceState& dev, const int64_t* buf, int G) {
   const Sm90State& st = dev.sm90;
   if (st.rows == 2 || st.only != 0 || !(st.force == sm90::PlanForce{})) return false;
@@ -674,11 +674,8 @@ bool rows_first(const DeviceState& dev, const int64_t* buf, int G) {
     if (buf[2 * G + g] % 16 != 0) return false;
   if (st.rows == 1) return true;
   thread_local sm90::SizesSeen<sm90::kSizesSeenEntries> seen;
-  switch (seen.sight(buf + 5 * G, 3 * G)) {
-    case sm90::kSightFirst: return true;
-    case sm90::kSightSecond: return false;
-    default: return !plan_held(buf + 5 * G, buf + 6 * G, buf + 7 * G, G, dev.sm_count, st.force);
-  }
+  return seen.sight(buf + 5 * G, 3 * G) != sm90::kSightSecond &&
+         !plan_held(buf + 5 * G, buf + 6 * G, buf + 7 * G, G, dev.sm_count, st.force);
 }
 
 // A task-form launch on the device schedule: the masked kernels with no counts (every group's m rows).

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import fastlaunch
-from conftest import ROOT, load_tool, nvcc_or_skip, tool_path
+from conftest import ROOT, load_tool, tool_path
 from fastlaunch import reference as R
 from fastlaunch.shapes import BENCH_SHAPES, TEST_SHAPES, random_shapes
 
@@ -751,15 +751,3 @@ def test_soak_run_pauses_counts_and_reports_on_the_cpu(monkeypatch, tmp_path, ca
     wrong = got["mismatches"]["task"]
     assert (rc == 1 and wrong and not got["ok"]) or (rc == 0 and not wrong and got["ok"]), (rc, got)
     assert "| task |" in text and "| host VmRSS |" in text and text.startswith("soak: seed 11")
-
-
-def test_tma_stream_probe_builds_as_its_header_says(tmp_path):
-    # tools/tuning/tma_stream.cu runs only on a GPU; here its documented build command must build it
-    src = open(os.path.join(ROOT, "tools", "tuning", "tma_stream.cu")).read()
-    cmd = next(line[3:] for line in src.splitlines() if line.startswith("// nvcc "))
-    nvcc = nvcc_or_skip()
-    args = cmd.split()
-    assert args[0] == "nvcc" and args[-3:] == ["-o", "/tmp/tma_stream", "tools/tuning/tma_stream.cu"], args
-    subprocess.run([nvcc, *args[1:-3], "-o", str(tmp_path / "tma_stream"), "tools/tuning/tma_stream.cu"], cwd=ROOT,
-                   check=True)
-    assert (tmp_path / "tma_stream").stat().st_size > 0

@@ -1,8 +1,10 @@
 """GPU tests at prefill scale (skipped without CUDA): 8 x 2048, 1 x 8192 and 64 x 512 rows per group at N 4096,
 K 7168, on values drawn from every E2M1 code, every output checked for NaN and 256 rows per group (the first, the
 last, random ones) against a float64 reference. Each shape runs under the planner's own
-choice (a wave plan at these sizes: kernels/sm90/plan/planner.h share_wave) and with wave plans ruled out
-(FASTLAUNCH_SM90_WAVE=0: the stream-K shares), each setting in a new process (settings are read at set-up)."""
+choice (a wave plan at these sizes: kernels/sm90/plan/planner.h share_wave), with wave plans ruled out
+(FASTLAUNCH_SM90_WAVE=0: the stream-K shares) and on the device schedule (FASTLAUNCH_SM90_ROWS=1:
+kernels/sm90/plan/row_plan.h, which a first call of new sizes takes), each setting in a new process (settings are
+read at set-up)."""
 import json
 import os
 import subprocess
@@ -74,8 +76,10 @@ def _run(g, m, env):
 
 
 @pytest.mark.parametrize("g, m", SHAPES, ids=[f"{g}x{m}" for g, m in SHAPES])
-@pytest.mark.parametrize("wave", ["1", "0"], ids=["planner", "no-wave"])
-def test_prefill_scale_full_range(g, m, wave):
+@pytest.mark.parametrize("setting", [{"FASTLAUNCH_SM90_ROWS": "0"}, {"FASTLAUNCH_SM90_WAVE": "0"},
+                                     {"FASTLAUNCH_SM90_ROWS": "1"}], ids=["planner", "no-wave", "device-schedule"])
+def test_prefill_scale_full_range(g, m, setting):
     plan = _C.plan([(m, N, K)] * g, 132)
     assert plan[5] is True, "the planner takes a wave plan at this size (the test's premise)"
-    _run(g, m, {"FASTLAUNCH_SM90_WAVE": wave})
+    assert _C.row_plan([(m, N, K)] * g) is not None, "the device schedule fits this launch (the test's premise)"
+    _run(g, m, setting)

@@ -64,7 +64,7 @@ template <int R>
 __device__ __forceinline__ void probe_step(const Smem& sm, float (&acc)[kW / 2], uint32_t (&f)[4][4],
                                            ConsumerPos& pos, int kc, int r0, int c, int lane) {
   ptx::mbar_wait(sm.full(pos.r.s), pos.r.ph);
-  dequant_b<false, kBlockK / 2>(f, sm.b_data<false>(pos.r.s), sm.b_sf<false>(pos.r.s), r0, c, 0);
+  dequant_b<false>(f, sm.b_stage(pos.r.s), r0, c, 0);
   mma_step<kW>(acc, f, sm.a_desc_lo(pos.r.s), kc == 0);
   if constexpr (R == kNoDelay) {
     ptx::wgmma_wait<0>();

@@ -60,12 +60,17 @@ inline void row_plan(const int64_t* m, const int64_t* n, const int64_t* k, int g
 // distinct launches, at 8 bytes each.
 constexpr int kSizesSeenEntries = 1024;
 
-// How often a launch's exact sizes were called before: a direct-mapped table of their 64-bit hashes, each with the
-// count of its sightings (up to "later"). Sizes whose hashes meet in one slot push each other out (a first sighting
-// again: the device schedule), and two whose hashes are equal count as one; either costs time, never correctness.
+// How often a launch's exact sizes were called before: a table of their 64-bit hashes in sets of kSizesSeenWays, each
+// with the count of its sightings (up to "later"), the set's most recent first. A launch pushed out of its set by
+// kSizesSeenWays others since its last call is new again (the device schedule), and two whose hashes are equal count
+// as one; either costs time, never correctness. (A direct-mapped table put two of 15 random launches in one slot in
+// about one draw of ten, and they pushed each other out at every call in turn.)
+constexpr int kSizesSeenWays = 4;
 enum Sighting { kSightFirst = 0, kSightSecond = 1, kSightLater = 2 };
 template <int N>
 class SizesSeen {
+  static_assert(N % kSizesSeenWays == 0, "whole sets");
+
  public:
   // This call's sighting of `count` sizes; counts it.
   Sighting sight(const int64_t* sizes, int count) {
@@ -75,14 +80,15 @@ class SizesSeen {
       h *= 0x100000001b3ull;
       h ^= h >> 32;
     }
-    h = (h & ~uint64_t{3}) | 4;  // the low two bits hold the sighting; never the empty slot's 0
-    uint64_t& slot = table_[(h >> 2) % N];
-    if ((slot & ~uint64_t{3}) != h) {
-      slot = h;
-      return kSightFirst;
-    }
-    const Sighting s = (slot & 3) == kSightFirst ? kSightSecond : kSightLater;
-    slot = h | (uint64_t)s;
+    h = (h & ~uint64_t{3}) | 4;  // the low two bits hold the sighting; never an empty slot's 0
+    uint64_t* set = table_ + (h >> 2) % (N / kSizesSeenWays) * kSizesSeenWays;
+    int way = 0;
+    while (way < kSizesSeenWays && (set[way] & ~uint64_t{3}) != h) ++way;
+    Sighting s = kSightFirst;
+    if (way < kSizesSeenWays) s = (set[way] & 3) == kSightFirst ? kSightSecond : kSightLater;
+    else way = kSizesSeenWays - 1;  // the set's least recent goes
+    for (; way > 0; --way) set[way] = set[way - 1];
+    set[0] = h | (uint64_t)s;
     return s;
   }
 
