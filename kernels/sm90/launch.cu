@@ -629,10 +629,9 @@ int launch_groups(const DeviceState& dev, const int64_t* buf, int G, const int* 
 
 // Where a launch of up to kGroupsSmall groups is cut (kernels/sm90/plan/group_cuts.h): each group's head rows (0: uncut)
 // if the cut launch's plan is estimated at least 1% faster, else null. Kept per thread by the groups'
-// sizes for as many launches as the memo of plans keeps (the task's 15 test inputs taken in turn overran 4 entries:
-// every call decided again, for two of its shapes 15 and 48 us on a build machine's CPU, fastlaunch._C.cuts):
-// deciding estimates every cut of every group and plans both launches, a lookup costs one comparison per entry.
-// Sizes must be valid.
+// sizes for as many launches as the memo of plans keeps (the task's 15 test inputs, taken in turn, fit; deciding
+// two of its shapes costs 15 and 48 us on a build machine's CPU, fastlaunch._C.cuts): deciding estimates every cut
+// of every group and plans both launches, a lookup costs one comparison per entry. Sizes must be valid.
 const int64_t* launch_cuts(const DeviceState& dev, const int64_t* buf, int G) {
   struct Entry {
     int groups = 0, sm_count = 0;

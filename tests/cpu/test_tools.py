@@ -99,7 +99,14 @@ def test_sweep_modes_set_their_variables():
     assert sweep.mode_env("skinny:1:2:8")["FASTLAUNCH_SM90_SKINNY_SPLIT"] == "2"
     assert sweep.describe("skinny:1:0:32") == "skinny kernel where allowed, the planner's K split, 32 lanes per row"
     assert sweep.mode_env("cap:128")["FASTLAUNCH_SM90_WCAP"] == "128"
-    assert not any(k.startswith("FASTLAUNCH_SM90_") for k in sweep.mode_env("cublas"))
+    assert sweep.mode_env("rows:1")["FASTLAUNCH_SM90_ROWS"] == "1"
+    assert sweep.mode_env("rows:0")["FASTLAUNCH_SM90_ROWS"] == "0"
+    assert sweep.describe("rows:1") == "device schedule where it fits"
+    os.environ["FASTLAUNCH_SM90_ROWS"] = "1"  # a setting of the caller's is not passed on
+    try:
+        assert not any(k.startswith("FASTLAUNCH_SM90_") for k in sweep.mode_env("cublas"))
+    finally:
+        del os.environ["FASTLAUNCH_SM90_ROWS"]
     assert sweep.describe("share:split:3") == "split tiles, 3 CTAs per tile"
     assert sweep.describe("half:0") == "no half tiles" and sweep.describe("cublas") == "cuBLAS fp16 per group"
 

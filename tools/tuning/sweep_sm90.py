@@ -8,7 +8,9 @@ N = 176 where each holds at most that many rows) never or always where it fits (
 skinny kernel (CUDA cores, for
 groups of a few rows) never or always where allowed (FASTLAUNCH_SM90_SKINNY=0/1; skinny:1:P also its K split into
 P parts, FASTLAUNCH_SM90_SKINNY_SPLIT=P; skinny:1:P:L also L lanes per B row, FASTLAUNCH_SM90_SKINNY_LANES=L,
-with P = 0 the planner's split) and with the planner's choice, each mode in
+with P = 0 the planner's split), on the device schedule wherever it fits or never (FASTLAUNCH_SM90_ROWS=1/0:
+kernels/sm90/plan/row_plan.h; the timed calls repeat, so by default they run the plan) and with the planner's
+choice, each mode in
 its own process, after a
 correctness check on a few test shapes and on each timed shape; then the planner's choice with only the A
 conversion or only the GEMM launched (FASTLAUNCH_SM90_ONLY; those results are wrong). Mode `cublas` times
@@ -28,8 +30,8 @@ and --align8 adds each one's twin with every N rounded up to a multiple of 8.
 python tools/tuning/sweep_sm90.py [--set bench|tests|hand|slow|longk|any|far|rows|decode|random:SEED] [--shape G:M:N:K ...]
                            [--align8] [--json FILE] [mode ...]
   (modes: auto, cap:W, share:whole, share:split, share:split:S, share:reduce, share:reduce:S, half:0, half:1,
-  narrow:0, narrow:1, mid:0, mid:1, skinny:0, skinny:1, skinny:1:P, skinny:1:P:L, only:convert, only:gemm,
-  cublas; default: all but split:S, reduce:S, skinny and cublas)
+  narrow:0, narrow:1, mid:0, mid:1, skinny:0, skinny:1, skinny:1:P, skinny:1:P:L, rows:0, rows:1, only:convert,
+  only:gemm, cublas; default: all but split:S, reduce:S, skinny and cublas)
 """
 import argparse
 import json
@@ -156,6 +158,7 @@ MODES = {"auto": "planner", **{f"cap:{w}": f"widths <= {w}" for w in WIDTHS},
          "narrow:0": "no narrow build", "narrow:1": "narrow build where allowed",
          "mid:0": "no mid build", "mid:1": "mid build where it fits",
          "skinny:0": "no skinny kernel", "skinny:1": "skinny kernel where allowed",
+         "rows:0": "no device schedule", "rows:1": "device schedule where it fits",
          "only:convert": "planner, A conversion only", "only:gemm": "planner, GEMM only"}
 
 
@@ -203,12 +206,12 @@ print(json.dumps({"ok": bool(ok), "us": times}))
 
 def mode_env(mode):
     """The environment of a child process run in `mode` (auto, cap:W, share:whole|split|split:S|reduce|reduce:S,
-    half:0|1, narrow:0|1, mid:0|1, skinny:0|1|1:P|1:P:L, only:convert|gemm; others, such as cublas, leave the settings
-    unset)."""
+    half:0|1, narrow:0|1, mid:0|1, skinny:0|1|1:P|1:P:L, rows:0|1, only:convert|gemm; others, such as cublas, leave
+    the settings unset)."""
     env = dict(os.environ)
     for k in ("FASTLAUNCH_SM90_WCAP", "FASTLAUNCH_SM90_ONLY", "FASTLAUNCH_SM90_SHARE", "FASTLAUNCH_SM90_HALF",
               "FASTLAUNCH_SM90_NARROW", "FASTLAUNCH_SM90_MID", "FASTLAUNCH_SM90_SKINNY", "FASTLAUNCH_SM90_SKINNY_SPLIT",
-              "FASTLAUNCH_SM90_SKINNY_LANES"):
+              "FASTLAUNCH_SM90_SKINNY_LANES", "FASTLAUNCH_SM90_ROWS"):
         env.pop(k, None)
     kind, _, value = mode.partition(":")
     if kind == "skinny" and value.startswith("1:"):
@@ -220,7 +223,7 @@ def mode_env(mode):
             env["FASTLAUNCH_SM90_SKINNY_LANES"] = lanes
     var = {"share": "FASTLAUNCH_SM90_SHARE", "only": "FASTLAUNCH_SM90_ONLY", "cap": "FASTLAUNCH_SM90_WCAP",
            "half": "FASTLAUNCH_SM90_HALF", "narrow": "FASTLAUNCH_SM90_NARROW", "mid": "FASTLAUNCH_SM90_MID",
-           "skinny": "FASTLAUNCH_SM90_SKINNY"}.get(kind)
+           "skinny": "FASTLAUNCH_SM90_SKINNY", "rows": "FASTLAUNCH_SM90_ROWS"}.get(kind)
     if var:
         env[var] = value
     return env

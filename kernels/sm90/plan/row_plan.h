@@ -63,8 +63,8 @@ constexpr int kSizesSeenEntries = 1024;
 // How often a launch's exact sizes were called before: a table of their 64-bit hashes in sets of kSizesSeenWays, each
 // with the count of its sightings (up to "later"), the set's most recent first. A launch pushed out of its set by
 // kSizesSeenWays others since its last call is new again (the device schedule), and two whose hashes are equal count
-// as one; either costs time, never correctness. (A direct-mapped table put two of 15 random launches in one slot in
-// about one draw of ten, and they pushed each other out at every call in turn.)
+// as one; either costs time, never correctness. (In a direct-mapped table two of 15 launches share a slot about one
+// time in ten, and taken in turn they would push each other out at every call.)
 constexpr int kSizesSeenWays = 4;
 enum Sighting { kSightFirst = 0, kSightSecond = 1, kSightLater = 2 };
 template <int N>
