@@ -751,12 +751,16 @@ PyObject* mma_n(PyObject*, PyObject* args) {
   return int_tuple(a.groups, [&](Py_ssize_t g) { return p.group[g].mma_n; });
 }
 
-// row_plan(sizes) -> (build, ((width, chunks, tiles_n, mma_n), ...)) or None: how the launcher tiles a task-form
-// launch it runs on the device schedule (kernels/sm90/plan/row_plan.h), None where such a launch does not fit it;
-// build: 0 main, 1 narrow (kBuildMain, kBuildNarrow).
+// row_plan(sizes, cap=0) -> (build, ((width, chunks, tiles_n, mma_n), ...)) or None: how the launcher tiles a
+// task-form launch it runs on the device schedule (kernels/sm90/plan/row_plan.h), None where such a launch does not
+// fit it; build: 0 main, 1 narrow (kBuildMain, kBuildNarrow); cap: a compiled width, as FASTLAUNCH_SM90_WCAP with
+// FASTLAUNCH_SM90_ROWS=1, or 0 (the rules').
 PyObject* row_plan(PyObject*, PyObject* args) {
   PyObject* sizes;
-  if (!PyArg_ParseTuple(args, "O:row_plan", &sizes)) return nullptr;
+  int cap = 0;
+  if (!PyArg_ParseTuple(args, "O|i:row_plan", &sizes, &cap)) return nullptr;
+  if (cap != 0 && fl::sm90::width_index(cap) < 0)
+    return raise(PyExc_ValueError, "row_plan: cap %d is not a compiled tile width", cap);
   const Py_ssize_t count = PySequence_Check(sizes) ? PySequence_Size(sizes) : -1;
   if (count > fl::sm90::kGroupsPerLaunch) Py_RETURN_NONE;  // several launches, planned
   PlanArgs a;
@@ -767,7 +771,7 @@ PyObject* row_plan(PyObject*, PyObject* args) {
   if (!ok) return nullptr;
   if (!fl::sm90::row_plan_fits(a.m, a.n, a.k, a.groups)) Py_RETURN_NONE;
   fl::sm90::LaunchPlan p;
-  fl::sm90::row_plan(a.m, a.n, a.k, a.groups, p);
+  fl::sm90::row_plan(a.m, a.n, a.k, a.groups, p, cap);
   PyObject* groups = PyTuple_New(a.groups);
   if (!groups) return nullptr;
   for (int g = 0; g < a.groups; ++g) {
@@ -1429,9 +1433,9 @@ PyMethodDef kMethods[] = {
      "0: not cut; all 0 where the launch is not cut), with plan()'s settings. plan() shows the launch uncut; "
      "the launcher plans the cut groups where this says so."},
     {"row_plan", row_plan, METH_VARARGS,
-     "row_plan(sizes) -> tuple[int, tuple[tuple[int, int, int, int], ...]] | None\n\nHow the launcher tiles a "
-     "task-form launch on the device schedule: (build, ((width, chunks, tiles_n, mma_n), ...)); None where it "
-     "does not fit one."},
+     "row_plan(sizes, cap=0) -> tuple[int, tuple[tuple[int, int, int, int], ...]] | None\n\nHow the launcher "
+     "tiles a task-form launch on the device schedule: (build, ((width, chunks, tiles_n, mma_n), ...)); None where "
+     "it does not fit one. cap: the widest tile (FASTLAUNCH_SM90_WCAP with FASTLAUNCH_SM90_ROWS=1), 0: the rules'."},
     {"sizes_seen", sizes_seen, METH_VARARGS,
      "sizes_seen(launches) -> tuple[int, ...]\n\nFor each launch's ((m, n, k), ...) in turn, its sighting in a "
      "fresh table of sizes seen (the launcher's): 0 first, 1 second, 2 later."},

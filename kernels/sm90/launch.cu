@@ -665,9 +665,13 @@ const int64_t* launch_cuts(const DeviceState& dev, const int64_t* buf, int G) {
 // Whether a task-form launch of valid sizes runs on the device schedule (kernels/sm90/plan/row_plan.h): where it fits
 // (every C row 16-byte aligned too) and nothing is forced on the planner: always (FASTLAUNCH_SM90_ROWS=1), never (=0),
 // or (=first, the default) where the memo holds no plan for it, but at the second call of its sizes, which plans.
+// With =1 a cap on the tile width alone (FASTLAUNCH_SM90_WCAP) is the device schedule's (experiments).
 bool rows_first(const DeviceState& dev, const int64_t* buf, int G) {
   const Sm90State& st = dev.sm90;
-  if (st.rows == 2 || st.only != 0 || !(st.force == sm90::PlanForce{})) return false;
+  if (st.rows == 2 || st.only != 0) return false;
+  sm90::PlanForce cap_only{};
+  cap_only.cap = st.force.cap;
+  if (!(st.force == cap_only) || (st.force.cap != 0 && st.rows != 1)) return false;  // (a cap alone: with =1)
   if (!sm90::row_plan_fits(buf + 5 * G, buf + 6 * G, buf + 7 * G, G)) return false;
   for (int g = 0; g < G; ++g)
     if (buf[2 * G + g] % 16 != 0) return false;
@@ -681,7 +685,7 @@ bool rows_first(const DeviceState& dev, const int64_t* buf, int G) {
 int launch_rows(const DeviceState& dev, const int64_t* buf, int G, const int* src, cudaStream_t stream,
                 const fl_allocator* alloc, Error& err) {
   thread_local sm90::LaunchPlan plan;
-  sm90::row_plan(buf + 5 * G, buf + 6 * G, buf + 7 * G, G, plan);
+  sm90::row_plan(buf + 5 * G, buf + 6 * G, buf + 7 * G, G, plan, dev.sm90.force.cap);
   const MaskedCall call{nullptr, nullptr, false, false, false, nullptr};
   return launch_groups(dev, buf, G, src, dev.sm90.force, &call, stream, alloc, err, &plan);
 }

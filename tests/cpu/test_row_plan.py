@@ -25,18 +25,19 @@ def test_groups_tiled_as_the_planner_tiles_them(most_m):
     rng = random.Random(seed)
     for _ in range(60):
         sizes = random_launch(rng, most_m)
-        build, groups = _C.row_plan(sizes)
         narrow = all(m <= WIDTHS[0] for m, _, _ in sizes)
-        assert build == (NARROW if narrow else MAIN), (seed, sizes)
-        cap = WIDTHS[0] if narrow else WIDTHS[-1]
-        # the planner with that cap and build, no half tiles, no mid build: the same widths and chunks
-        planned = _C.plan(sizes, 132, 0, cap, 0, 2, 1 if narrow else 2, 2)[0]
-        mma = _C.mma_n(sizes, 132, 0, cap, 0, 2, 1 if narrow else 2, 2)
-        for (m, n, _), (width, chunks, tiles_n, mma_n), (pw, pc, ptn, _), pn in zip(sizes, groups, planned, mma):
-            assert (width, chunks, tiles_n, mma_n) == (pw, pc, ptn, pn), (seed, sizes)
-            assert width in WIDTHS and (chunks - 1) * width < m <= chunks * width, (seed, m, width, chunks)
-            assert tiles_n == -(-n // 128)
-            assert min(m, width) <= mma_n <= width and (mma_n == NARROW_N) == (narrow and m <= NARROW_N)
+        for forced in (0,) + WIDTHS:  # the rules' cap, or one forced (FASTLAUNCH_SM90_WCAP with ROWS=1)
+            build, groups = _C.row_plan(sizes, forced)
+            assert build == (NARROW if narrow else MAIN), (seed, sizes)
+            cap = forced or (WIDTHS[0] if narrow else WIDTHS[-1])
+            # the planner with that cap and build, no half tiles, no mid build: the same widths and chunks
+            planned = _C.plan(sizes, 132, 0, cap, 0, 2, 1 if narrow else 2, 2)[0]
+            mma = _C.mma_n(sizes, 132, 0, cap, 0, 2, 1 if narrow else 2, 2)
+            for (m, n, _), (width, chunks, tiles_n, mma_n), (pw, pc, ptn, _), pn in zip(sizes, groups, planned, mma):
+                assert (width, chunks, tiles_n, mma_n) == (pw, pc, ptn, pn), (seed, sizes, forced)
+                assert width in WIDTHS and width <= cap and (chunks - 1) * width < m <= chunks * width, (seed, m, width)
+                assert tiles_n == -(-n // 128)
+                assert min(m, width) <= mma_n <= width and (mma_n == NARROW_N) == (narrow and m <= NARROW_N)
 
 
 @pytest.mark.parametrize("sizes", [[(100, 256, 256), (200, 256, 512)],  # two K's
@@ -44,6 +45,11 @@ def test_groups_tiled_as_the_planner_tiles_them(most_m):
                                    [(1, 8, 64)] * 257])  # more groups than one launch holds
 def test_launches_it_does_not_fit(sizes):
     assert _C.row_plan(sizes) is None
+
+
+def test_a_cap_that_is_not_a_width_is_refused():
+    with pytest.raises(ValueError, match="cap 100 is not a compiled tile width"):
+        _C.row_plan([(100, 256, 256)], 100)
 
 
 FIRST, SECOND, LATER = 0, 1, 2

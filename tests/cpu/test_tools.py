@@ -102,6 +102,9 @@ def test_sweep_modes_set_their_variables():
     assert sweep.mode_env("rows:1")["FASTLAUNCH_SM90_ROWS"] == "1"
     assert sweep.mode_env("rows:0")["FASTLAUNCH_SM90_ROWS"] == "0"
     assert sweep.describe("rows:1") == "device schedule where it fits"
+    env = sweep.mode_env("rows:1:128")
+    assert env["FASTLAUNCH_SM90_ROWS"] == "1" and env["FASTLAUNCH_SM90_WCAP"] == "128"
+    assert sweep.describe("rows:1:128") == "device schedule where it fits, widths <= 128"
     os.environ["FASTLAUNCH_SM90_ROWS"] = "1"  # a setting of the caller's is not passed on
     try:
         assert not any(k.startswith("FASTLAUNCH_SM90_") for k in sweep.mode_env("cublas"))

@@ -176,8 +176,13 @@ ROWS_CASES = [(8, [80, 176, 128, 72, 64, 248, 96, 160], [4096] * 8, [7168] * 8),
               (2, [100, 200], [256, 256], [256, 512]), (2, [100, 200], [250, 256], [256, 256])]
 
 
-def test_device_schedule_of_the_task_form():
-    check_in_child(ROWS_CASES, dict(os.environ, FASTLAUNCH_SM90_ROWS="1"))
+@pytest.mark.parametrize("cap", ["", "128", "192"])
+def test_device_schedule_of_the_task_form(cap):
+    # cap: the widest tile forced on the device schedule's tiling (experiments: FASTLAUNCH_SM90_WCAP with ROWS=1)
+    env = dict(os.environ, FASTLAUNCH_SM90_ROWS="1")
+    if cap:
+        env["FASTLAUNCH_SM90_WCAP"] = cap
+    check_in_child(ROWS_CASES, env)
 
 
 def test_first_call_on_the_device_schedule_then_planned():

@@ -9,8 +9,8 @@ skinny kernel (CUDA cores, for
 groups of a few rows) never or always where allowed (FASTLAUNCH_SM90_SKINNY=0/1; skinny:1:P also its K split into
 P parts, FASTLAUNCH_SM90_SKINNY_SPLIT=P; skinny:1:P:L also L lanes per B row, FASTLAUNCH_SM90_SKINNY_LANES=L,
 with P = 0 the planner's split), on the device schedule wherever it fits or never (FASTLAUNCH_SM90_ROWS=1/0:
-kernels/sm90/plan/row_plan.h; the timed calls repeat, so by default they run the plan) and with the planner's
-choice, each mode in
+kernels/sm90/plan/row_plan.h; the timed calls repeat, so by default they run the plan; rows:1:W with tiles of at
+most W rows, FASTLAUNCH_SM90_WCAP=W) and with the planner's choice, each mode in
 its own process, after a
 correctness check on a few test shapes and on each timed shape; then the planner's choice with only the A
 conversion or only the GEMM launched (FASTLAUNCH_SM90_ONLY; those results are wrong). Mode `cublas` times
@@ -30,8 +30,8 @@ and --align8 adds each one's twin with every N rounded up to a multiple of 8.
 python tools/tuning/sweep_sm90.py [--set bench|tests|hand|slow|longk|any|far|rows|decode|random:SEED] [--shape G:M:N:K ...]
                            [--align8] [--json FILE] [mode ...]
   (modes: auto, cap:W, share:whole, share:split, share:split:S, share:reduce, share:reduce:S, half:0, half:1,
-  narrow:0, narrow:1, mid:0, mid:1, skinny:0, skinny:1, skinny:1:P, skinny:1:P:L, rows:0, rows:1, only:convert,
-  only:gemm, cublas; default: all but split:S, reduce:S, skinny and cublas)
+  narrow:0, narrow:1, mid:0, mid:1, skinny:0, skinny:1, skinny:1:P, skinny:1:P:L, rows:0, rows:1, rows:1:W,
+  only:convert, only:gemm, cublas; default: all but split:S, reduce:S, skinny, rows:1:W and cublas)
 """
 import argparse
 import json
@@ -172,6 +172,8 @@ def describe(mode):
         split, _, lanes = mode[len("skinny:1:"):].partition(":")
         parts = "the planner's K split" if split == "0" else f"K in {split} parts"
         return f"skinny kernel where allowed, {parts}" + (f", {lanes} lanes per row" if lanes else "")
+    if mode.startswith("rows:1:"):
+        return f"device schedule where it fits, widths <= {mode.rsplit(':', 1)[1]}"
     if mode == "cublas":
         return "cuBLAS fp16 per group"
     return MODES.get(mode, "?")
@@ -206,8 +208,8 @@ print(json.dumps({"ok": bool(ok), "us": times}))
 
 def mode_env(mode):
     """The environment of a child process run in `mode` (auto, cap:W, share:whole|split|split:S|reduce|reduce:S,
-    half:0|1, narrow:0|1, mid:0|1, skinny:0|1|1:P|1:P:L, rows:0|1, only:convert|gemm; others, such as cublas, leave
-    the settings unset)."""
+    half:0|1, narrow:0|1, mid:0|1, skinny:0|1|1:P|1:P:L, rows:0|1|1:W, only:convert|gemm; others, such as cublas,
+    leave the settings unset)."""
     env = dict(os.environ)
     for k in ("FASTLAUNCH_SM90_WCAP", "FASTLAUNCH_SM90_ONLY", "FASTLAUNCH_SM90_SHARE", "FASTLAUNCH_SM90_HALF",
               "FASTLAUNCH_SM90_NARROW", "FASTLAUNCH_SM90_MID", "FASTLAUNCH_SM90_SKINNY", "FASTLAUNCH_SM90_SKINNY_SPLIT",
@@ -221,6 +223,9 @@ def mode_env(mode):
             env["FASTLAUNCH_SM90_SKINNY_SPLIT"] = split
         if lanes:
             env["FASTLAUNCH_SM90_SKINNY_LANES"] = lanes
+    if kind == "rows" and value.startswith("1:"):
+        env["FASTLAUNCH_SM90_WCAP"] = value[2:]
+        value = "1"
     var = {"share": "FASTLAUNCH_SM90_SHARE", "only": "FASTLAUNCH_SM90_ONLY", "cap": "FASTLAUNCH_SM90_WCAP",
            "half": "FASTLAUNCH_SM90_HALF", "narrow": "FASTLAUNCH_SM90_NARROW", "mid": "FASTLAUNCH_SM90_MID",
            "skinny": "FASTLAUNCH_SM90_SKINNY", "rows": "FASTLAUNCH_SM90_ROWS"}.get(kind)

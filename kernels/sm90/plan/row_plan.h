@@ -37,13 +37,14 @@ inline int row_plan_build(const int64_t* m, int groups) {
 
 // Its plan, as the launcher reads a plan: the groups in their own order, each tiled by its own M; the grid one CTA
 // (the launcher's row_grid widens it to the SMs the steps can fill); tiles and steps the launch's. The shares are
-// the device's: start arrays and estimates are not filled.
-inline void row_plan(const int64_t* m, const int64_t* n, const int64_t* k, int groups, LaunchPlan& p) {
+// the device's: start arrays and estimates are not filled. `cap` (a compiled width, experiments:
+// FASTLAUNCH_SM90_WCAP with FASTLAUNCH_SM90_ROWS=1), or 0: the rules' widest tile.
+inline void row_plan(const int64_t* m, const int64_t* n, const int64_t* k, int groups, LaunchPlan& p, int cap = 0) {
   p.groups = groups;
   p.build = row_plan_build(m, groups);
   p.half = false, p.reduce = 0, p.wave = false, p.splits = 0, p.est_ns = 0;
   p.tiles = 0, p.steps = 0;
-  const int cap = p.build == kBuildNarrow ? kWidths[0] : kMaxWidth;
+  if (cap == 0) cap = p.build == kBuildNarrow ? kWidths[0] : kMaxWidth;
   for (int g = 0; g < groups; ++g) {
     p.order[g] = g;
     p.group[g] = group_tiles(m[g], n[g], k[g], cap, false, p.build);
