@@ -68,6 +68,13 @@ def test_sightings_of_a_launchs_sizes():
     # the task's 15 inputs in turn, four rounds: the first round new, the second planned, later ones served
     fifteen = distinct[:15]
     assert _C.sizes_seen(fifteen * 4) == (FIRST,) * 15 + (SECOND,) * 15 + (LATER,) * 30, seed
+    # the table's whole capacity in use: 512 launches in its 1024 entries, then the same again in the same order;
+    # with the hashes spread evenly over its 256 sets ~86% are still held (a set given 5 or more of them loses all
+    # of them, least recent first); with half the sets in use ~43% would be
+    launches = [[(rng.randint(1, 10 ** 6), 8 * rng.randint(1, 600), 64 * rng.randint(1, 64))] * rng.randint(1, 4)
+                for _ in range(512)]
+    again = _C.sizes_seen(launches + launches)[512:]
+    assert sum(s == SECOND for s in again) >= 0.75 * 512, (seed, sum(s == SECOND for s in again))
     # the same rows with another N or K, or in another order, are other sizes
     base = [(64, 256, 512), (32, 512, 512)]
     assert _C.sizes_seen([base, [(64, 256, 512), (32, 512, 1024)], [(32, 512, 512), (64, 256, 512)], base]) == \

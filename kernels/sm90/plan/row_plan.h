@@ -82,7 +82,7 @@ class SizesSeen {
       h ^= h >> 32;
     }
     h = (h & ~uint64_t{3}) | 4;  // the low two bits hold the sighting; never an empty slot's 0
-    uint64_t* set = table_ + (h >> 2) % (N / kSizesSeenWays) * kSizesSeenWays;
+    uint64_t* set = table_ + (h >> 3) % (N / kSizesSeenWays) * kSizesSeenWays;  // (bit 2 is always set)
     int way = 0;
     while (way < kSizesSeenWays && (set[way] & ~uint64_t{3}) != h) ++way;
     Sighting s = kSightFirst;
