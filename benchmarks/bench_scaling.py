@@ -52,7 +52,7 @@ import fastlaunch
 from bench_kernels import ceilings, dequantised
 from fastlaunch import reference as R
 from fastlaunch.shapes import flops, nvfp4_bytes
-from fastlaunch.timing import device_us_sets, l2_flush_buffer, load_pyplot
+from fastlaunch.timing import device_us_sets, l2_flush_buffer, load_pyplot, source_commit
 
 M_VALUES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
 G_VALUES = (1, 8, 64)
@@ -483,12 +483,7 @@ def chart(path: str, rows: list, pairs: list, name: str) -> None:
 
 
 def commit() -> str | None:
-    try:
-        r = subprocess.run(["git", "-C", os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "rev-parse",
-                            "--short", "HEAD"], capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return (r.stdout.strip() or None) if r.returncode == 0 else None
+    return source_commit(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 # --------------------------------------------------------------------------------------------------------- main

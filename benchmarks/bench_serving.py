@@ -59,7 +59,6 @@ import json
 import os
 import random
 import statistics
-import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # this clone's package
@@ -69,7 +68,7 @@ import torch
 import fastlaunch
 from fastlaunch import reference as R
 from fastlaunch.shapes import BENCH_SHAPES, TEST_SHAPES, describe
-from fastlaunch.timing import events_us, host_ns_stats, kernels_per_call, load_pyplot
+from fastlaunch.timing import events_us, host_ns_stats, kernels_per_call, load_pyplot, source_commit
 
 N_SERVE, K_SERVE, G_SERVE = 2048, 7168, 8  # the serving cases' expert sizes
 POOL = 64              # inputs in a rotating case (b, d) and count vectors in e and f
@@ -469,11 +468,7 @@ def chart(cases, path, title):
 
 
 def commit() -> str:
-    try:
-        out = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-        return out.stdout.strip() or "unknown"
-    except OSError:
-        return "unknown"
+    return source_commit(ROOT) or "unknown"
 
 
 # ============================================================================ runs

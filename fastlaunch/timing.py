@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import itertools
+import os
 import statistics
+import subprocess
 import time
 
 import torch
@@ -105,3 +107,20 @@ def load_pyplot():
 def l2_flush_buffer(device="cuda") -> torch.Tensor:
     """512 MB, several times the H200's 60 MB L2: zeroing it evicts everything else."""
     return torch.empty(512 * 1024 * 1024, dtype=torch.uint8, device=device)
+
+
+def source_commit(root: str | None = None) -> str | None:
+    """The git commit of the source tree a run measures (`root`: the repository; default: the one holding this
+    package), short, with "+changes" where tracked files differ from it; None outside a git checkout (an installed
+    wheel) or without git."""
+    root = root or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    try:
+        head = subprocess.run(["git", "-C", root, "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                              timeout=10)
+        if head.returncode != 0 or not head.stdout.strip():
+            return None
+        dirty = subprocess.run(["git", "-C", root, "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return head.stdout.strip() + ("+changes" if dirty.returncode == 0 and dirty.stdout.strip() else "")

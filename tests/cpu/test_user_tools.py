@@ -77,3 +77,26 @@ def test_every_path_the_readme_names_exists():
 
 def test_readme_stays_a_users_document():
     assert os.path.getsize(os.path.join(ROOT, "README.md")) <= 12 * 1024
+
+
+def test_source_commit_names_the_tree_a_run_measures(tmp_path):
+    # the benchmarks' headers: the short commit, "+changes" where tracked files differ from it; None outside git
+    from fastlaunch.timing import source_commit
+    if subprocess.run(["git", "-C", ROOT, "rev-parse", "HEAD"], capture_output=True).returncode != 0:
+        pytest.skip("not a git checkout")
+    got = source_commit(ROOT)
+    assert got and re.fullmatch(r"[0-9a-f]{4,40}(\+changes)?", got), got
+    assert source_commit(str(tmp_path)) is None
+    repo = tmp_path / "r"
+    repo.mkdir()
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(git + ["init", "-q"], check=True)
+    (repo / "f").write_text("a")
+    subprocess.run(git + ["add", "f"], check=True)
+    subprocess.run(git + ["commit", "-q", "-m", "c"], check=True)
+    clean = source_commit(str(repo))
+    assert clean and not clean.endswith("+changes")
+    (repo / "new").write_text("untracked files are not changes")
+    assert source_commit(str(repo)) == clean
+    (repo / "f").write_text("b")
+    assert source_commit(str(repo)) == clean + "+changes"
