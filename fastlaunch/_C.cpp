@@ -655,6 +655,8 @@ struct PlanArgs {
   fl::sm90::PlanForce force;
 };
 
+bool plan_sizes(PyObject* sizes, const char* name, PlanArgs& a);
+
 // Parses and checks them into `a`; false with a Python error set.
 bool plan_args(PyObject* args, const char* format, PlanArgs& a) {
   PyObject* sizes;
@@ -675,10 +677,20 @@ bool plan_args(PyObject* args, const char* format, PlanArgs& a) {
     return raise(PyExc_ValueError, "%s: parts must be 0, or 1..64 with share 2 (split) or 3 (reduced)", name), false;
   if (cap != 0 && fl::sm90::width_index(cap) < 0)
     return raise(PyExc_ValueError, "%s: cap %d is not a compiled tile width", name, cap), false;
+  if (a.sm_count < 1)
+    return raise(PyExc_ValueError, "%s: need 1..%d groups and sm_count >= 1", name, fl::sm90::kGroupsPerLaunch), false;
+  if (!plan_sizes(sizes, name, a)) return false;
+  a.force = fl::sm90::PlanForce{cap, share, parts, half, narrow, mid};
+  return true;
+}
+
+// The sizes part of plan_args: `sizes` ((m, n, k), ...) of 1..kGroupsPerLaunch valid groups into a.m, a.n, a.k and
+// a.groups; false with a Python error set (messages named `name`).
+bool plan_sizes(PyObject* sizes, const char* name, PlanArgs& a) {
   Py_ssize_t G = 0;
   PyObject* const* items = nullptr;
   if (!as_seq(sizes, &items, &G)) return err_sequence("sizes", " of (m, n, k)", sizes), false;
-  if (G < 1 || G > fl::sm90::kGroupsPerLaunch || a.sm_count < 1)
+  if (G < 1 || G > fl::sm90::kGroupsPerLaunch)
     return raise(PyExc_ValueError, "%s: need 1..%d groups and sm_count >= 1", name, fl::sm90::kGroupsPerLaunch), false;
   int64_t tiles = 0;
   for (Py_ssize_t g = 0; g < G; ++g) {
@@ -692,7 +704,6 @@ bool plan_args(PyObject* args, const char* format, PlanArgs& a) {
     if (tiles > fl::kMaxTilesPerLaunch) return raise(PyExc_ValueError, "%s: group %zd: too many tiles", name, g), false;
   }
   a.groups = (int)G;
-  a.force = fl::sm90::PlanForce{cap, share, parts, half, narrow, mid};
   return true;
 }
 
@@ -764,11 +775,7 @@ PyObject* row_plan(PyObject*, PyObject* args) {
   const Py_ssize_t count = PySequence_Check(sizes) ? PySequence_Size(sizes) : -1;
   if (count > fl::sm90::kGroupsPerLaunch) Py_RETURN_NONE;  // several launches, planned
   PlanArgs a;
-  PyObject* call = Py_BuildValue("(Oi)", sizes, 1);
-  if (!call) return nullptr;
-  const bool ok = plan_args(call, "Oi|iiiiii:row_plan", a);
-  Py_DECREF(call);
-  if (!ok) return nullptr;
+  if (!plan_sizes(sizes, "row_plan", a)) return nullptr;
   if (!fl::sm90::row_plan_fits(a.m, a.n, a.k, a.groups)) Py_RETURN_NONE;
   fl::sm90::LaunchPlan p;
   fl::sm90::row_plan(a.m, a.n, a.k, a.groups, p, cap);

@@ -4,7 +4,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <new>
+#include <utility>
 #include <vector>
 
 #include "sm90/plan/group_cuts.h"
@@ -451,6 +453,20 @@ int try_skinny(const DeviceState& dev, const int64_t* buf, int G, const sm90::Pl
   return FL_OK;
 }
 
+// A setting read from the environment as one of a few words: *out takes the value of the word `name` holds; left
+// as it is where `name` is unset; anything else is an error naming the setting, what it holds and `expected`.
+int env_word(const char* name, std::initializer_list<std::pair<const char*, int>> words, const char* expected,
+             int* out, Error& err) {
+  const char* env = std::getenv(name);
+  if (!env) return FL_OK;
+  for (const auto& [word, value] : words)
+    if (std::strcmp(env, word) == 0) {
+      *out = value;
+      return FL_OK;
+    }
+  return err.set(FL_ERR_VALUE, "%s=%s: expected %s", name, env, expected);
+}
+
 }  // namespace
 
 int sm90_init(DeviceState& dev, Error& err) {
@@ -511,26 +527,12 @@ int sm90_init(DeviceState& dev, Error& err) {
                      "1..%d) or wave",
                      env, sm90::kMaxReduceParts);
   }
-  if (const char* env = std::getenv("FASTLAUNCH_SM90_WAVE")) {  // 0: never a wave plan (1: the planner's choice)
-    st.force.wave = std::strcmp(env, "1") == 0 ? 0 : std::strcmp(env, "0") == 0 ? 2 : -1;
-    if (st.force.wave < 0) return err.set(FL_ERR_VALUE, "FASTLAUNCH_SM90_WAVE=%s: expected 0 or 1", env);
-  }
-  if (const char* env = std::getenv("FASTLAUNCH_SM90_HALF")) {
-    st.force.half = std::strcmp(env, "1") == 0 ? 1 : std::strcmp(env, "0") == 0 ? 2 : -1;
-    if (st.force.half < 0) return err.set(FL_ERR_VALUE, "FASTLAUNCH_SM90_HALF=%s: expected 0 or 1", env);
-  }
-  if (const char* env = std::getenv("FASTLAUNCH_SM90_NARROW")) {
-    st.force.narrow = std::strcmp(env, "1") == 0 ? 1 : std::strcmp(env, "0") == 0 ? 2 : -1;
-    if (st.force.narrow < 0) return err.set(FL_ERR_VALUE, "FASTLAUNCH_SM90_NARROW=%s: expected 0 or 1", env);
-  }
-  if (const char* env = std::getenv("FASTLAUNCH_SM90_MID")) {
-    st.force.mid = std::strcmp(env, "1") == 0 ? 1 : std::strcmp(env, "0") == 0 ? 2 : -1;
-    if (st.force.mid < 0) return err.set(FL_ERR_VALUE, "FASTLAUNCH_SM90_MID=%s: expected 0 or 1", env);
-  }
-  if (const char* env = std::getenv("FASTLAUNCH_SM90_SKINNY")) {
-    st.skinny = std::strcmp(env, "1") == 0 ? 1 : std::strcmp(env, "0") == 0 ? 2 : -1;
-    if (st.skinny < 0) return err.set(FL_ERR_VALUE, "FASTLAUNCH_SM90_SKINNY=%s: expected 0 or 1", env);
-  }
+  // 0: never a wave plan (1: the planner's choice)
+  if (int rc = env_word("FASTLAUNCH_SM90_WAVE", {{"1", 0}, {"0", 2}}, "0 or 1", &st.force.wave, err)) return rc;
+  if (int rc = env_word("FASTLAUNCH_SM90_HALF", {{"1", 1}, {"0", 2}}, "0 or 1", &st.force.half, err)) return rc;
+  if (int rc = env_word("FASTLAUNCH_SM90_NARROW", {{"1", 1}, {"0", 2}}, "0 or 1", &st.force.narrow, err)) return rc;
+  if (int rc = env_word("FASTLAUNCH_SM90_MID", {{"1", 1}, {"0", 2}}, "0 or 1", &st.force.mid, err)) return rc;
+  if (int rc = env_word("FASTLAUNCH_SM90_SKINNY", {{"1", 1}, {"0", 2}}, "0 or 1", &st.skinny, err)) return rc;
   if (const char* env = std::getenv("FASTLAUNCH_SM90_SKINNY_SPLIT")) {
     int split = 0;
     char tail = 0;
@@ -547,18 +549,11 @@ int sm90_init(DeviceState& dev, Error& err) {
                      sm90::kSkinnyLanes[0], sm90::kSkinnyLanes[1]);
     st.skinny_lanes = lanes;
   }
-  if (const char* env = std::getenv("FASTLAUNCH_SM90_PREFETCH")) {
-    st.b_prefetch = std::strcmp(env, "1") == 0 ? 1 : std::strcmp(env, "0") == 0 ? 0 : -1;
-    if (st.b_prefetch < 0) return err.set(FL_ERR_VALUE, "FASTLAUNCH_SM90_PREFETCH=%s: expected 0 or 1", env);
-  }
-  if (const char* env = std::getenv("FASTLAUNCH_SM90_ROWS")) {
-    st.rows = std::strcmp(env, "1") == 0 ? 1 : std::strcmp(env, "0") == 0 ? 2 : std::strcmp(env, "first") == 0 ? 0 : -1;
-    if (st.rows < 0) return err.set(FL_ERR_VALUE, "FASTLAUNCH_SM90_ROWS=%s: expected 0, 1 or first", env);
-  }
-  if (const char* env = std::getenv("FASTLAUNCH_SM90_ONLY")) {
-    st.only = std::strcmp(env, "convert") == 0 ? 1 : std::strcmp(env, "gemm") == 0 ? 2 : -1;
-    if (st.only < 0) return err.set(FL_ERR_VALUE, "FASTLAUNCH_SM90_ONLY=%s: expected convert or gemm", env);
-  }
+  if (int rc = env_word("FASTLAUNCH_SM90_PREFETCH", {{"1", 1}, {"0", 0}}, "0 or 1", &st.b_prefetch, err)) return rc;
+  if (int rc = env_word("FASTLAUNCH_SM90_ROWS", {{"1", 1}, {"0", 2}, {"first", 0}}, "0, 1 or first", &st.rows, err))
+    return rc;
+  if (int rc = env_word("FASTLAUNCH_SM90_ONLY", {{"convert", 1}, {"gemm", 2}}, "convert or gemm", &st.only, err))
+    return rc;
   // A device address (decimal) of at least sm_count x 16 x 2 uint64 for the GEMM's trace points
   // (tools/tuning/trace_sm90.py); read once, when the device is first used.
   if (const char* env = std::getenv("FASTLAUNCH_SM90_TRACE")) st.trace = reinterpret_cast<uint64_t*>(std::strtoull(env, nullptr, 10));
@@ -671,10 +666,10 @@ const int64_t* launch_cuts(const DeviceState& dev, const int64_t* buf, int G) {
 // With =1 a cap on the tile width alone (FASTLAUNCH_SM90_WCAP) is the device schedule's (experiments).
 bool rows_first(const DeviceState& dev, const int64_t* buf, int G) {
   const Sm90State& st = dev.sm90;
-  if (st.rows == 2 || st.only != 0) return false;
-  sm90::PlanForce cap_only{};
-  cap_only.cap = st.force.cap;
-  if (!(st.force == cap_only) || (st.force.cap != 0 && st.rows != 1)) return false;  // (a cap alone: with =1)
+  sm90::PlanForce beside_cap = st.force;  // (a cap alone may be forced, with =1)
+  beside_cap.cap = 0;
+  if (st.rows == 2 || st.only != 0 || !(beside_cap == sm90::PlanForce{}) || (st.force.cap != 0 && st.rows != 1))
+    return false;
   if (!sm90::row_plan_fits(buf + 5 * G, buf + 6 * G, buf + 7 * G, G)) return false;
   for (int g = 0; g < G; ++g)
     if (buf[2 * G + g] % 16 != 0) return false;

@@ -86,7 +86,7 @@ def test_fp16_gemms_computes_every_group():
         assert torch.allclose(z.float(), x.float() @ y.float().T, rtol=1e-2, atol=1e-2)
 
 
-def test_sweep_modes_set_their_variables():
+def test_sweep_modes_set_their_variables(monkeypatch):
     sweep = load_tool("sweep_sm90")
     env = sweep.mode_env("share:split:3")
     assert env["FASTLAUNCH_SM90_SHARE"] == "split:3" and "FASTLAUNCH_SM90_HALF" not in env
@@ -105,11 +105,8 @@ def test_sweep_modes_set_their_variables():
     env = sweep.mode_env("rows:1:128")
     assert env["FASTLAUNCH_SM90_ROWS"] == "1" and env["FASTLAUNCH_SM90_WCAP"] == "128"
     assert sweep.describe("rows:1:128") == "device schedule where it fits, widths <= 128"
-    os.environ["FASTLAUNCH_SM90_ROWS"] = "1"  # a setting of the caller's is not passed on
-    try:
-        assert not any(k.startswith("FASTLAUNCH_SM90_") for k in sweep.mode_env("cublas"))
-    finally:
-        del os.environ["FASTLAUNCH_SM90_ROWS"]
+    monkeypatch.setenv("FASTLAUNCH_SM90_ROWS", "1")  # a setting of the caller's is not passed on
+    assert not any(k.startswith("FASTLAUNCH_SM90_") for k in sweep.mode_env("cublas"))
     assert sweep.describe("share:split:3") == "split tiles, 3 CTAs per tile"
     assert sweep.describe("half:0") == "no half tiles" and sweep.describe("cublas") == "cuBLAS fp16 per group"
 

@@ -1,10 +1,11 @@
 // The task form's launches without the planner: each group tiled from its own M under fixed rules, its tiles shared
 // out on the device as the masked form's are (row_schedule.h), so a launch costs the host O(groups) where
-// plan_launch costs 10-80 us (tools/tuning/plan_time.py). The launcher (FASTLAUNCH_SM90_ROWS=first) takes it for
-// the first call of sizes (SizesSeen), plans them at their second and serves that plan from the memo of plans
-// (plan_memo.h) after; a later call whose plan the memo no longer holds (more sizes in turn than it keeps) runs here
-// again rather than plan again. So sizes that change every call never wait for a plan, while a benchmark's repeats and the task's 15
-// rotating test inputs get theirs. Plain C++: the launcher and the CPU tests (fastlaunch._C.row_plan) read it.
+// plan_launch costs 10-80 us (tools/tuning/plan_time.py). The launcher (FASTLAUNCH_SM90_ROWS=first, the default)
+// takes it for a launch whose plan the memo of plans (plan_memo.h) does not hold, but at the second call of its sizes
+// (SizesSeen), which plans; a later call whose plan the memo no longer holds (more sizes in turn than it keeps) runs
+// here again rather than plan again. So sizes that change every call never wait for a plan, while a benchmark's
+// repeats and the task's 15 rotating test inputs get theirs. Plain C++: the launcher and the CPU tests
+// (fastlaunch._C.row_plan, sizes_seen) read it.
 //
 // The rules: one launch (at most kGroupsPerLaunch groups) of one K, every N a multiple of 8 (the masked kernels store
 // C rows in 16-byte chunks; the launcher checks C's addresses too). Each group's widest even tiles of at most
@@ -14,7 +15,6 @@
 // tiles, no group cuts: those are the planner's, for sizes called again.
 #pragma once
 #include <cstdint>
-#include <cstring>
 
 #include "sm90/plan/planner.h"
 
