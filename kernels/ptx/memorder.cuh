@@ -8,14 +8,26 @@ namespace fl::ptx {
 
 // Stores `v` with release semantics at GPU scope: this thread's earlier writes (and those it observed,
 // e.g. its warp's before a __syncwarp) are visible to a thread that acquires the value.
-__device__ __forceinline__ void st_release_gpu(int32_t* p, int32_t v) {
-  asm volatile("st.release.gpu.global.b32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+__device__ __forceinline__ void st_release_gpu(uint64_t* p, uint64_t v) {
+  asm volatile("st.release.gpu.global.b64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
 
-__device__ __forceinline__ int32_t ld_acquire_gpu(const int32_t* p) {
-  int32_t v;
-  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+__device__ __forceinline__ uint64_t ld_acquire_gpu(const uint64_t* p) {
+  uint64_t v;
+  asm volatile("ld.acquire.gpu.global.b64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
   return v;
+}
+
+// Adds `v` (relaxed, GPU scope) and returns the value before.
+__device__ __forceinline__ uint64_t atom_add_u64(uint64_t* p, uint64_t v) {
+  uint64_t old;
+  asm volatile("atom.relaxed.gpu.global.add.u64 %0, [%1], %2;" : "=l"(old) : "l"(p), "l"(v) : "memory");
+  return old;
+}
+
+// A plain 8-byte store the compiler keeps (a flag put back for a later grid, which reads it only after this one).
+__device__ __forceinline__ void st_u64(uint64_t* p, uint64_t v) {
+  asm volatile("st.global.b64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
 
 // 16-byte store and load cached in L2 only (data exchanged between SMs).

@@ -45,6 +45,7 @@
 #include <cstdint>
 
 #include "common/nvfp4.cuh"
+#include "sm90/a_unit.cuh"
 #include "sm90/plan/planner.h"
 #include "sm90/epilogue.cuh"
 #include "sm90/params.cuh"
@@ -66,7 +67,6 @@ namespace fl::sm90 {
 // on (each with the bytes it loads) and one "empty" barrier the consumer warps arrive on, so a
 // consumer waits and arrives once per K step (two rings of their own cost one more wait, arrival and
 // ring position per step). The header holds the stage barriers (from byte kOffBars).
-constexpr uint32_t kSfBlockBytes = 512;  // 128 rows x 4 scale blocks
 constexpr uint32_t kA16RowBytes = kBlockK * 2;
 constexpr uint32_t kHeaderBytes = 1024;
 constexpr uint32_t kOffBars = 256;
@@ -87,7 +87,14 @@ constexpr uint32_t kOffEpi = kOffB + kStages * kBStageBytes;
 constexpr uint32_t kOffRowTileEnds = kOffEpi + kEpiBytes;
 constexpr uint32_t kOffRowTiled = kOffRowTileEnds + kGroupsPerLaunch * 4;
 constexpr uint32_t kOffRowSched = kOffRowTiled + kGroupsPerLaunch * 4;
-constexpr uint32_t kSmemBytes = kOffRowSched + sizeof(RowCta);
+// The fused masked kernels (FUSE in group_gemm: warps 2 and 3 convert A themselves): each group's first chunk in the
+// launch's chunks (the ready flags' index), and each converter warp's 32 units of eight 16-byte chunks.
+constexpr int kFuseMaxGroups = kGroupsSmall;
+constexpr int kConvWarps = 2;
+constexpr uint32_t kOffChunkFirst = (kOffRowSched + (uint32_t)sizeof(RowCta) + 15) / 16 * 16;
+constexpr uint32_t kOffConv = kOffChunkFirst + kFuseMaxGroups * 4;
+constexpr uint32_t kConvWarpBytes = 32 * kChunksPerUnit * 16;
+constexpr uint32_t kSmemBytes = kOffConv + kConvWarps * kConvWarpBytes;
 
 static_assert(kStages >= 4, "pipeline depth");
 static_assert(kSmemBytes <= kSmemLimit, "shared memory");
@@ -103,6 +110,14 @@ __device__ __forceinline__ uint32_t* row_tiled_rows() {
 __device__ __forceinline__ RowCta* row_cta_smem() {
   extern __shared__ __align__(1024) uint8_t smem[];
   return reinterpret_cast<RowCta*>(smem + kOffRowSched);
+}
+__device__ __forceinline__ int32_t* chunk_first_smem() {
+  extern __shared__ __align__(1024) uint8_t smem[];
+  return reinterpret_cast<int32_t*>(smem + kOffChunkFirst);
+}
+__device__ __forceinline__ uint4 (&conv_smem(int cv))[32][kChunksPerUnit] {
+  extern __shared__ __align__(1024) uint8_t smem[];
+  return *reinterpret_cast<uint4(*)[32][kChunksPerUnit]>(smem + kOffConv + cv * kConvWarpBytes);
 }
 static_assert(kOffEpi % 1024 == 0 && kEpiWgBytes % 1024 == 0,
               "epilogue buffers in the 128-byte swizzle's alignment (TMA stores)");
@@ -140,8 +155,6 @@ __device__ __forceinline__ uint32_t lds8(uint32_t addr) {
   asm volatile("ld.shared.u8 %0, [%1];" : "=r"(v) : "r"(addr));
   return v;
 }
-// Byte offset of row r's four scales (K blocks 0..3 of the stage) inside a 512-byte scale block.
-__host__ __device__ __forceinline__ uint32_t sf_row_offset(int r) { return (r % 32) * 16 + ((r % 128) / 32) * 4; }
 
 // The four fragments of k16 step S from the four words' bytes (rows r0, r1 of word 0; rows r0, r1
 // of word 1), times their rows' scales.
@@ -215,8 +228,12 @@ struct RingPos {
 
 // Registers per thread after setmaxnreg, within the 384 x 168 = 64512 the CTA starts with:
 // 128 x 40 + 256 x 232 = 64512.
+// The fused kernels' producer warpgroup also converts A (warps 2 and 3): 128 x 56 + 256 x 224 = 64512.
 constexpr int kConsumerRegs = 232;
 constexpr int kProducerRegs = 40;
+constexpr int kFusedConsumerRegs = 224;
+constexpr int kFusedProducerRegs = 56;
+static_assert(128 * kFusedProducerRegs + 256 * kFusedConsumerRegs <= 384 * 168, "the CTA's registers");
 
 // The consumers' place in the ring, advanced once per K step by counting (no division: the ring
 // size need not be a power of two), and the stage of the previous step (retired one step later).
@@ -342,7 +359,7 @@ __device__ __forceinline__ void k_loop(const Smem& sm, float (&all)[kMaxWidth / 
 template <int W, bool ANY, bool RED, int N, bool EL = false, bool MASKED = false, int MAXG>
 __device__ __forceinline__ void consumer_unit(const Params<MAXG>& p, const Smem& sm, float (&all)[kMaxWidth / 2],
                                               const Unit& w, ConsumerPos& pos, int r0, int c, int cw, int wq,
-                                              int lane, int32_t*& pending, uint64_t* tr) {
+                                              int lane, uint64_t*& pending, uint64_t* tr) {
   float(&acc)[W / 2] = *reinterpret_cast<float(*)[W / 2]>(&all[0]);
   const Group& gr = p.groups[w.tile.g];
   // trace: when the first stage lands. The condition is the warp's (the traced thread's warp waits too):
@@ -357,7 +374,7 @@ __device__ __forceinline__ void consumer_unit(const Params<MAXG>& p, const Smem&
   trace(tr, kTrFirstMainloop);
   __syncwarp();
   if (lane == 0) ptx::mbar_arrive(sm.empty(pos.prev));
-  raise_flag(pending, lane);
+  raise_flag(pending, p.flag_epoch, lane);
   const int cwarp = 4 * cw + wq;
   const int m = call_rows<MASKED>(p, w.tile.g);
   const int rows = min(W, m - w.tile.m0);  // the tile's valid A rows
@@ -466,7 +483,7 @@ __device__ __forceinline__ void consumer_unit_half(const Params<MAXG>& p, const 
 template <int W, bool ANY, bool MASKED, int MAXG>
 __device__ __forceinline__ void narrow_unit(const Params<MAXG>& p, const Smem& sm, float (&all)[kMaxWidth / 2],
                                             const Unit& w, ConsumerPos& pos, int r0, int c, int cw, int wq, int lane,
-                                            int32_t*& pending, uint64_t* tr) {
+                                            uint64_t*& pending, uint64_t* tr) {
   if constexpr (W == kWidths[0]) {
     if (narrow_tiles(p.groups[w.tile.g])) {
       consumer_unit<W, ANY, false, kNarrowN, true, MASKED>(p, sm, all, w, pos, r0, c, cw, wq, lane, pending, tr);
@@ -481,7 +498,7 @@ __device__ __forceinline__ void narrow_unit(const Params<MAXG>& p, const Smem& s
 template <bool HALF, bool ANY, bool RED, int BUILD, bool MASKED = false, int I = 0, int MAXG>
 __device__ __forceinline__ void consumer_dispatch(const Params<MAXG>& p, const Smem& sm, float (&all)[kMaxWidth / 2],
                                                   const Unit& w, ConsumerPos& pos, int r0, int c, int cw,
-                                                  int wq, int lane, int32_t*& pending, uint64_t* tr) {
+                                                  int wq, int lane, uint64_t*& pending, uint64_t* tr) {
   constexpr int W = kWidths[I];
   if constexpr (I + 1 < kNumWidths) {
     if (p.groups[w.tile.g].width > W) {
@@ -513,6 +530,81 @@ __device__ __noinline__ void prefetch_planned_b(const Params<MAXG>& p) {
   }
 }
 
+// The fused masked kernels (FUSE): one launch, no conversion kernel. A's items are (chunk, K step): a tile's rows of
+// its group (a chunk: tile rows m0 .. m0 + width - 1) at one 64-wide K step, whose ready flag is
+// MaskedParams::a_ready[(chunk_first[g] + m0 / width) * kst + kc]. Item (chunk, kc) is converted by warps 2 and 3 of
+// the CTA that runs step kc of the chunk's tile at B block kc mod tiles_n (each item once; a chunk's items spread
+// over the CTAs running its tiles, about when they read them), which then raise its flag to flag_epoch + tiles_n:
+// every tile of the chunk reads the item once. Each reader (the A producer of one of those tiles) takes one off
+// once it sees the flag raised; the last puts it back to 0, so the flags are 0 again after every launch (no launch
+// needs them zeroed first) and a flag left in a reused workspace by anything else reads as raised only if it holds
+// one of those tiles_n values (the epoch is a 64-bit draw per launch). The waits are on converter warps, which wait
+// for nothing but the grid before; every CTA of the grid (at most one per SM) is resident once that grid ends.
+
+// The rows of chunk m0 of group g the converter writes: those of the group's A (its planned m, or in the contiguous
+// layout its rows this call), from its row first_row + m0.
+template <int MAXG>
+__device__ __forceinline__ int fused_rows(const MaskedParams<MAXG>& p, int g, int m0, int width) {
+  const int limit = p.offs ? call_rows<true>(p, g) : p.groups[g].m;
+  return min(width, limit - m0);
+}
+
+// Warp cv (0, 1) of the converters: the items of this CTA's share, alternately. Lane l converts row r + l of each
+// 32 rows r of the item (a unit: convert_nvfp4_unit or permute_fp16_unit), through the warp's shared slots so that
+// each store instruction writes four whole 128-byte rows, as the conversion kernel does.
+template <int MAXG, bool WAVE>
+__device__ __forceinline__ void fused_convert(const MaskedParams<MAXG>& p, int cv, int lane) {
+  uint4(&slots)[32][kChunksPerUnit] = conv_smem(cv);
+  Share<true, WAVE> share(p, blockIdx.x);
+  int item = 0;
+  for (int u = 0; u < share.units(); ++u) {
+    const Unit w = share.unit<kBlockN>(p, u);
+    const Group& gr = p.groups[w.tile.g];
+    const int tn = ceil_div(gr.n, kBlockN), nb = w.tile.n0 / kBlockN, kst = w.tile.kstages;
+    const int row0 = first_row(p, w.tile.g) + w.tile.m0;
+    const int rows = fused_rows(p, w.tile.g, w.tile.m0, gr.width);
+    uint64_t* flags = p.a_ready + (int64_t)(chunk_first_smem()[w.tile.g] + w.tile.m0 / gr.width) * kst;
+    for (int kc = w.k0 + ((nb - w.k0 % tn) % tn + tn) % tn; kc < w.k1; kc += tn, ++item) {
+      if (item % kConvWarps != cv) continue;
+      __half* const col = gr.a16 + kc * kBlockK;  // the step's first value in the workspace's row 0 of the group
+      for (int r = 0; r < rows; r += 32) {
+        if (r + lane < rows) {
+          if (gr.sfa) convert_nvfp4_unit(gr, row0 + r + lane, kc, kst, slots[lane], lane);
+          else permute_fp16_unit(gr, row0 + r + lane, kc, p.a_bf16 != 0, slots[lane], lane);
+        }
+        __syncwarp();
+        const int q = lane % 8;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {  // store j: the warp's units 4j .. 4j + 3, lane l chunk l % 8
+          const int from = 4 * j + lane / 8;
+          if (r + from < rows)
+            reinterpret_cast<uint4*>(col + (int64_t)(row0 + r + from) * p.a16_pitch)[q] = slots[from][q ^ (from % 8)];
+        }
+        __syncwarp();  // the slots are rewritten next trip
+      }
+      // the item's stores, by the generic proxy, before the readers' TMA loads (async proxy); lane 0's release
+      // follows every lane's fence (__syncwarp)
+      ptx::fence_proxy_async_global();
+      __syncwarp();
+      if (lane == 0) ptx::st_release_gpu(flags + kc, p.flag_epoch + (uint64_t)tn);
+    }
+  }
+}
+
+// The A producer of a fused kernel, before loading steps kc .. kc + n - 1 (n <= 32) of the chunk whose flags start
+// at `flags`: lane i waits for step kc + i's flag to be raised (one of the tn values), takes one off, and the last
+// reader puts it back to 0; then the loads may read those steps' rows (each lane's acquire, then the proxy fence,
+// before lane 0's TMA: __syncwarp orders them).
+__device__ __forceinline__ void fused_await(uint64_t* flags, int kc, int n, uint64_t epoch, int tn, int lane) {
+  uint64_t* f = flags + kc + lane;
+  bool ready = lane >= n;
+  while (!__all_sync(0xffffffffu, ready))
+    if (!ready) ready = ptx::ld_acquire_gpu(f) - epoch - 1 < (uint64_t)tn;
+  if (lane < n && ptx::atom_add_u64(f, ~uint64_t{0}) == epoch + 1) ptx::st_u64(f, 0);
+  ptx::fence_proxy_async_global();
+  __syncwarp();
+}
+
 // HALF: half tiles (kernels/sm90/plan/planner.h kHalfBlockN, whole tiles only; consumer_unit_half). ANY: C rows at any
 // alignment stored in aligned 16-byte chunks (kernels/sm90/epilogue.cuh), for launches with such rows. RED:
 // reduced tiles (kernels/sm90/plan/planner.h): every CTA stores its one unit's partial sums for the reduce kernel
@@ -520,8 +612,9 @@ __device__ __noinline__ void prefetch_planned_b(const Params<MAXG>& p) {
 // or kBuildMid (the mid build, kMidN); the last two whole and split tiles only. MASKED: the masked form
 // (MaskedParams::masked_m; whole and split tiles, C rows aligned and stored by the threads). The body of both kernels
 // below.
-template <int MAXG, bool HALF, bool ANY, bool RED, int BUILD, bool MASKED>
+template <int MAXG, bool HALF, bool ANY, bool RED, int BUILD, bool MASKED, bool FUSE = false>
 __device__ __forceinline__ void group_gemm(const Params<MAXG>& p) {
+  static_assert(!FUSE || (MASKED && MAXG <= kFuseMaxGroups), "fused: the masked form's launches of few groups");
   static_assert(!HALF || kStages % 2 == 0, "half tiles: each stage serves one consumer warpgroup");
   static_assert(!RED || (!HALF && !ANY), "reduced tiles: whole-tile units, C stored by the reduce kernel");
   static_assert(BUILD == kBuildMain || (!HALF && !RED), "the narrow and mid builds: whole and split tiles");
@@ -560,6 +653,11 @@ __device__ __forceinline__ void group_gemm(const Params<MAXG>& p) {
       const int chunks = ceil_div(call_rows<true>(p, g), gr.width);
       ends[g] = (int32_t)(chunks * tiles_n(gr.n));
       tiled[g] = (uint32_t)chunks * (uint32_t)gr.width;
+      if constexpr (FUSE) {  // the group's first planned chunk
+        int32_t first = 0;
+        for (int h = 0; h < g; ++h) first += p.groups[h].chunks;
+        chunk_first_smem()[g] = first;
+      }
     }
     __syncthreads();
     if (threadIdx.x < 32) {
@@ -604,7 +702,7 @@ __device__ __forceinline__ void group_gemm(const Params<MAXG>& p) {
   ptx::griddep_launch_dependents();
 
   if (wg == 0) {
-    ptx::setmaxnreg_dec<kProducerRegs>();
+    ptx::setmaxnreg_dec<FUSE ? kFusedProducerRegs : kProducerRegs>();
     Share<MASKED, BUILD == kBuildMain && !HALF && !RED> share(p, blockIdx.x);
     if (warp == 0) {
       // ---------------------------------------------------------- B producer
@@ -664,6 +762,8 @@ __device__ __forceinline__ void group_gemm(const Params<MAXG>& p) {
       };
       RingPos<kStages> ra;
       bool first = true;
+      uint64_t* ready = nullptr;  // FUSE: the unit's chunk's ready flags, and its tiles along N
+      int ready_tn = 0;
       // A stays in L2 for the CTAs that read it later; in a wave plan they read it at about the same time,
       // and L2 keeps the group's B blocks for the next wave instead
       const uint64_t a_hint = share.stride ? ptx::kEvictNormal : ptx::kEvictLast;
@@ -686,7 +786,15 @@ __device__ __forceinline__ void group_gemm(const Params<MAXG>& p) {
           if constexpr (MASKED) a_row += first_row(static_cast<const MaskedParams<MAXG>&>(p), w.tile.g);
           box(gr, map, bytes);
         }
+        if constexpr (FUSE) {
+          const Group& gr = p.groups[w.tile.g];
+          ready_tn = ceil_div(gr.n, kBlockN);
+          ready = static_cast<const MaskedParams<MAXG>&>(p).a_ready +
+                  (int64_t)(chunk_first_smem()[w.tile.g] + w.tile.m0 / gr.width) * w.tile.kstages;
+        }
         for (int kc = w.k0; kc < w.k1; ++kc, ra.next()) {
+          if constexpr (FUSE)
+            if ((kc - w.k0) % 32 == 0) fused_await(ready, kc, min(32, w.k1 - kc), p.flag_epoch, ready_tn, lane);
           ptx::mbar_wait(sm.empty(ra.s), ra.ph ^ 1);
           if (lane == 0) {
             ptx::mbar_arrive_expect_tx(sm.full(ra.s), bytes);
@@ -697,10 +805,16 @@ __device__ __forceinline__ void group_gemm(const Params<MAXG>& p) {
           __syncwarp();
         }
       }
+    } else if constexpr (FUSE) {
+      // ---------------------------------------------------------- A converters (warps 2, 3)
+      // (lane and warp read again: kept live from the kernel's top into this branch, ptxas spilled them for the
+      // consumers' K loops too)
+      fused_convert<MAXG, BUILD == kBuildMain>(static_cast<const MaskedParams<MAXG>&>(p), (int)threadIdx.x / 32 - 2,
+                                               (int)threadIdx.x % 32);
     }
   } else {
     // ------------------------------------------------------------------ consumers
-    ptx::setmaxnreg_inc<kConsumerRegs>();
+    ptx::setmaxnreg_inc<FUSE ? kFusedConsumerRegs : kConsumerRegs>();
     // C may still be in use by the grids before this one (they are done by now); the flags are
     // zeroed by the conversion.
     ptx::griddep_wait();
@@ -711,14 +825,14 @@ __device__ __forceinline__ void group_gemm(const Params<MAXG>& p) {
     Share<MASKED, BUILD == kBuildMain && !HALF && !RED> share(p, blockIdx.x);
     ConsumerPos pos;  // the place in the ring
     uint64_t* tr = threadIdx.x == 128 ? p.trace : nullptr;
-    int32_t* pending = nullptr;  // the flag of partial sums written, not yet raised
+    uint64_t* pending = nullptr;  // the flag of partial sums written, not yet raised
     for (int u = 0; u < share.units(); ++u) {
       const Unit w = share.unit<kBN>(p, u);
       float acc[kMaxWidth / 2];  // per unit: nothing carries over, so no register lives across widths
       consumer_dispatch<HALF, ANY, RED, BUILD, MASKED>(p, sm, acc, w, pos, r0, c, cw, wq, lane, pending, tr);
       tr = nullptr;  // trace the first unit only
     }
-    raise_flag(pending, lane);
+    raise_flag(pending, p.flag_epoch, lane);
     epilogue_buffer_read<kTmaC<MAXG, ANY, RED, MASKED>>();  // shared memory outlives the last TMA store's reads
     trace(threadIdx.x == 128 ? p.trace : nullptr, kTrConsumerDone);
   }
@@ -740,6 +854,14 @@ __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_con
 template <int MAXG, int BUILD = kBuildMain>
 __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm_masked(const __grid_constant__ MaskedParams<MAXG> p) {
   group_gemm<MAXG, false, false, false, BUILD, true>(p);
+}
+
+// The same in one launch, converting A itself (launches of up to kFuseMaxGroups groups; see fused_convert): no
+// conversion kernel runs before it.
+template <int BUILD = kBuildMain>
+__global__ void __launch_bounds__(kThreads, 1)
+    nvfp4_group_gemm_masked_fused(const __grid_constant__ MaskedParams<kFuseMaxGroups> p) {
+  group_gemm<kFuseMaxGroups, false, false, false, BUILD, true, true>(p);
 }
 
 }  // namespace fl::sm90

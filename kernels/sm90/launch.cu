@@ -79,6 +79,13 @@ int prepare_masked(CUfunction (&fn)[4], Error& err) {
   return FL_OK;
 }
 
+// ... and in one launch (Sm90State::masked_fused_fn[build]).
+template <int BUILD>
+int prepare_fused(CUfunction* fn, Error& err) {
+  return kernel_handle(reinterpret_cast<const void*>(&sm90::nvfp4_group_gemm_masked_fused<BUILD>), sm90::kSmemBytes,
+                       fn, err);
+}
+
 template <int MAXG>
 int prepare_convert(CUfunction* fn, Error& err) {
   return kernel_handle(reinterpret_cast<const void*>(&sm90::convert_a<MAXG>), 0, fn, err);
@@ -205,7 +212,25 @@ void launch_extent(const int64_t* buf, int G, int g0, int gc, int64_t* rows, int
 int max_ctas(int sm_count) { return sm_count < sm90::kMaxCtas ? sm_count : sm90::kMaxCtas; }
 int64_t maps_bytes(int groups) { return round_up((int64_t)groups * sm90::kMapBytes, sm90::kWorkspaceAlign); }
 int64_t flags_bytes(int sm_count) {
-  return round_up((int64_t)max_ctas(sm_count) * sm90::kConsumerWarps * 4, sm90::kWorkspaceAlign);
+  return round_up((int64_t)max_ctas(sm_count) * sm90::kConsumerWarps * 8, sm90::kWorkspaceAlign);
+}
+// A raised partial-sum flag's value for one launch (Params::flag_epoch): a 64-bit mix of a per-thread count and the
+// thread's address, never 0, so no flag left in a reused workspace (put back to 0 by this process's earlier launches,
+// or any other data) reads as raised.
+uint64_t flag_epoch() {
+  thread_local uint64_t count = 0;
+  static thread_local const char tag = 0;
+  uint64_t x = ++count * 0x9E3779B97F4A7C15ull ^ reinterpret_cast<uintptr_t>(&tag);
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  x ^= x >> 31;
+  return x ? x : 1;
+}
+// The fused kernels' ready flags (MaskedParams::a_ready): one per planned chunk and K step.
+int64_t ready_bytes(const sm90::LaunchPlan& plan, int groups, int64_t kmax) {
+  int64_t chunks = 0;
+  for (int i = 0; i < groups; ++i) chunks += plan.group[i].chunks;
+  return round_up(chunks * (kmax / sm90::kBlockK) * 8, sm90::kWorkspaceAlign);
 }
 // The GEMM's grid: the plan's, or for the masked form (masked) room for its split schedule over every SM
 // (kernels/sm90/plan/row_schedule.h).
@@ -215,9 +240,11 @@ int gemm_grid(const sm90::LaunchPlan& plan, bool masked, int sm_count) {
 
 // (rows: of A in the workspace; the contiguous layout's launch holds its T rows once. The masked form's schedule may
 // split tiles on any of its CTAs: their partial sums always have room.)
-int64_t chunk_bytes(int64_t rows, int64_t kmax, int groups, int sm_count, const sm90::LaunchPlan& plan, bool masked) {
+int64_t chunk_bytes(int64_t rows, int64_t kmax, int groups, int sm_count, const sm90::LaunchPlan& plan, bool masked,
+                    bool fused) {
   const int64_t parts = masked ? gemm_grid(plan, true, sm_count) : plan.splits ? plan.ctas : 0;
-  return sm90::a16_launch_bytes(rows, kmax) + maps_bytes(groups) + flags_bytes(sm_count) + parts * sm90::kPartialBytes;
+  return sm90::a16_launch_bytes(rows, kmax) + maps_bytes(groups) + flags_bytes(sm_count) +
+         parts * sm90::kPartialBytes + (fused ? ready_bytes(plan, groups, kmax) : 0);
 }
 
 // The masked form's device-side inputs of a call: each group's rows (masked_m), its scale (alpha, or null) and C's
@@ -234,6 +261,12 @@ struct MaskedCall {
   bool a_bf16;
   const int32_t* offs;
 };
+
+// Whether a launch of `groups` groups runs in one launch (nvfp4_group_gemm_masked_fused): the masked kernels' launches
+// of up to kGroupsSmall groups, with FASTLAUNCH_SM90_FUSE=1.
+bool fused_launch(const Sm90State& st, const MaskedCall* masked, int groups) {
+  return masked && st.fuse == 1 && st.only == 0 && groups <= sm90::kFuseMaxGroups;
+}
 
 // The device-side inputs both masked kernels' parameters share (MaskedParams, MaskedSkinnyParams), for the groups
 // from g0 on; the task form's (masked null): none.
@@ -304,9 +337,14 @@ int launch_chunk(const DeviceState& dev, const int64_t* buf, int G, int g0, int 
   }
   uint8_t* const tail = a16 + sm90::a16_launch_bytes(rows, kmax);
   p.b_maps = tail;
-  p.flags = reinterpret_cast<int32_t*>(tail + maps_bytes(gc));
+  p.flags = reinterpret_cast<uint64_t*>(tail + maps_bytes(gc));
+  p.flag_epoch = flag_epoch();
   p.partials = reinterpret_cast<float*>(reinterpret_cast<uint8_t*>(p.flags) + flags_bytes(dev.sm_count));
-  a16 += chunk_bytes(rows, kmax, gc, dev.sm_count, plan, masked != nullptr);
+  const bool fused = fused_launch(st, masked, gc);
+  mp.a_ready = fused ? reinterpret_cast<uint64_t*>(p.partials) +
+                           gemm_grid(plan, true, dev.sm_count) * (sm90::kPartialBytes / 8)
+                     : nullptr;
+  a16 += chunk_bytes(rows, kmax, gc, dev.sm_count, plan, masked != nullptr, fused);
   p.num_groups = gc;
   p.num_ctas = gemm_grid(plan, masked != nullptr, dev.sm_count);
   p.num_units = (int32_t)units;
@@ -331,27 +369,27 @@ int launch_chunk(const DeviceState& dev, const int64_t* buf, int G, int g0, int 
   // the maps and flags are still written.
   if (st.only == 2) p.num_units = 0;
   CUlaunchConfig cfg = st.convert_config;  // attrs point into dev, which outlives the call
-  const int64_t blocks = sm90::convert_ctas(p.num_units, dev.sm_count);
-  const int64_t map_blocks = ceil_div(gc, sm90::kConvertThreads / 32);
-  cfg.gridDimX = (unsigned)(blocks > map_blocks ? blocks : map_blocks);
-  cfg.hStream = reinterpret_cast<CUstream>(stream);
-  if constexpr (MAXG == sm90::kGroupsSmall) {
-    // B maps in the GEMM's parameters: the conversion runs on its own small block (ConvertParams)
-    sm90::ConvertParams cp{};  // (groups past gc: zeros, never read)
-    cp.num_units = p.num_units;
-    cp.num_ctas = p.num_ctas;
-    cp.a16_pitch = p.a16_pitch;
-    cp.a_bf16 = p.a_bf16;
-    cp.flags = p.flags;
-    cp.masked_m = mp.masked_m;
-    for (int i = 0; i < gc; ++i) {
-      const sm90::Group& gr = p.groups[i];
-      cp.groups[i] = {gr.a, gr.sfa, gr.a16, gr.k, gr.unit_end, gr.width};
-    }
-    void* cargs[1] = {&cp};
-    FL_LAUNCH_TRY(err, dev.drv, dev.drv.launch_kernel_ex(&cfg, st.convert_fn[which], cargs, nullptr));
-  } else {
-    FL_LAUNCH_TRY(err, dev.drv, dev.drv.launch_kernel_ex(&cfg, st.convert_fn[which], args, nullptr));
+  if (!fused) {
+    const int64_t blocks = sm90::convert_ctas(p.num_units, dev.sm_count);
+    const int64_t map_blocks = ceil_div(gc, sm90::kConvertThreads / 32);
+    cfg.gridDimX = (unsigned)(blocks > map_blocks ? blocks : map_blocks);
+    cfg.hStream = reinterpret_cast<CUstream>(stream);
+    if constexpr (MAXG == sm90::kGroupsSmall) {
+      // B maps in the GEMM's parameters: the conversion runs on its own small block (ConvertParams)
+      sm90::ConvertParams cp{};  // (groups past gc: zeros, never read)
+      cp.num_units = p.num_units;
+      cp.a16_pitch = p.a16_pitch;
+      cp.a_bf16 = p.a_bf16;
+      cp.masked_m = mp.masked_m;
+      for (int i = 0; i < gc; ++i) {
+        const sm90::Group& gr = p.groups[i];
+        cp.groups[i] = {gr.a, gr.sfa, gr.a16, gr.k, gr.unit_end, gr.width};
+      }
+      void* cargs[1] = {&cp};
+      FL_LAUNCH_TRY(err, dev.drv, dev.drv.launch_kernel_ex(&cfg, st.convert_fn[which], cargs, nullptr));
+    } else {
+      FL_LAUNCH_TRY(err, dev.drv, dev.drv.launch_kernel_ex(&cfg, st.convert_fn[which], args, nullptr));
+  }
   }
 
   cfg = st.config;
@@ -367,7 +405,7 @@ int launch_chunk(const DeviceState& dev, const int64_t* buf, int G, int g0, int 
     if (any || plan.half || plan.reduce || plan.build == sm90::kBuildMid || !ordered)
       return err.set(FL_ERR_VALUE, "masked form: no kernel for this plan (half %d, reduced %d, build %d, aligned C %d, "
                      "groups in order %d)", (int)plan.half, plan.reduce, plan.build, (int)!any, (int)ordered);
-    fn = st.masked_fn[plan.build == sm90::kBuildNarrow][which];
+    fn = fused ? st.masked_fused_fn[plan.build == sm90::kBuildNarrow] : st.masked_fn[plan.build == sm90::kBuildNarrow][which];
   }
   if constexpr (MAXG == sm90::kGroupsSmall) {
     // the planner takes half and reduced tiles for up to kGroupsSmall groups only
@@ -483,6 +521,8 @@ int sm90_init(DeviceState& dev, Error& err) {
   if (int rc = prepare_build<sm90::kBuildMid>(st.fn[sm90::kBuildMid], err)) return rc;
   if (int rc = prepare_masked<sm90::kBuildMain>(st.masked_fn[0], err)) return rc;
   if (int rc = prepare_masked<sm90::kBuildNarrow>(st.masked_fn[1], err)) return rc;
+  if (int rc = prepare_fused<sm90::kBuildMain>(&st.masked_fused_fn[0], err)) return rc;
+  if (int rc = prepare_fused<sm90::kBuildNarrow>(&st.masked_fused_fn[1], err)) return rc;
   if (int rc = prepare<sm90::kGroupsSmall, true>(&st.half_fn[0], err)) return rc;
   if (int rc = prepare<sm90::kGroupsSmall, true, true>(&st.half_fn[1], err)) return rc;
   if (int rc = prepare<sm90::kGroupsSmall, false, false, true>(&st.red_fn, err)) return rc;
@@ -552,6 +592,7 @@ int sm90_init(DeviceState& dev, Error& err) {
   if (int rc = env_word("FASTLAUNCH_SM90_PREFETCH", {{"1", 1}, {"0", 0}}, "0 or 1", &st.b_prefetch, err)) return rc;
   if (int rc = env_word("FASTLAUNCH_SM90_ROWS", {{"1", 1}, {"0", 2}, {"first", 0}}, "0, 1 or first", &st.rows, err))
     return rc;
+  if (int rc = env_word("FASTLAUNCH_SM90_FUSE", {{"1", 1}, {"0", 0}}, "0 or 1", &st.fuse, err)) return rc;
   if (int rc = env_word("FASTLAUNCH_SM90_ONLY", {{"convert", 1}, {"gemm", 2}}, "convert or gemm", &st.only, err))
     return rc;
   // A device address (decimal) of at least sm_count x 16 x 2 uint64 for the GEMM's trace points
@@ -599,7 +640,8 @@ int launch_groups(const DeviceState& dev, const int64_t* buf, int G, const int* 
       const sm90::LaunchPlan& plan =
           single ? *single
                  : launch_plan(buf + 5 * G + g0, buf + 6 * G + g0, buf + 7 * G + g0, g + 1 - g0, dev.sm_count, force);
-      workspace += chunk_bytes(rows, kmax, g + 1 - g0, dev.sm_count, plan, masked != nullptr);
+      workspace += chunk_bytes(rows, kmax, g + 1 - g0, dev.sm_count, plan, masked != nullptr,
+                               fused_launch(dev.sm90, masked, g + 1 - g0));
       if (G <= sm90::kGroupsPerLaunch) single = &plan;
       if (workspace > kMaxWorkspaceBytes)
         return err.set(FL_ERR_VALUE, "group %d: the fp16 copy of A would exceed %lld bytes", caller_g,

@@ -139,11 +139,13 @@ __device__ __forceinline__ void write_partial(const float (&acc)[W / 2], float* 
 }
 
 // Raises a consumer warp's flag once its partial sums are written (a release: lane 0's store waits
-// for the warp's stores before it, ordered by the __syncwarp).
-__device__ __forceinline__ void raise_flag(int32_t*& pending, int lane) {
+// for the warp's stores before it, ordered by the __syncwarp). The flag takes the launch's Params::flag_epoch, a
+// value the workspace's earlier contents do not hold, and the one CTA that waits for it puts it back to 0
+// (add_partials), so no launch needs its flags zeroed first.
+__device__ __forceinline__ void raise_flag(uint64_t*& pending, uint64_t epoch, int lane) {
   if (pending) {
     __syncwarp();
-    if (lane == 0) ptx::st_release_gpu(pending, 1);
+    if (lane == 0) ptx::st_release_gpu(pending, epoch);
     pending = nullptr;
   }
 }
@@ -163,10 +165,11 @@ __device__ __forceinline__ void add_partials(const Params<MAXG>& p, float (&acc)
   }
   for (int i0 = 0; i0 < n; i0 += 32) {
     const int i = i0 + lane;
-    const int32_t* flag = p.flags + (b - 1 - i) * kConsumerWarps + cwarp;
+    uint64_t* flag = p.flags + (b - 1 - i) * kConsumerWarps + cwarp;
     bool ready = i >= n;
     while (!__all_sync(0xffffffffu, ready))
-      if (!ready) ready = ptx::ld_acquire_gpu(flag) != 0;
+      if (!ready) ready = ptx::ld_acquire_gpu(flag) == p.flag_epoch;
+    if (i < n) ptx::st_u64(flag, 0);  // its one waiter: back to 0 for later launches (read after this grid)
   }
   __syncwarp();  // orders each lane's acquire before every lane's loads below
   static_assert(W % 16 == 0, "whole halves");
