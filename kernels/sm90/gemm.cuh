@@ -543,26 +543,30 @@ __device__ __noinline__ void prefetch_planned_b(const Params<MAXG>& p) {
 
 // The rows of chunk m0 of group g the converter writes: those of the group's A (its planned m, or in the contiguous
 // layout its rows this call), from its row first_row + m0.
-template <int MAXG>
-__device__ __forceinline__ int fused_rows(const MaskedParams<MAXG>& p, int g, int m0, int width) {
-  const int limit = p.offs ? call_rows<true>(p, g) : p.groups[g].m;
+template <bool MASKED, int MAXG>
+__device__ __forceinline__ int fused_rows(const Params<MAXG>& p, int g, int m0, int width) {
+  int limit = p.groups[g].m;
+  if constexpr (MASKED)
+    if (static_cast<const MaskedParams<MAXG>&>(p).offs) limit = call_rows<true>(p, g);
   return min(width, limit - m0);
 }
 
-// Warp cv (0, 1) of the converters: the items of this CTA's share, alternately. Lane l converts row r + l of each
-// 32 rows r of the item (a unit: convert_nvfp4_unit or permute_fp16_unit), through the warp's shared slots so that
-// each store instruction writes four whole 128-byte rows, as the conversion kernel does.
-template <int MAXG, bool WAVE>
-__device__ __forceinline__ void fused_convert(const MaskedParams<MAXG>& p, int cv, int lane) {
+// Warp cv (0, 1) of the converters: the items of this CTA's share (SHARE: the producers' Share type; BN: B rows per
+// tile), alternately. Lane l converts row r + l of each 32 rows r of the item (a unit: convert_nvfp4_unit or
+// permute_fp16_unit), through the warp's shared slots so that each store instruction writes four whole 128-byte
+// rows, as the conversion kernel does.
+template <bool MASKED, class SHARE, int BN, int MAXG>
+__device__ __forceinline__ void fused_convert(const Params<MAXG>& p, int cv, int lane) {
   uint4(&slots)[32][kChunksPerUnit] = conv_smem(cv);
-  Share<true, WAVE> share(p, blockIdx.x);
+  SHARE share(p, blockIdx.x);
   int item = 0;
   for (int u = 0; u < share.units(); ++u) {
-    const Unit w = share.unit<kBlockN>(p, u);
+    const Unit w = share.template unit<BN>(p, u);
     const Group& gr = p.groups[w.tile.g];
-    const int tn = ceil_div(gr.n, kBlockN), nb = w.tile.n0 / kBlockN, kst = w.tile.kstages;
-    const int row0 = first_row(p, w.tile.g) + w.tile.m0;
-    const int rows = fused_rows(p, w.tile.g, w.tile.m0, gr.width);
+    const int tn = ceil_div(gr.n, BN), nb = w.tile.n0 / BN, kst = w.tile.kstages;
+    int row0 = w.tile.m0;
+    if constexpr (MASKED) row0 += first_row(static_cast<const MaskedParams<MAXG>&>(p), w.tile.g);
+    const int rows = fused_rows<MASKED>(p, w.tile.g, w.tile.m0, gr.width);
     uint64_t* flags = p.a_ready + (int64_t)(chunk_first_smem()[w.tile.g] + w.tile.m0 / gr.width) * kst;
     for (int kc = w.k0 + ((nb - w.k0 % tn) % tn + tn) % tn; kc < w.k1; kc += tn, ++item) {
       if (item % kConvWarps != cv) continue;
@@ -614,7 +618,7 @@ __device__ __forceinline__ void fused_await(uint64_t* flags, int kc, int n, uint
 // below.
 template <int MAXG, bool HALF, bool ANY, bool RED, int BUILD, bool MASKED, bool FUSE = false>
 __device__ __forceinline__ void group_gemm(const Params<MAXG>& p) {
-  static_assert(!FUSE || (MASKED && MAXG <= kFuseMaxGroups), "fused: the masked form's launches of few groups");
+  static_assert(!FUSE || MAXG <= kFuseMaxGroups, "fused: launches of few groups (B maps in the parameters)");
   static_assert(!HALF || kStages % 2 == 0, "half tiles: each stage serves one consumer warpgroup");
   static_assert(!RED || (!HALF && !ANY), "reduced tiles: whole-tile units, C stored by the reduce kernel");
   static_assert(BUILD == kBuildMain || (!HALF && !RED), "the narrow and mid builds: whole and split tiles");
@@ -638,13 +642,23 @@ __device__ __forceinline__ void group_gemm(const Params<MAXG>& p) {
     }
     ptx::fence_mbar_init();
   }
+  // A fused kernel converts A itself: it waits for the grid before (which may still read the workspace, and may
+  // have written A or B) before anything else, and finds each group's first chunk (the ready flags' index).
+  if constexpr (FUSE) {
+    ptx::griddep_wait();
+    for (int g = threadIdx.x; g < p.num_groups; g += kThreads) {
+      int32_t first = 0;
+      for (int h = 0; h < g; ++h) first += p.groups[h].chunks;
+      chunk_first_smem()[g] = first;
+    }
+  }
   // The masked form hands out only the tiles that hold rows this call (kernels/sm90/plan/row_schedule.h): every
   // thread waits for the grid that wrote masked_m (or offs), group g's tiles (its planned width and B blocks, the
   // rows it has) go to shared memory, warp 0 sums them up into each group's tile end, and its lane 0 makes this
   // CTA's part of the schedule of their count.
   if constexpr (MASKED) {
     int32_t* ends = row_tile_ends();
-    if constexpr (MAXG <= kGroupsSmall)
+    if constexpr (MAXG <= kGroupsSmall && !FUSE)
       if (threadIdx.x < 32 && static_cast<const MaskedParams<MAXG>&>(p).b_prefetch) prefetch_planned_b(p);
     ptx::griddep_wait();
     uint32_t* tiled = row_tiled_rows();
@@ -653,11 +667,6 @@ __device__ __forceinline__ void group_gemm(const Params<MAXG>& p) {
       const int chunks = ceil_div(call_rows<true>(p, g), gr.width);
       ends[g] = (int32_t)(chunks * tiles_n(gr.n));
       tiled[g] = (uint32_t)chunks * (uint32_t)gr.width;
-      if constexpr (FUSE) {  // the group's first planned chunk
-        int32_t first = 0;
-        for (int h = 0; h < g; ++h) first += p.groups[h].chunks;
-        chunk_first_smem()[g] = first;
-      }
     }
     __syncthreads();
     if (threadIdx.x < 32) {
@@ -788,9 +797,8 @@ __device__ __forceinline__ void group_gemm(const Params<MAXG>& p) {
         }
         if constexpr (FUSE) {
           const Group& gr = p.groups[w.tile.g];
-          ready_tn = ceil_div(gr.n, kBlockN);
-          ready = static_cast<const MaskedParams<MAXG>&>(p).a_ready +
-                  (int64_t)(chunk_first_smem()[w.tile.g] + w.tile.m0 / gr.width) * w.tile.kstages;
+          ready_tn = ceil_div(gr.n, kBN);
+          ready = p.a_ready + (int64_t)(chunk_first_smem()[w.tile.g] + w.tile.m0 / gr.width) * w.tile.kstages;
         }
         for (int kc = w.k0; kc < w.k1; ++kc, ra.next()) {
           if constexpr (FUSE)
@@ -809,8 +817,8 @@ __device__ __forceinline__ void group_gemm(const Params<MAXG>& p) {
       // ---------------------------------------------------------- A converters (warps 2, 3)
       // (lane and warp read again: kept live from the kernel's top into this branch, ptxas spilled them for the
       // consumers' K loops too)
-      fused_convert<MAXG, BUILD == kBuildMain>(static_cast<const MaskedParams<MAXG>&>(p), (int)threadIdx.x / 32 - 2,
-                                               (int)threadIdx.x % 32);
+      fused_convert<MASKED, Share<MASKED, BUILD == kBuildMain && !HALF && !RED>, kBN>(p, (int)threadIdx.x / 32 - 2,
+                                                                                     (int)threadIdx.x % 32);
     }
   } else {
     // ------------------------------------------------------------------ consumers
@@ -856,12 +864,16 @@ __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm_masked(const __g
   group_gemm<MAXG, false, false, false, BUILD, true>(p);
 }
 
-// The same in one launch, converting A itself (launches of up to kFuseMaxGroups groups; see fused_convert): no
-// conversion kernel runs before it.
+// Both in one launch, converting A themselves (launches of up to kFuseMaxGroups groups; see fused_convert): no
+// conversion kernel runs before them. The task form's: whole and split tiles of aligned C rows, each build.
 template <int BUILD = kBuildMain>
 __global__ void __launch_bounds__(kThreads, 1)
     nvfp4_group_gemm_masked_fused(const __grid_constant__ MaskedParams<kFuseMaxGroups> p) {
   group_gemm<kFuseMaxGroups, false, false, false, BUILD, true, true>(p);
+}
+template <int BUILD = kBuildMain>
+__global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm_fused(const __grid_constant__ Params<kFuseMaxGroups> p) {
+  group_gemm<kFuseMaxGroups, false, false, false, BUILD, false, true>(p);
 }
 
 }  // namespace fl::sm90

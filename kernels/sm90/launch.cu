@@ -79,11 +79,12 @@ int prepare_masked(CUfunction (&fn)[4], Error& err) {
   return FL_OK;
 }
 
-// ... and in one launch (Sm90State::masked_fused_fn[build]).
-template <int BUILD>
+// ... and in one launch (Sm90State::masked_fused_fn[build]; MASKED false: the task form's, fused_fn[build]).
+template <int BUILD, bool MASKED>
 int prepare_fused(CUfunction* fn, Error& err) {
-  return kernel_handle(reinterpret_cast<const void*>(&sm90::nvfp4_group_gemm_masked_fused<BUILD>), sm90::kSmemBytes,
-                       fn, err);
+  const void* sym = MASKED ? reinterpret_cast<const void*>(&sm90::nvfp4_group_gemm_masked_fused<BUILD>)
+                           : reinterpret_cast<const void*>(&sm90::nvfp4_group_gemm_fused<BUILD>);
+  return kernel_handle(sym, sm90::kSmemBytes, fn, err);
 }
 
 template <int MAXG>
@@ -240,9 +241,13 @@ int gemm_grid(const sm90::LaunchPlan& plan, bool masked, int sm_count) {
 
 // (rows: of A in the workspace; the contiguous layout's launch holds its T rows once. The masked form's schedule may
 // split tiles on any of its CTAs: their partial sums always have room.)
+// The CTAs' slots of partial sums: the masked form's grid, or a plan's CTAs where it splits tiles.
+int64_t partial_slots(const sm90::LaunchPlan& plan, bool masked, int sm_count) {
+  return masked ? gemm_grid(plan, true, sm_count) : plan.splits ? plan.ctas : 0;
+}
 int64_t chunk_bytes(int64_t rows, int64_t kmax, int groups, int sm_count, const sm90::LaunchPlan& plan, bool masked,
                     bool fused) {
-  const int64_t parts = masked ? gemm_grid(plan, true, sm_count) : plan.splits ? plan.ctas : 0;
+  const int64_t parts = partial_slots(plan, masked, sm_count);
   return sm90::a16_launch_bytes(rows, kmax) + maps_bytes(groups) + flags_bytes(sm_count) +
          parts * sm90::kPartialBytes + (fused ? ready_bytes(plan, groups, kmax) : 0);
 }
@@ -262,10 +267,12 @@ struct MaskedCall {
   const int32_t* offs;
 };
 
-// Whether a launch of `groups` groups runs in one launch (nvfp4_group_gemm_masked_fused): the masked kernels' launches
-// of up to kGroupsSmall groups, with FASTLAUNCH_SM90_FUSE=1.
-bool fused_launch(const Sm90State& st, const MaskedCall* masked, int groups) {
-  return masked && st.fuse == 1 && st.only == 0 && groups <= sm90::kFuseMaxGroups;
+// Whether a launch of `groups` groups under `plan` runs in one launch (nvfp4_group_gemm_masked_fused,
+// nvfp4_group_gemm_fused), with FASTLAUNCH_SM90_FUSE=1: up to kGroupsSmall groups, on the masked kernels or on the
+// task form's whole and split tiles (no half or reduced tiles) where every C row is aligned (`any`: one is not).
+bool fused_launch(const Sm90State& st, const MaskedCall* masked, int groups, const sm90::LaunchPlan& plan, bool any) {
+  return st.fuse == 1 && st.only == 0 && groups <= sm90::kFuseMaxGroups &&
+         (masked || (!plan.half && !plan.reduce && !any));
 }
 
 // The device-side inputs both masked kernels' parameters share (MaskedParams, MaskedSkinnyParams), for the groups
@@ -340,11 +347,12 @@ int launch_chunk(const DeviceState& dev, const int64_t* buf, int G, int g0, int 
   p.flags = reinterpret_cast<uint64_t*>(tail + maps_bytes(gc));
   p.flag_epoch = flag_epoch();
   p.partials = reinterpret_cast<float*>(reinterpret_cast<uint8_t*>(p.flags) + flags_bytes(dev.sm_count));
-  const bool fused = fused_launch(st, masked, gc);
-  mp.a_ready = fused ? reinterpret_cast<uint64_t*>(p.partials) +
-                           gemm_grid(plan, true, dev.sm_count) * (sm90::kPartialBytes / 8)
-                     : nullptr;
-  a16 += chunk_bytes(rows, kmax, gc, dev.sm_count, plan, masked != nullptr, fused);
+  const bool fused = fused_launch(st, masked, gc, plan, any);
+  // (after the partial sums: chunk_bytes's order; room was made for them unless C's rows ruled the launch out)
+  p.a_ready = fused ? reinterpret_cast<uint64_t*>(p.partials) +
+                          partial_slots(plan, masked != nullptr, dev.sm_count) * (sm90::kPartialBytes / 8)
+                    : nullptr;
+  a16 += chunk_bytes(rows, kmax, gc, dev.sm_count, plan, masked != nullptr, fused_launch(st, masked, gc, plan, false));
   p.num_groups = gc;
   p.num_ctas = gemm_grid(plan, masked != nullptr, dev.sm_count);
   p.num_units = (int32_t)units;
@@ -411,6 +419,7 @@ int launch_chunk(const DeviceState& dev, const int64_t* buf, int G, int g0, int 
     // the planner takes half and reduced tiles for up to kGroupsSmall groups only
     if (plan.half) fn = st.half_fn[any];
     if (plan.reduce) fn = st.red_fn;
+    if (fused && !masked) fn = st.fused_fn[plan.build];
   }
   if (st.only != 1) FL_LAUNCH_TRY(err, dev.drv, dev.drv.launch_kernel_ex(&cfg, fn, args, nullptr));
   if constexpr (MAXG == sm90::kGroupsSmall) {
@@ -521,8 +530,11 @@ int sm90_init(DeviceState& dev, Error& err) {
   if (int rc = prepare_build<sm90::kBuildMid>(st.fn[sm90::kBuildMid], err)) return rc;
   if (int rc = prepare_masked<sm90::kBuildMain>(st.masked_fn[0], err)) return rc;
   if (int rc = prepare_masked<sm90::kBuildNarrow>(st.masked_fn[1], err)) return rc;
-  if (int rc = prepare_fused<sm90::kBuildMain>(&st.masked_fused_fn[0], err)) return rc;
-  if (int rc = prepare_fused<sm90::kBuildNarrow>(&st.masked_fused_fn[1], err)) return rc;
+  if (int rc = prepare_fused<sm90::kBuildMain, true>(&st.masked_fused_fn[0], err)) return rc;
+  if (int rc = prepare_fused<sm90::kBuildNarrow, true>(&st.masked_fused_fn[1], err)) return rc;
+  if (int rc = prepare_fused<sm90::kBuildMain, false>(&st.fused_fn[sm90::kBuildMain], err)) return rc;
+  if (int rc = prepare_fused<sm90::kBuildNarrow, false>(&st.fused_fn[sm90::kBuildNarrow], err)) return rc;
+  if (int rc = prepare_fused<sm90::kBuildMid, false>(&st.fused_fn[sm90::kBuildMid], err)) return rc;
   if (int rc = prepare<sm90::kGroupsSmall, true>(&st.half_fn[0], err)) return rc;
   if (int rc = prepare<sm90::kGroupsSmall, true, true>(&st.half_fn[1], err)) return rc;
   if (int rc = prepare<sm90::kGroupsSmall, false, false, true>(&st.red_fn, err)) return rc;
@@ -641,7 +653,7 @@ int launch_groups(const DeviceState& dev, const int64_t* buf, int G, const int* 
           single ? *single
                  : launch_plan(buf + 5 * G + g0, buf + 6 * G + g0, buf + 7 * G + g0, g + 1 - g0, dev.sm_count, force);
       workspace += chunk_bytes(rows, kmax, g + 1 - g0, dev.sm_count, plan, masked != nullptr,
-                               fused_launch(dev.sm90, masked, g + 1 - g0));
+                               fused_launch(dev.sm90, masked, g + 1 - g0, plan, false));  // (room, if C allows it)
       if (G <= sm90::kGroupsPerLaunch) single = &plan;
       if (workspace > kMaxWorkspaceBytes)
         return err.set(FL_ERR_VALUE, "group %d: the fp16 copy of A would exceed %lld bytes", caller_g,

@@ -56,6 +56,11 @@ struct Params {
   uint8_t* b_maps;      // workspace: one B map (kMapBytes) per group, in `groups` order, written by the conversion
   uint64_t* flags;      // workspace: per CTA and consumer warp, flag_epoch once its partial sums are written (else not)
   uint64_t flag_epoch;  // a raised flag's value this launch: drawn anew for every launch, never 0
+  // The fused kernels (one launch: their warps 2 and 3 convert A, kernels/sm90/gemm.cuh fused_convert; else null):
+  // per chunk of a group's tile rows (each group's planned chunks, in `groups` order) and K step, whether that step
+  // of the chunk's rows is in the workspace: flag_epoch + the tiles that read it, counted down by its readers, the
+  // last of them putting it back to 0.
+  uint64_t* a_ready;
   float* partials;      // workspace: kPartialBytes per CTA, the sums of the tile it ends inside
   uint64_t* trace;     // experiments only (FASTLAUNCH_SM90_TRACE): per-CTA trace points, else null
   int32_t start_tile[kMaxCtas + 1];  // CTA b: the K steps from (start_tile[b], start_k[b]) up to b + 1's (kernels/sm90/plan/planner.h)
@@ -90,11 +95,6 @@ struct MaskedParams : Params<MAXG> {
   // schedule gives CTA b when every group holds all its planned tiles and it runs a tile per CTA; a hint, whatever
   // the schedule then makes. 0: none.
   int32_t b_prefetch;
-  // The fused kernels (one launch: their warps 2 and 3 convert A, kernels/sm90/gemm.cuh fused_convert; else null):
-  // per chunk of a group's tile rows (each group's planned chunks, group after group) and K step, whether that step
-  // of the chunk's rows is in the workspace: flag_epoch + the tiles that read it, counted down by its readers, the
-  // last of them putting it back to 0.
-  uint64_t* a_ready;
 };
 
 // The A conversion's own parameters for launches of up to kGroupsSmall groups (whose B maps are GEMM

@@ -3,7 +3,8 @@ one launch whose own warps convert A; skipped without CUDA): against the fp32 re
 bit the two-launch path's output on the same inputs and schedule (the same fp16 A, the same tiles), one kernel a
 call, CUDA graphs replayed with new counts and new activations (the ready flags are put back after every launch),
 the masked layout (NVFP4, fp16 and bf16 activations), the contiguous layout and the task form on the device schedule,
-under each forced shape of the device schedule."""
+under each forced shape of the device schedule; the task form's planned launches (nvfp4_group_gemm_fused) under
+each width cap and shape of share, and one kernel a call."""
 import json
 import os
 import random
@@ -13,7 +14,7 @@ import sys
 import pytest
 
 from conftest import ROOT, fresh_seed, requires_cuda
-from test_gpu import ROWS_CASES, check_in_child
+from test_gpu import EVERY_SHAPE_CASES, ROWS_CASES, check_in_child
 
 pytestmark = requires_cuda
 
@@ -124,3 +125,47 @@ def test_fused_task_form_on_the_device_schedule():
     # called twice, the outputs poisoned each time
     check_in_child(ROWS_CASES, dict(os.environ, FASTLAUNCH_SM90_ROWS="1", FASTLAUNCH_SM90_FUSE="1"), calls=2)
 
+
+
+@pytest.mark.parametrize("cap, share", [("", ""), ("128", ""), ("", "whole"), ("", "split"), ("128", "split:2"),
+                                        ("", "wave"), ("", "reduce")])
+def test_fused_task_form_planned(cap, share):
+    # the planner's launches (FASTLAUNCH_SM90_ROWS=0) in one launch where they are whole or split tiles of aligned C
+    # rows; reduced and half tiles, and unaligned C, keep two launches (their checks run the same)
+    env = dict(os.environ, FASTLAUNCH_SM90_ROWS="0", FASTLAUNCH_SM90_FUSE="1")
+    if cap:
+        env["FASTLAUNCH_SM90_WCAP"] = cap
+    if share:
+        env["FASTLAUNCH_SM90_SHARE"] = share
+    check_in_child(EVERY_SHAPE_CASES + ROWS_CASES, env, calls=2)
+
+
+KERNELS_CHILD = r"""
+import json, sys, torch
+from torch.autograd import DeviceType
+from torch.profiler import ProfilerActivity, profile
+import fastlaunch
+from fastlaunch import reference as R
+seed = int(sys.argv[1])
+counts = []
+for i, (ms, n, k) in enumerate([([80, 176, 128, 72, 64, 248, 96, 160], 4096, 7168), ([192, 320], 3072, 4096)]):
+    data = R.generate_input(ms, [n] * len(ms), [k] * len(ms), len(ms), seed + i)
+    for call in range(3):  # the device schedule, then the plan (FASTLAUNCH_SM90_ROWS=first), then the plan held
+        R.poison(data)
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            out = fastlaunch.fast_launch(data)
+            torch.cuda.synchronize()
+        ok, msg = R.check(out, R.ref_kernel(data))
+        assert ok, msg
+        counts.append(len([e for e in prof.events() if e.device_type == DeviceType.CUDA and
+                           not e.name.startswith(("Memcpy", "Memset"))]))
+print(json.dumps(counts))
+"""
+
+
+def test_fused_task_form_is_one_kernel_a_call():
+    out = subprocess.run([sys.executable, "-c", KERNELS_CHILD, str(fresh_seed())], cwd=ROOT, capture_output=True,
+                         text=True, timeout=300, env={**os.environ, "FASTLAUNCH_SM90_FUSE": "1"})
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == [1] * 6, out.stdout
