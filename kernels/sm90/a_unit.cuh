@@ -1,7 +1,7 @@
 // One unit of A, a row's 64-wide K step, to the fp16 the sm_90a GEMM reads: 32 packed NVFP4 bytes and the row's
 // four scales of the step (or 64 fp16 or bf16 values) in, 64 fp16 (128 bytes) out, in the K order of the GEMM's B
 // fragments (kernels/sm90/gemm.cuh, "K permutation"). The conversion kernel (kernels/sm90/convert_a.cuh) and the
-// fused masked kernels' converter warps (kernels/sm90/gemm.cuh) both convert with these.
+// fused kernels' converter warps (kernels/sm90/gemm.cuh) both convert with these.
 #pragma once
 #include <cuda_fp16.h>
 
@@ -22,8 +22,8 @@ __host__ __device__ __forceinline__ uint32_t sf_row_offset(int r) { return (r % 
 // One unit of NVFP4 A (32 packed bytes and the row's four scales of the step) to its eight fp16 chunks, chunk q at
 // slot q ^ (lane % 8) of `out`: chunk q = 2 s4 + b, word c holds K 16c + 8b + s4 (and + 4), scale folded in.
 template <class G>
-__device__ __forceinline__ void convert_nvfp4_unit(const G& gr, int row, int kc, int steps, uint4 (&out)[kChunksPerUnit],
-                                                   int lane) {
+__device__ __forceinline__ void convert_nvfp4_unit(const G& gr, int row, int kc, int steps,
+                                                   uint4 (&out)[kChunksPerUnit], int lane) {
   // 16-byte aligned: A's pointer is (the launcher checks it) and a row holds K / 2 bytes, K a multiple of 64
   const uint4* src = reinterpret_cast<const uint4*>(gr.a + (int64_t)row * (gr.k / 2) + kc * (kBlockK / 2));
   const uint4 lo = src[0], hi = src[1];

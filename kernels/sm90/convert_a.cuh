@@ -11,10 +11,10 @@
 // row the GEMM never reads (past its group's count, rounded up to the group's tile width) is not converted.
 //
 // It also writes each group's B tensor map for the GEMM when they are not kernel parameters
-// (Params::b_maps; warp w of the grid, counted across blocks, writes group w's). Launches of up to kGroupsSmall groups, whose B maps are GEMM parameters, run
-// convert_a_small on their own small parameter block (ConvertParams). It lets the GEMM launch only
-// after its own griddepcontrol.wait: the GEMM's B producer relies on that to read B, an input, without
-// waiting itself.
+// (Params::b_maps; warp w of the grid, counted across blocks, writes group w's). Launches of up to kGroupsSmall
+// groups, whose B maps are GEMM parameters, run convert_a_small on their own small parameter block (ConvertParams).
+// It lets the GEMM launch only after its own griddepcontrol.wait: the GEMM's B producer relies on that to read B, an
+// input, without waiting itself.
 #pragma once
 #include <cuda_fp16.h>
 

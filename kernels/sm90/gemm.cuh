@@ -87,7 +87,7 @@ constexpr uint32_t kOffEpi = kOffB + kStages * kBStageBytes;
 constexpr uint32_t kOffRowTileEnds = kOffEpi + kEpiBytes;
 constexpr uint32_t kOffRowTiled = kOffRowTileEnds + kGroupsPerLaunch * 4;
 constexpr uint32_t kOffRowSched = kOffRowTiled + kGroupsPerLaunch * 4;
-// The fused masked kernels (FUSE in group_gemm: warps 2 and 3 convert A themselves): each group's first chunk in the
+// The fused kernels (FUSE in group_gemm: warps 2 and 3 convert A themselves): each group's first chunk in the
 // launch's chunks (the ready flags' index), and each converter warp's 32 units of eight 16-byte chunks.
 constexpr int kFuseMaxGroups = kGroupsSmall;
 constexpr int kConvWarps = 2;
@@ -530,9 +530,9 @@ __device__ __noinline__ void prefetch_planned_b(const Params<MAXG>& p) {
   }
 }
 
-// The fused masked kernels (FUSE): one launch, no conversion kernel. A's items are (chunk, K step): a tile's rows of
+// The fused kernels (FUSE): one launch, no conversion kernel. A's items are (chunk, K step): a tile's rows of
 // its group (a chunk: tile rows m0 .. m0 + width - 1) at one 64-wide K step, whose ready flag is
-// MaskedParams::a_ready[(chunk_first[g] + m0 / width) * kst + kc]. Item (chunk, kc) is converted by warps 2 and 3 of
+// Params::a_ready[(chunk_first[g] + m0 / width) * kst + kc]. Item (chunk, kc) is converted by warps 2 and 3 of
 // the CTA that runs step kc of the chunk's tile at B block kc mod tiles_n (each item once; a chunk's items spread
 // over the CTAs running its tiles, about when they read them), which then raise its flag to flag_epoch + tiles_n:
 // every tile of the chunk reads the item once. Each reader (the A producer of one of those tiles) takes one off
@@ -872,7 +872,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   group_gemm<kFuseMaxGroups, false, false, false, BUILD, true, true>(p);
 }
 template <int BUILD = kBuildMain>
-__global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm_fused(const __grid_constant__ Params<kFuseMaxGroups> p) {
+__global__ void __launch_bounds__(kThreads, 1)
+    nvfp4_group_gemm_fused(const __grid_constant__ Params<kFuseMaxGroups> p) {
   group_gemm<kFuseMaxGroups, false, false, false, BUILD, false, true>(p);
 }
 

@@ -413,7 +413,8 @@ int launch_chunk(const DeviceState& dev, const int64_t* buf, int G, int g0, int 
     if (any || plan.half || plan.reduce || plan.build == sm90::kBuildMid || !ordered)
       return err.set(FL_ERR_VALUE, "masked form: no kernel for this plan (half %d, reduced %d, build %d, aligned C %d, "
                      "groups in order %d)", (int)plan.half, plan.reduce, plan.build, (int)!any, (int)ordered);
-    fn = fused ? st.masked_fused_fn[plan.build == sm90::kBuildNarrow] : st.masked_fn[plan.build == sm90::kBuildNarrow][which];
+    const int narrow = plan.build == sm90::kBuildNarrow;
+    fn = fused ? st.masked_fused_fn[narrow] : st.masked_fn[narrow][which];
   }
   if constexpr (MAXG == sm90::kGroupsSmall) {
     // the planner takes half and reduced tiles for up to kGroupsSmall groups only

@@ -30,7 +30,8 @@ def kernels(fn):
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         fn()
         torch.cuda.synchronize()
-    return [e.name for e in prof.events() if e.device_type == DeviceType.CUDA and not e.name.startswith(("Memcpy", "Memset"))]
+    return [e.name for e in prof.events()
+            if e.device_type == DeviceType.CUDA and not e.name.startswith(("Memcpy", "Memset"))]
 
 for i, (layout, g, max_m, n, k, counts, a_kind) in enumerate(cases):
     a, sfa, b, sfb, mm, _ = R.generate_masked_input(g, max_m, n, k, counts, seed + i, device="cuda")
