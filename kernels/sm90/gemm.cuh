@@ -94,10 +94,12 @@ constexpr int kConvWarps = 2;
 constexpr uint32_t kOffChunkFirst = (kOffRowSched + (uint32_t)sizeof(RowCta) + 15) / 16 * 16;
 constexpr uint32_t kOffConv = kOffChunkFirst + kFuseMaxGroups * 4;
 constexpr uint32_t kConvWarpBytes = 32 * kChunksPerUnit * 16;
-constexpr uint32_t kSmemBytes = kOffConv + kConvWarps * kConvWarpBytes;
+// (only the fused kernels ask for the converters' part: every byte more of shared memory may leave less L1)
+constexpr uint32_t kSmemBytes = kOffChunkFirst;
+constexpr uint32_t kFusedSmemBytes = kOffConv + kConvWarps * kConvWarpBytes;
 
 static_assert(kStages >= 4, "pipeline depth");
-static_assert(kSmemBytes <= kSmemLimit, "shared memory");
+static_assert(kSmemBytes <= kSmemLimit && kFusedSmemBytes <= kSmemLimit, "shared memory");
 
 __device__ __forceinline__ int32_t* row_tile_ends() {
   extern __shared__ __align__(1024) uint8_t smem[];

@@ -84,7 +84,7 @@ template <int BUILD, bool MASKED>
 int prepare_fused(CUfunction* fn, Error& err) {
   const void* sym = MASKED ? reinterpret_cast<const void*>(&sm90::nvfp4_group_gemm_masked_fused<BUILD>)
                            : reinterpret_cast<const void*>(&sm90::nvfp4_group_gemm_fused<BUILD>);
-  return kernel_handle(sym, sm90::kSmemBytes, fn, err);
+  return kernel_handle(sym, sm90::kFusedSmemBytes, fn, err);
 }
 
 template <int MAXG>
@@ -402,7 +402,7 @@ int launch_chunk(const DeviceState& dev, const int64_t* buf, int G, int g0, int 
 
   cfg = st.config;
   cfg.gridDimX = (unsigned)p.num_ctas;
-  cfg.sharedMemBytes = sm90::kSmemBytes;
+  cfg.sharedMemBytes = fused ? sm90::kFusedSmemBytes : sm90::kSmemBytes;
   cfg.hStream = reinterpret_cast<CUstream>(stream);
   CUfunction fn = st.fn[plan.build][any][which];
   if (masked) {
