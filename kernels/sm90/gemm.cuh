@@ -376,7 +376,7 @@ __device__ __forceinline__ void consumer_unit(const Params<MAXG>& p, const Smem&
   trace(tr, kTrFirstMainloop);
   __syncwarp();
   if (lane == 0) ptx::mbar_arrive(sm.empty(pos.prev));
-  raise_flag(pending, p.flag_epoch, lane);
+  raise_flag(pending, flag_epoch(p.flags), lane);
   const int cwarp = 4 * cw + wq;
   const int m = call_rows<MASKED>(p, w.tile.g);
   const int rows = min(W, m - w.tile.m0);  // the tile's valid A rows
@@ -534,7 +534,7 @@ __device__ __noinline__ void prefetch_planned_b(const Params<MAXG>& p) {
 
 // The fused kernels (FUSE): one launch, no conversion kernel. A's items are (chunk, K step): a tile's rows of
 // its group (a chunk: tile rows m0 .. m0 + width - 1) at one 64-wide K step, whose ready flag is
-// Params::a_ready[(chunk_first[g] + m0 / width) * kst + kc]. Item (chunk, kc) is converted by warps 2 and 3 of
+// ready_flags(p)[(chunk_first[g] + m0 / width) * kst + kc] (kernels/sm90/stream_k.cuh). Item (chunk, kc) is converted by warps 2 and 3 of
 // the CTA that runs step kc of the chunk's tile at B block kc mod tiles_n (each item once; a chunk's items spread
 // over the CTAs running its tiles, about when they read them), which then raise its flag to flag_epoch + tiles_n:
 // every tile of the chunk reads the item once. Each reader (the A producer of one of those tiles) takes one off
@@ -569,7 +569,7 @@ __device__ __forceinline__ void fused_convert(const Params<MAXG>& p, int cv, int
     int row0 = w.tile.m0;
     if constexpr (MASKED) row0 += first_row(static_cast<const MaskedParams<MAXG>&>(p), w.tile.g);
     const int rows = fused_rows<MASKED>(p, w.tile.g, w.tile.m0, gr.width);
-    uint64_t* flags = p.a_ready + (int64_t)(chunk_first_smem()[w.tile.g] + w.tile.m0 / gr.width) * kst;
+    uint64_t* flags = ready_flags(p) + (int64_t)(chunk_first_smem()[w.tile.g] + w.tile.m0 / gr.width) * kst;
     for (int kc = w.k0 + ((nb - w.k0 % tn) % tn + tn) % tn; kc < w.k1; kc += tn, ++item) {
       if (item % kConvWarps != cv) continue;
       __half* const col = gr.a16 + kc * kBlockK;  // the step's first value in the workspace's row 0 of the group
@@ -592,7 +592,7 @@ __device__ __forceinline__ void fused_convert(const Params<MAXG>& p, int cv, int
       // follows every lane's fence (__syncwarp)
       ptx::fence_proxy_async_global();
       __syncwarp();
-      if (lane == 0) ptx::st_release_gpu(flags + kc, p.flag_epoch + (uint64_t)tn);
+      if (lane == 0) ptx::st_release_gpu(flags + kc, flag_epoch(p.flags) + (uint64_t)tn);
     }
   }
 }
@@ -800,11 +800,12 @@ __device__ __forceinline__ void group_gemm(const Params<MAXG>& p) {
         if constexpr (FUSE) {
           const Group& gr = p.groups[w.tile.g];
           ready_tn = ceil_div(gr.n, kBN);
-          ready = p.a_ready + (int64_t)(chunk_first_smem()[w.tile.g] + w.tile.m0 / gr.width) * w.tile.kstages;
+          ready = ready_flags(p) + (int64_t)(chunk_first_smem()[w.tile.g] + w.tile.m0 / gr.width) * w.tile.kstages;
         }
         for (int kc = w.k0; kc < w.k1; ++kc, ra.next()) {
           if constexpr (FUSE)
-            if ((kc - w.k0) % 32 == 0) fused_await(ready, kc, min(32, w.k1 - kc), p.flag_epoch, ready_tn, lane);
+            if ((kc - w.k0) % 32 == 0)
+              fused_await(ready, kc, min(32, w.k1 - kc), flag_epoch(p.flags), ready_tn, lane);
           ptx::mbar_wait(sm.empty(ra.s), ra.ph ^ 1);
           if (lane == 0) {
             ptx::mbar_arrive_expect_tx(sm.full(ra.s), bytes);
@@ -842,7 +843,7 @@ __device__ __forceinline__ void group_gemm(const Params<MAXG>& p) {
       consumer_dispatch<HALF, ANY, RED, BUILD, MASKED>(p, sm, acc, w, pos, r0, c, cw, wq, lane, pending, tr);
       tr = nullptr;  // trace the first unit only
     }
-    raise_flag(pending, p.flag_epoch, lane);
+    raise_flag(pending, flag_epoch(p.flags), lane);
     epilogue_buffer_read<kTmaC<MAXG, ANY, RED, MASKED>>();  // shared memory outlives the last TMA store's reads
     trace(threadIdx.x == 128 ? p.trace : nullptr, kTrConsumerDone);
   }

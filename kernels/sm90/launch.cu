@@ -208,26 +208,15 @@ void launch_extent(const int64_t* buf, int G, int g0, int gc, int64_t* rows, int
   }
 }
 
-// Workspace bytes of one launch: its fp16 A, then one B tensor map per group, the flags, and, if the
-// plan splits tiles, each CTA's partial sums (reduced tiles: every CTA's, counted as splits).
+// Workspace bytes of one launch: its fp16 A, then one B tensor map per group, the flags, the fused kernels' ready
+// flags where the launch may take one, and, if the plan splits tiles, each CTA's partial sums (reduced tiles: every
+// CTA's, counted as splits).
 int max_ctas(int sm_count) { return sm_count < sm90::kMaxCtas ? sm_count : sm90::kMaxCtas; }
 int64_t maps_bytes(int groups) { return round_up((int64_t)groups * sm90::kMapBytes, sm90::kWorkspaceAlign); }
-int64_t flags_bytes(int sm_count) {
-  return round_up((int64_t)max_ctas(sm_count) * sm90::kConsumerWarps * 8, sm90::kWorkspaceAlign);
-}
-// A raised partial-sum flag's value for one launch (Params::flag_epoch): a 64-bit mix of a per-thread count and the
-// thread's address, never 0, so no flag left in a reused workspace (put back to 0 by this process's earlier launches,
-// or any other data) reads as raised.
-uint64_t flag_epoch() {
-  thread_local uint64_t count = 0;
-  static thread_local const char tag = 0;
-  uint64_t x = ++count * 0x9E3779B97F4A7C15ull ^ reinterpret_cast<uintptr_t>(&tag);
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  x ^= x >> 31;
-  return x ? x : 1;
-}
-// The fused kernels' ready flags (MaskedParams::a_ready): one per planned chunk and K step.
+// (the partial-sum flags of kMaxCtas CTAs, whatever the grid: the fused kernels find their ready flags after them)
+constexpr int64_t kFlagsBytes = sm90::kFlagWords * 8;
+static_assert(kFlagsBytes % sm90::kWorkspaceAlign == 0, "the ready flags and the partial sums stay aligned");
+// The fused kernels' ready flags (sm90::ready_flags): one per planned chunk and K step.
 int64_t ready_bytes(const sm90::LaunchPlan& plan, int groups, int64_t kmax) {
   int64_t chunks = 0;
   for (int i = 0; i < groups; ++i) chunks += plan.group[i].chunks;
@@ -241,15 +230,11 @@ int gemm_grid(const sm90::LaunchPlan& plan, bool masked, int sm_count) {
 
 // (rows: of A in the workspace; the contiguous layout's launch holds its T rows once. The masked form's schedule may
 // split tiles on any of its CTAs: their partial sums always have room.)
-// The CTAs' slots of partial sums: the masked form's grid, or a plan's CTAs where it splits tiles.
-int64_t partial_slots(const sm90::LaunchPlan& plan, bool masked, int sm_count) {
-  return masked ? gemm_grid(plan, true, sm_count) : plan.splits ? plan.ctas : 0;
-}
 int64_t chunk_bytes(int64_t rows, int64_t kmax, int groups, int sm_count, const sm90::LaunchPlan& plan, bool masked,
                     bool fused) {
-  const int64_t parts = partial_slots(plan, masked, sm_count);
-  return sm90::a16_launch_bytes(rows, kmax) + maps_bytes(groups) + flags_bytes(sm_count) +
-         parts * sm90::kPartialBytes + (fused ? ready_bytes(plan, groups, kmax) : 0);
+  const int64_t parts = masked ? gemm_grid(plan, true, sm_count) : plan.splits ? plan.ctas : 0;
+  return sm90::a16_launch_bytes(rows, kmax) + maps_bytes(groups) + kFlagsBytes +
+         (fused ? ready_bytes(plan, groups, kmax) : 0) + parts * sm90::kPartialBytes;
 }
 
 // The masked form's device-side inputs of a call: each group's rows (masked_m), its scale (alpha, or null) and C's
@@ -345,14 +330,13 @@ int launch_chunk(const DeviceState& dev, const int64_t* buf, int G, int g0, int 
   uint8_t* const tail = a16 + sm90::a16_launch_bytes(rows, kmax);
   p.b_maps = tail;
   p.flags = reinterpret_cast<uint64_t*>(tail + maps_bytes(gc));
-  p.flag_epoch = flag_epoch();
-  p.partials = reinterpret_cast<float*>(reinterpret_cast<uint8_t*>(p.flags) + flags_bytes(dev.sm_count));
+  // chunk_bytes's order: the flags, the fused kernels' ready flags (sm90::ready_flags; room for them wherever the plan
+  // may take a fused kernel, unless C's rows rule it out), the partial sums
   const bool fused = fused_launch(st, masked, gc, plan, any);
-  // (after the partial sums: chunk_bytes's order; room was made for them unless C's rows ruled the launch out)
-  p.a_ready = fused ? reinterpret_cast<uint64_t*>(p.partials) +
-                          partial_slots(plan, masked != nullptr, dev.sm_count) * (sm90::kPartialBytes / 8)
-                    : nullptr;
-  a16 += chunk_bytes(rows, kmax, gc, dev.sm_count, plan, masked != nullptr, fused_launch(st, masked, gc, plan, false));
+  const bool ready_room = fused_launch(st, masked, gc, plan, false);
+  p.partials = reinterpret_cast<float*>(reinterpret_cast<uint8_t*>(p.flags) + kFlagsBytes +
+                                        (ready_room ? ready_bytes(plan, gc, kmax) : 0));
+  a16 += chunk_bytes(rows, kmax, gc, dev.sm_count, plan, masked != nullptr, ready_room);
   p.num_groups = gc;
   p.num_ctas = gemm_grid(plan, masked != nullptr, dev.sm_count);
   p.num_units = (int32_t)units;

@@ -54,13 +54,9 @@ struct Params {
                         // num_ctas, ...; 0: the stream-K shares of start_tile/start_k
   int32_t a_bf16;       // the groups' A is the caller's bf16 (weight-only forms: sfa null), converted to fp16
   uint8_t* b_maps;      // workspace: one B map (kMapBytes) per group, in `groups` order, written by the conversion
-  uint64_t* flags;      // workspace: per CTA and consumer warp, flag_epoch once its partial sums are written (else not)
-  uint64_t flag_epoch;  // a raised flag's value this launch: drawn anew for every launch, never 0
-  // The fused kernels (one launch: their warps 2 and 3 convert A, kernels/sm90/gemm.cuh fused_convert; else null):
-  // per chunk of a group's tile rows (each group's planned chunks, in `groups` order) and K step, whether that step
-  // of the chunk's rows is in the workspace: flag_epoch + the tiles that read it, counted down by its readers, the
-  // last of them putting it back to 0.
-  uint64_t* a_ready;
+  // workspace: per CTA and consumer warp, whether its partial sums are written (kernels/sm90/stream_k.cuh
+  // flag_epoch), kMaxCtas x 8 flags; then the fused kernels' ready flags (stream_k.cuh ready_flags)
+  uint64_t* flags;
   float* partials;      // workspace: kPartialBytes per CTA, the sums of the tile it ends inside
   uint64_t* trace;     // experiments only (FASTLAUNCH_SM90_TRACE): per-CTA trace points, else null
   int32_t start_tile[kMaxCtas + 1];  // CTA b: the K steps from (start_tile[b], start_k[b]) up to b + 1's (kernels/sm90/plan/planner.h)
