@@ -91,6 +91,9 @@ constexpr uint32_t kOffRowSched = kOffRowTiled + kGroupsPerLaunch * 4;
 // launch's chunks (the ready flags' index), and each converter warp's 32 units of eight 16-byte chunks.
 constexpr int kFuseMaxGroups = kGroupsSmall;
 constexpr int kConvWarps = 2;
+constexpr int kSliceRows = 32;                        // a converter warp's trip: a lane a row
+constexpr int kMaxSlices = kMaxWidth / kSliceRows;    // slices of the widest tile's rows
+static_assert(kMaxWidth % kSliceRows == 0 && kNarrowN == kSliceRows, "whole slices; a narrow tile's box is one");
 constexpr uint32_t kOffChunkFirst = (kOffRowSched + (uint32_t)sizeof(RowCta) + 15) / 16 * 16;
 constexpr uint32_t kOffConv = kOffChunkFirst + kFuseMaxGroups * 4;
 constexpr uint32_t kConvWarpBytes = 32 * kChunksPerUnit * 16;
@@ -532,12 +535,13 @@ __device__ __noinline__ void prefetch_planned_b(const Params<MAXG>& p) {
   }
 }
 
-// The fused kernels (FUSE): one launch, no conversion kernel. A's items are (chunk, K step): a tile's rows of
-// its group (a chunk: tile rows m0 .. m0 + width - 1) at one 64-wide K step, whose ready flag is
-// ready_flags(p)[(chunk_first[g] + m0 / width) * kst + kc] (kernels/sm90/stream_k.cuh). Item (chunk, kc) is converted by warps 2 and 3 of
-// the CTA that runs step kc of the chunk's tile at B block kc mod tiles_n (each item once; a chunk's items spread
-// over the CTAs running its tiles, about when they read them), which then raise its flag to flag_epoch + tiles_n:
-// every tile of the chunk reads the item once. Each reader (the A producer of one of those tiles) takes one off
+// The fused kernels (FUSE): one launch, no conversion kernel. A's items are slices of kSliceRows rows of a chunk (a
+// tile's rows of its group: m0 .. m0 + width - 1) at one 64-wide K step: item i = kc x S + s of a chunk of S slices,
+// whose ready flag is ready_flags(p)[((chunk_first[g] + m0 / width) * kst + kc) * kMaxSlices + s]
+// (kernels/sm90/stream_k.cuh). Item i is converted, one trip of a converter warp, by the CTA that runs step kc of the
+// chunk's tile at B block i mod tiles_n (each item once; a step's slices spread over the CTAs running the chunk's
+// tiles, about when they read them), which then raises its flag to flag_epoch + tiles_n: every tile of the chunk
+// reads the item once. Each reader (the A producer of one of those tiles) takes one off
 // once it sees the flag raised; the last puts it back to 0, so the flags are 0 again after every launch (no launch
 // needs them zeroed first) and a flag left in a reused workspace by anything else reads as raised only if it holds
 // one of those tiles_n values (the epoch is a 64-bit draw per launch). The waits are on converter warps, which wait
@@ -554,9 +558,9 @@ __device__ __forceinline__ int fused_rows(const Params<MAXG>& p, int g, int m0, 
 }
 
 // Warp cv (0, 1) of the converters: the items of this CTA's share (SHARE: the producers' Share type; BN: B rows per
-// tile), alternately. Lane l converts row r + l of each 32 rows r of the item (a unit: convert_nvfp4_unit or
-// permute_fp16_unit), through the warp's shared slots so that each store instruction writes four whole 128-byte
-// rows, as the conversion kernel does.
+// tile), alternately. Lane l converts row l of the item's slice (a unit: convert_nvfp4_unit or permute_fp16_unit),
+// through the warp's shared slots so that each store instruction writes four whole 128-byte rows, as the conversion
+// kernel does.
 template <bool MASKED, class SHARE, int BN, int MAXG>
 __device__ __forceinline__ void fused_convert(const Params<MAXG>& p, int cv, int lane) {
   uint4(&slots)[32][kChunksPerUnit] = conv_smem(cv);
@@ -568,45 +572,54 @@ __device__ __forceinline__ void fused_convert(const Params<MAXG>& p, int cv, int
     const int tn = ceil_div(gr.n, BN), nb = w.tile.n0 / BN, kst = w.tile.kstages;
     int row0 = w.tile.m0;
     if constexpr (MASKED) row0 += first_row(static_cast<const MaskedParams<MAXG>&>(p), w.tile.g);
-    const int rows = fused_rows<MASKED>(p, w.tile.g, w.tile.m0, gr.width);
-    uint64_t* flags = ready_flags(p) + (int64_t)(chunk_first_smem()[w.tile.g] + w.tile.m0 / gr.width) * kst;
-    for (int kc = w.k0 + ((nb - w.k0 % tn) % tn + tn) % tn; kc < w.k1; kc += tn, ++item) {
+    const int rows = fused_rows<MASKED>(p, w.tile.g, w.tile.m0, gr.width), slices = ceil_div(rows, kSliceRows);
+    uint64_t* flags =
+        ready_flags(p) + (int64_t)(chunk_first_smem()[w.tile.g] + w.tile.m0 / gr.width) * kst * kMaxSlices;
+    const int i0 = w.k0 * slices;  // the unit's items: i0 .. k1 x slices - 1, those at B block nb
+    for (int i = i0 + ((nb - i0 % tn) % tn + tn) % tn; i < w.k1 * slices; i += tn, ++item) {
       if (item % kConvWarps != cv) continue;
-      __half* const col = gr.a16 + kc * kBlockK;  // the step's first value in the workspace's row 0 of the group
-      for (int r = 0; r < rows; r += 32) {
-        if (r + lane < rows) {
-          if (gr.sfa) convert_nvfp4_unit(gr, row0 + r + lane, kc, kst, slots[lane], lane);
-          else permute_fp16_unit(gr, row0 + r + lane, kc, p.a_bf16 != 0, slots[lane], lane);
-        }
-        __syncwarp();
-        const int q = lane % 8;
-#pragma unroll
-        for (int j = 0; j < 8; ++j) {  // store j: the warp's units 4j .. 4j + 3, lane l chunk l % 8
-          const int from = 4 * j + lane / 8;
-          if (r + from < rows)
-            reinterpret_cast<uint4*>(col + (int64_t)(row0 + r + from) * p.a16_pitch)[q] = slots[from][q ^ (from % 8)];
-        }
-        __syncwarp();  // the slots are rewritten next trip
+      const int kc = i / slices, r = (i - kc * slices) * kSliceRows;
+      if (r + lane < rows) {
+        if (gr.sfa) convert_nvfp4_unit(gr, row0 + r + lane, kc, kst, slots[lane], lane);
+        else permute_fp16_unit(gr, row0 + r + lane, kc, p.a_bf16 != 0, slots[lane], lane);
       }
-      // the item's stores, by the generic proxy, before the readers' TMA loads (async proxy); lane 0's release
-      // follows every lane's fence (__syncwarp)
+      __syncwarp();
+      __half* const col = gr.a16 + kc * kBlockK;  // the step's first value in the workspace's row 0 of the group
+      const int q = lane % 8;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {  // store j: the warp's units 4j .. 4j + 3, lane l chunk l % 8
+        const int from = 4 * j + lane / 8;
+        if (r + from < rows)
+          reinterpret_cast<uint4*>(col + (int64_t)(row0 + r + from) * p.a16_pitch)[q] = slots[from][q ^ (from % 8)];
+      }
+      // the slice's stores, by the generic proxy, before the readers' TMA loads (async proxy); lane 0's release
+      // follows every lane's fence (__syncwarp, which also frees the slots for the next trip)
       ptx::fence_proxy_async_global();
       __syncwarp();
-      if (lane == 0) ptx::st_release_gpu(flags + kc, flag_epoch(p.flags) + (uint64_t)tn);
+      if (lane == 0) ptx::st_release_gpu(flags + kc * kMaxSlices + r / kSliceRows, flag_epoch(p.flags) + (uint64_t)tn);
     }
   }
 }
 
+// The longest a fused kernel's A producer waits for a slice, in SM clock cycles (about 17 s at 2 GHz): far past any
+// legitimate wait (a slice is one converter trip), so a broken schedule traps rather than hangs.
+constexpr uint64_t kFusedWaitCycles = uint64_t{1} << 35;
+
 // The A producer of a fused kernel, before loading steps kc .. kc + n - 1 (n <= 32) of the chunk whose flags start
-// at `flags`: lane i waits for step kc + i's flag to be raised (one of the tn values), takes one off, and the last
-// reader puts it back to 0; then the loads may read those steps' rows (each lane's acquire, then the proxy fence,
-// before lane 0's TMA: __syncwarp orders them).
-__device__ __forceinline__ void fused_await(uint64_t* flags, int kc, int n, uint64_t epoch, int tn, int lane) {
-  uint64_t* f = flags + kc + lane;
-  bool ready = lane >= n;
-  while (!__all_sync(0xffffffffu, ready))
-    if (!ready) ready = ptx::ld_acquire_gpu(f) - epoch - 1 < (uint64_t)tn;
-  if (lane < n && ptx::atom_add_u64(f, ~uint64_t{0}) == epoch + 1) ptx::st_u64(f, 0);
+// at `flags` (`slices` slices): lane i waits for step kc + i's slices to be raised (one of the tn values), takes one
+// off each, and the last reader puts it back to 0; then the loads may read those steps' rows (each lane's acquires,
+// then the proxy fence, before lane 0's TMA: __syncwarp orders them).
+__device__ __forceinline__ void fused_await(uint64_t* flags, int kc, int n, int slices, uint64_t epoch, int tn,
+                                            int lane) {
+  uint64_t* f = flags + (int64_t)(kc + lane) * kMaxSlices;
+  int s = lane < n ? 0 : slices;  // the lane's slices seen raised
+  const uint64_t t0 = clock64();
+  while (!__all_sync(0xffffffffu, s == slices)) {
+    while (s < slices && ptx::ld_acquire_gpu(f + s) - epoch - 1 < (uint64_t)tn) ++s;
+    if (clock64() - t0 > kFusedWaitCycles) __trap();
+  }
+  for (int i = 0; i < (lane < n ? slices : 0); ++i)
+    if (ptx::atom_add_u64(f + i, ~uint64_t{0}) == epoch + 1) ptx::st_u64(f + i, 0);
   ptx::fence_proxy_async_global();
   __syncwarp();
 }
@@ -773,8 +786,8 @@ __device__ __forceinline__ void group_gemm(const Params<MAXG>& p) {
       };
       RingPos<kStages> ra;
       bool first = true;
-      uint64_t* ready = nullptr;  // FUSE: the unit's chunk's ready flags, and its tiles along N
-      int ready_tn = 0;
+      uint64_t* ready = nullptr;  // FUSE: the unit's chunk's ready flags, its tiles along N and its slices
+      int ready_tn = 0, ready_slices = 0;
       // A stays in L2 for the CTAs that read it later; in a wave plan they read it at about the same time,
       // and L2 keeps the group's B blocks for the next wave instead
       const uint64_t a_hint = share.stride ? ptx::kEvictNormal : ptx::kEvictLast;
@@ -800,12 +813,14 @@ __device__ __forceinline__ void group_gemm(const Params<MAXG>& p) {
         if constexpr (FUSE) {
           const Group& gr = p.groups[w.tile.g];
           ready_tn = ceil_div(gr.n, kBN);
-          ready = ready_flags(p) + (int64_t)(chunk_first_smem()[w.tile.g] + w.tile.m0 / gr.width) * w.tile.kstages;
+          ready_slices = ceil_div(fused_rows<MASKED>(p, w.tile.g, w.tile.m0, gr.width), kSliceRows);
+          ready = ready_flags(p) +
+                  (int64_t)(chunk_first_smem()[w.tile.g] + w.tile.m0 / gr.width) * w.tile.kstages * kMaxSlices;
         }
         for (int kc = w.k0; kc < w.k1; ++kc, ra.next()) {
           if constexpr (FUSE)
             if ((kc - w.k0) % 32 == 0)
-              fused_await(ready, kc, min(32, w.k1 - kc), flag_epoch(p.flags), ready_tn, lane);
+              fused_await(ready, kc, min(32, w.k1 - kc), ready_slices, flag_epoch(p.flags), ready_tn, lane);
           ptx::mbar_wait(sm.empty(ra.s), ra.ph ^ 1);
           if (lane == 0) {
             ptx::mbar_arrive_expect_tx(sm.full(ra.s), bytes);

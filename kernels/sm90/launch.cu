@@ -216,11 +216,11 @@ int64_t maps_bytes(int groups) { return round_up((int64_t)groups * sm90::kMapByt
 // (the partial-sum flags of kMaxCtas CTAs, whatever the grid: the fused kernels find their ready flags after them)
 constexpr int64_t kFlagsBytes = sm90::kFlagWords * 8;
 static_assert(kFlagsBytes % sm90::kWorkspaceAlign == 0, "the ready flags and the partial sums stay aligned");
-// The fused kernels' ready flags (sm90::ready_flags): one per planned chunk and K step.
+// The fused kernels' ready flags (sm90::ready_flags): kMaxSlices per planned chunk and K step.
 int64_t ready_bytes(const sm90::LaunchPlan& plan, int groups, int64_t kmax) {
   int64_t chunks = 0;
   for (int i = 0; i < groups; ++i) chunks += plan.group[i].chunks;
-  return round_up(chunks * (kmax / sm90::kBlockK) * 8, sm90::kWorkspaceAlign);
+  return round_up(chunks * (kmax / sm90::kBlockK) * sm90::kMaxSlices * 8, sm90::kWorkspaceAlign);
 }
 // The GEMM's grid: the plan's, or for the masked form (masked) room for its split schedule over every SM
 // (kernels/sm90/plan/row_schedule.h).
