@@ -541,11 +541,11 @@ __device__ __noinline__ void prefetch_planned_b(const Params<MAXG>& p) {
 // (kernels/sm90/stream_k.cuh). Item i is converted, one trip of a converter warp, by the CTA that runs step kc of the
 // chunk's tile at B block i mod tiles_n (each item once; a step's slices spread over the CTAs running the chunk's
 // tiles, about when they read them), which then raises its flag to flag_epoch + tiles_n: every tile of the chunk
-// reads the item once. Each reader (the A producer of one of those tiles) takes one off
-// once it sees the flag raised; the last puts it back to 0, so the flags are 0 again after every launch (no launch
-// needs them zeroed first) and a flag left in a reused workspace by anything else reads as raised only if it holds
-// one of those tiles_n values (the epoch is a 64-bit draw per launch). The waits are on converter warps, which wait
-// for nothing but the grid before; every CTA of the grid (at most one per SM) is resident once that grid ends.
+// reads the item once. Each reader (the A producer of one of those tiles) takes one off once it sees the flag
+// raised; the last puts it back to 0, so the flags are 0 again after every launch (no launch needs them zeroed first)
+// and a word left in a reused workspace by anything else reads as raised only if it holds one of those tiles_n values
+// (flag_epoch is a 64-bit mix). The waits are on converter warps, which wait for nothing but the grid before; every
+// CTA of the grid (at most one per SM) is resident once that grid ends.
 
 // The rows of chunk m0 of group g the converter writes: those of the group's A (its planned m, or in the contiguous
 // layout its rows this call), from its row first_row + m0.
@@ -596,7 +596,8 @@ __device__ __forceinline__ void fused_convert(const Params<MAXG>& p, int cv, int
       // follows every lane's fence (__syncwarp, which also frees the slots for the next trip)
       ptx::fence_proxy_async_global();
       __syncwarp();
-      if (lane == 0) ptx::st_release_gpu(flags + kc * kMaxSlices + r / kSliceRows, flag_epoch(p.flags) + (uint64_t)tn);
+      if (lane == 0)
+        ptx::st_release_gpu(flags + kc * kMaxSlices + r / kSliceRows, flag_epoch(p.flags) + (uint64_t)tn);
     }
   }
 }

@@ -381,7 +381,7 @@ int launch_chunk(const DeviceState& dev, const int64_t* buf, int G, int g0, int 
       FL_LAUNCH_TRY(err, dev.drv, dev.drv.launch_kernel_ex(&cfg, st.convert_fn[which], cargs, nullptr));
     } else {
       FL_LAUNCH_TRY(err, dev.drv, dev.drv.launch_kernel_ex(&cfg, st.convert_fn[which], args, nullptr));
-  }
+    }
   }
 
   cfg = st.config;
