@@ -67,4 +67,18 @@ __device__ __forceinline__ void permute_fp16_unit(const G& gr, int row, int kc, 
         make_uint4(k_order_word(w, q, 0), k_order_word(w, q, 1), k_order_word(w, q, 2), k_order_word(w, q, 3));
 }
 
+// Stores a warp's 32 converted units from their slots (unit l's chunk q at slots[l][q ^ (l % 8)]), four whole
+// 128-byte rows per store instruction: store j writes units 4j .. 4j + 3, lane l chunk l % 8 of unit 4j + l / 8, as
+// store(unit, chunk q, its 16 bytes), which writes it where that unit goes (or not at all). Every lane of the warp
+// calls it (store may exchange values across the warp).
+template <class S>
+__device__ __forceinline__ void store_units(const uint4 (&slots)[32][kChunksPerUnit], int lane, S store) {
+  const int q = lane % 8;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    const int from = 4 * j + lane / 8;
+    store(from, q, slots[from][q ^ (from % 8)]);
+  }
+}
+
 }  // namespace fl::sm90

@@ -75,13 +75,10 @@ __device__ __forceinline__ void convert_units(const P& p) {
       }
     }
     __syncwarp();
-    const int q = lane % 8;
-#pragma unroll
-    for (int j = 0; j < 8; ++j) {  // store j: the warp's units 4j .. 4j + 3, lane l chunk l % 8
-      const int from = 4 * j + lane / 8;
+    store_units(chunks[warp], lane, [&](int from, int q, const uint4& v) {
       const uint64_t d = __shfl_sync(0xFFFFFFFFu, reinterpret_cast<uint64_t>(dst), from);
-      if (d) reinterpret_cast<uint4*>(d)[q] = chunks[warp][from][q ^ (from % 8)];
-    }
+      if (d) reinterpret_cast<uint4*>(d)[q] = v;
+    });
     __syncwarp();  // the slots are rewritten next trip
   }
 }

@@ -558,9 +558,8 @@ __device__ __forceinline__ int fused_rows(const Params<MAXG>& p, int g, int m0, 
 }
 
 // Warp cv (0, 1) of the converters: the items of this CTA's share (SHARE: the producers' Share type; BN: B rows per
-// tile), alternately. Lane l converts row l of the item's slice (a unit: convert_nvfp4_unit or permute_fp16_unit),
-// through the warp's shared slots so that each store instruction writes four whole 128-byte rows, as the conversion
-// kernel does.
+// tile), alternately. Lane l converts row l of the item's slice (a unit: convert_nvfp4_unit or permute_fp16_unit)
+// into the warp's shared slots, stored as the conversion kernel stores them (store_units).
 template <bool MASKED, class SHARE, int BN, int MAXG>
 __device__ __forceinline__ void fused_convert(const Params<MAXG>& p, int cv, int lane) {
   uint4(&slots)[32][kChunksPerUnit] = conv_smem(cv);
@@ -585,13 +584,9 @@ __device__ __forceinline__ void fused_convert(const Params<MAXG>& p, int cv, int
       }
       __syncwarp();
       __half* const col = gr.a16 + kc * kBlockK;  // the step's first value in the workspace's row 0 of the group
-      const int q = lane % 8;
-#pragma unroll
-      for (int j = 0; j < 8; ++j) {  // store j: the warp's units 4j .. 4j + 3, lane l chunk l % 8
-        const int from = 4 * j + lane / 8;
-        if (r + from < rows)
-          reinterpret_cast<uint4*>(col + (int64_t)(row0 + r + from) * p.a16_pitch)[q] = slots[from][q ^ (from % 8)];
-      }
+      store_units(slots, lane, [&](int from, int q, const uint4& v) {
+        if (r + from < rows) reinterpret_cast<uint4*>(col + (int64_t)(row0 + r + from) * p.a16_pitch)[q] = v;
+      });
       // the slice's stores, by the generic proxy, before the readers' TMA loads (async proxy); lane 0's release
       // follows every lane's fence (__syncwarp, which also frees the slots for the next trip)
       ptx::fence_proxy_async_global();
@@ -842,8 +837,7 @@ __device__ __forceinline__ void group_gemm(const Params<MAXG>& p) {
   } else {
     // ------------------------------------------------------------------ consumers
     ptx::setmaxnreg_inc<FUSE ? kFusedConsumerRegs : kConsumerRegs>();
-    // C may still be in use by the grids before this one (they are done by now); the flags are
-    // zeroed by the conversion.
+    // C may still be in use by the grids before this one (they are done by now).
     ptx::griddep_wait();
     const int cw = wg - 1;          // 0 or 1: B rows [64 cw, 64 cw + 64) of the tile
     const int wq = warp % 4;        // warp inside the warpgroup: 16 rows each
