@@ -223,8 +223,6 @@ struct Sm90State {
   CUfunction convert_fn[4] = {};  // the A conversion, by groups as fn's last index ([0]: convert_a_small)
   // the masked form's GEMM (nvfp4_group_gemm_masked): [0 main build, 1 narrow build][parameter-block size, as fn's]
   CUfunction masked_fn[2][4] = {};
-  CUfunction masked_fused_fn[2] = {};  // ... in one launch, converting A itself (up to kGroupsSmall groups), by build
-  CUfunction fused_fn[sm90::kNumBuilds] = {};  // the task form's in one launch (whole and split tiles, aligned C)
   CUfunction half_fn[2] = {};     // the GEMM on half tiles (kernels/sm90/plan/planner.h kHalfBlockN), up to kGroupsSmall groups
   CUfunction red_fn = {};         // reduced tiles (kernels/sm90/plan/planner.h share_reduce), up to kGroupsSmall groups: the GEMM
   CUfunction reduce_fn = {};      // ... and the kernel that sums their parts into C
@@ -245,9 +243,6 @@ struct Sm90State {
   // (kernels/sm90/plan/row_plan.h) 1 wherever they fit, 2 never, 0 (=first) where the memo holds no plan, but at
   // the second call of a launch's sizes
   int rows = 0;
-  // FASTLAUNCH_SM90_FUSE: launches of up to kGroupsSmall groups in one launch, A converted by the GEMM's own warps
-  // (nvfp4_group_gemm_masked_fused, nvfp4_group_gemm_fused; launch.cu fused_launch) 1, or after a conversion kernel 0
-  int fuse = 0;
   uint64_t* trace = nullptr;  // FASTLAUNCH_SM90_TRACE (experiments): device buffer for the GEMM's trace points
   CUlaunchAttribute attr[1];  // programmatic stream serialisation
   CUlaunchConfig config;      // prebuilt; a launch sets grid size, shared memory and stream

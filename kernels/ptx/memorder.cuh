@@ -18,13 +18,6 @@ __device__ __forceinline__ uint64_t ld_acquire_gpu(const uint64_t* p) {
   return v;
 }
 
-// Adds `v` (relaxed, GPU scope) and returns the value before.
-__device__ __forceinline__ uint64_t atom_add_u64(uint64_t* p, uint64_t v) {
-  uint64_t old;
-  asm volatile("atom.relaxed.gpu.global.add.u64 %0, [%1], %2;" : "=l"(old) : "l"(p), "l"(v) : "memory");
-  return old;
-}
-
 // A plain 8-byte store the compiler keeps (a flag put back for a later grid, which reads it only after this one).
 __device__ __forceinline__ void st_u64(uint64_t* p, uint64_t v) {
   asm volatile("st.global.b64 [%0], %1;" ::"l"(p), "l"(v) : "memory");

@@ -71,9 +71,4 @@ __device__ __forceinline__ void fence_proxy_async_smem() {
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 }
 
-// The same for global memory: generic-proxy writes (by this thread, or ordered before it) and the TMA reads after.
-__device__ __forceinline__ void fence_proxy_async_global() {
-  asm volatile("fence.proxy.async.global;" ::: "memory");
-}
-
 }  // namespace fl::ptx

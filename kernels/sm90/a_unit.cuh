@@ -1,7 +1,6 @@
 // One unit of A, a row's 64-wide K step, to the fp16 the sm_90a GEMM reads: 32 packed NVFP4 bytes and the row's
 // four scales of the step (or 64 fp16 or bf16 values) in, 64 fp16 (128 bytes) out, in the K order of the GEMM's B
-// fragments (kernels/sm90/gemm.cuh, "K permutation"). The conversion kernel (kernels/sm90/convert_a.cuh) and the
-// fused kernels' converter warps (kernels/sm90/gemm.cuh) both convert with these.
+// fragments (kernels/sm90/gemm.cuh, "K permutation"), as the conversion kernel (kernels/sm90/convert_a.cuh) writes it.
 #pragma once
 #include <cuda_fp16.h>
 

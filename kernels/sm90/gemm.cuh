@@ -87,22 +87,10 @@ constexpr uint32_t kOffEpi = kOffB + kStages * kBStageBytes;
 constexpr uint32_t kOffRowTileEnds = kOffEpi + kEpiBytes;
 constexpr uint32_t kOffRowTiled = kOffRowTileEnds + kGroupsPerLaunch * 4;
 constexpr uint32_t kOffRowSched = kOffRowTiled + kGroupsPerLaunch * 4;
-// The fused kernels (FUSE in group_gemm: warps 2 and 3 convert A themselves): each group's first chunk in the
-// launch's chunks (the ready flags' index), and each converter warp's 32 units of eight 16-byte chunks.
-constexpr int kFuseMaxGroups = kGroupsSmall;
-constexpr int kConvWarps = 2;
-constexpr int kSliceRows = 32;                        // a converter warp's trip: a lane a row
-constexpr int kMaxSlices = kMaxWidth / kSliceRows;    // slices of the widest tile's rows
-static_assert(kMaxWidth % kSliceRows == 0 && kNarrowN == kSliceRows, "whole slices; a narrow tile's box is one");
-constexpr uint32_t kOffChunkFirst = (kOffRowSched + (uint32_t)sizeof(RowCta) + 15) / 16 * 16;
-constexpr uint32_t kOffConv = kOffChunkFirst + kFuseMaxGroups * 4;
-constexpr uint32_t kConvWarpBytes = 32 * kChunksPerUnit * 16;
-// (only the fused kernels ask for the converters' part: every byte more of shared memory may leave less L1)
-constexpr uint32_t kSmemBytes = kOffChunkFirst;
-constexpr uint32_t kFusedSmemBytes = kOffConv + kConvWarps * kConvWarpBytes;
+constexpr uint32_t kSmemBytes = kOffRowSched + sizeof(RowCta);
 
 static_assert(kStages >= 4, "pipeline depth");
-static_assert(kSmemBytes <= kSmemLimit && kFusedSmemBytes <= kSmemLimit, "shared memory");
+static_assert(kSmemBytes <= kSmemLimit, "shared memory");
 
 __device__ __forceinline__ int32_t* row_tile_ends() {
   extern __shared__ __align__(1024) uint8_t smem[];
@@ -115,14 +103,6 @@ __device__ __forceinline__ uint32_t* row_tiled_rows() {
 __device__ __forceinline__ RowCta* row_cta_smem() {
   extern __shared__ __align__(1024) uint8_t smem[];
   return reinterpret_cast<RowCta*>(smem + kOffRowSched);
-}
-__device__ __forceinline__ int32_t* chunk_first_smem() {
-  extern __shared__ __align__(1024) uint8_t smem[];
-  return reinterpret_cast<int32_t*>(smem + kOffChunkFirst);
-}
-__device__ __forceinline__ uint4 (&conv_smem(int cv))[32][kChunksPerUnit] {
-  extern __shared__ __align__(1024) uint8_t smem[];
-  return *reinterpret_cast<uint4(*)[32][kChunksPerUnit]>(smem + kOffConv + cv * kConvWarpBytes);
 }
 static_assert(kOffEpi % 1024 == 0 && kEpiWgBytes % 1024 == 0,
               "epilogue buffers in the 128-byte swizzle's alignment (TMA stores)");
@@ -233,12 +213,8 @@ struct RingPos {
 
 // Registers per thread after setmaxnreg, within the 384 x 168 = 64512 the CTA starts with:
 // 128 x 40 + 256 x 232 = 64512.
-// The fused kernels' producer warpgroup also converts A (warps 2 and 3): 128 x 56 + 256 x 224 = 64512.
 constexpr int kConsumerRegs = 232;
 constexpr int kProducerRegs = 40;
-constexpr int kFusedConsumerRegs = 224;
-constexpr int kFusedProducerRegs = 56;
-static_assert(128 * kFusedProducerRegs + 256 * kFusedConsumerRegs <= 384 * 168, "the CTA's registers");
 
 // The consumers' place in the ring, advanced once per K step by counting (no division: the ring
 // size need not be a power of two), and the stage of the previous step (retired one step later).
@@ -535,91 +511,6 @@ __device__ __noinline__ void prefetch_planned_b(const Params<MAXG>& p) {
   }
 }
 
-// The fused kernels (FUSE): one launch, no conversion kernel. A's items are slices of kSliceRows rows of a chunk (a
-// tile's rows of its group: m0 .. m0 + width - 1) at one 64-wide K step: item i = kc x S + s of a chunk of S slices,
-// whose ready flag is ready_flags(p)[((chunk_first[g] + m0 / width) * kst + kc) * kMaxSlices + s]
-// (kernels/sm90/stream_k.cuh). Item i is converted, one trip of a converter warp, by the CTA that runs step kc of the
-// chunk's tile at B block i mod tiles_n (each item once; a step's slices spread over the CTAs running the chunk's
-// tiles, about when they read them), which then raises its flag to flag_epoch + tiles_n: every tile of the chunk
-// reads the item once. Each reader (the A producer of one of those tiles) takes one off once it sees the flag
-// raised; the last puts it back to 0, so the flags are 0 again after every launch (no launch needs them zeroed first)
-// and a word left in a reused workspace by anything else reads as raised only if it holds one of those tiles_n values
-// (flag_epoch is a 64-bit mix). The waits are on converter warps, which wait for nothing but the grid before; every
-// CTA of the grid (at most one per SM) is resident once that grid ends.
-
-// The rows of chunk m0 of group g the converter writes: those of the group's A (its planned m, or in the contiguous
-// layout its rows this call), from its row first_row + m0.
-template <bool MASKED, int MAXG>
-__device__ __forceinline__ int fused_rows(const Params<MAXG>& p, int g, int m0, int width) {
-  int limit = p.groups[g].m;
-  if constexpr (MASKED)
-    if (static_cast<const MaskedParams<MAXG>&>(p).offs) limit = call_rows<true>(p, g);
-  return min(width, limit - m0);
-}
-
-// Warp cv (0, 1) of the converters: the items of this CTA's share (SHARE: the producers' Share type; BN: B rows per
-// tile), alternately. Lane l converts row l of the item's slice (a unit: convert_nvfp4_unit or permute_fp16_unit)
-// into the warp's shared slots, stored as the conversion kernel stores them (store_units).
-template <bool MASKED, class SHARE, int BN, int MAXG>
-__device__ __forceinline__ void fused_convert(const Params<MAXG>& p, int cv, int lane) {
-  uint4(&slots)[32][kChunksPerUnit] = conv_smem(cv);
-  SHARE share(p, blockIdx.x);
-  int item = 0;
-  for (int u = 0; u < share.units(); ++u) {
-    const Unit w = share.template unit<BN>(p, u);
-    const Group& gr = p.groups[w.tile.g];
-    const int tn = ceil_div(gr.n, BN), nb = w.tile.n0 / BN, kst = w.tile.kstages;
-    int row0 = w.tile.m0;
-    if constexpr (MASKED) row0 += first_row(static_cast<const MaskedParams<MAXG>&>(p), w.tile.g);
-    const int rows = fused_rows<MASKED>(p, w.tile.g, w.tile.m0, gr.width), slices = ceil_div(rows, kSliceRows);
-    uint64_t* flags =
-        ready_flags(p) + (int64_t)(chunk_first_smem()[w.tile.g] + w.tile.m0 / gr.width) * kst * kMaxSlices;
-    const int i0 = w.k0 * slices;  // the unit's items: i0 .. k1 x slices - 1, those at B block nb
-    for (int i = i0 + ((nb - i0 % tn) % tn + tn) % tn; i < w.k1 * slices; i += tn, ++item) {
-      if (item % kConvWarps != cv) continue;
-      const int kc = i / slices, r = (i - kc * slices) * kSliceRows;
-      if (r + lane < rows) {
-        if (gr.sfa) convert_nvfp4_unit(gr, row0 + r + lane, kc, kst, slots[lane], lane);
-        else permute_fp16_unit(gr, row0 + r + lane, kc, p.a_bf16 != 0, slots[lane], lane);
-      }
-      __syncwarp();
-      __half* const col = gr.a16 + kc * kBlockK;  // the step's first value in the workspace's row 0 of the group
-      store_units(slots, lane, [&](int from, int q, const uint4& v) {
-        if (r + from < rows) reinterpret_cast<uint4*>(col + (int64_t)(row0 + r + from) * p.a16_pitch)[q] = v;
-      });
-      // the slice's stores, by the generic proxy, before the readers' TMA loads (async proxy); lane 0's release
-      // follows every lane's fence (__syncwarp, which also frees the slots for the next trip)
-      ptx::fence_proxy_async_global();
-      __syncwarp();
-      if (lane == 0)
-        ptx::st_release_gpu(flags + kc * kMaxSlices + r / kSliceRows, flag_epoch(p.flags) + (uint64_t)tn);
-    }
-  }
-}
-
-// The longest a fused kernel's A producer waits for a slice, in SM clock cycles (about 17 s at 2 GHz): far past any
-// legitimate wait (a slice is one converter trip), so a broken schedule traps rather than hangs.
-constexpr uint64_t kFusedWaitCycles = uint64_t{1} << 35;
-
-// The A producer of a fused kernel, before loading steps kc .. kc + n - 1 (n <= 32) of the chunk whose flags start
-// at `flags` (`slices` slices): lane i waits for step kc + i's slices to be raised (one of the tn values), takes one
-// off each, and the last reader puts it back to 0; then the loads may read those steps' rows (each lane's acquires,
-// then the proxy fence, before lane 0's TMA: __syncwarp orders them).
-__device__ __forceinline__ void fused_await(uint64_t* flags, int kc, int n, int slices, uint64_t epoch, int tn,
-                                            int lane) {
-  uint64_t* f = flags + (int64_t)(kc + lane) * kMaxSlices;
-  int s = lane < n ? 0 : slices;  // the lane's slices seen raised
-  const uint64_t t0 = clock64();
-  while (!__all_sync(0xffffffffu, s == slices)) {
-    while (s < slices && ptx::ld_acquire_gpu(f + s) - epoch - 1 < (uint64_t)tn) ++s;
-    if (clock64() - t0 > kFusedWaitCycles) __trap();
-  }
-  for (int i = 0; i < (lane < n ? slices : 0); ++i)
-    if (ptx::atom_add_u64(f + i, ~uint64_t{0}) == epoch + 1) ptx::st_u64(f + i, 0);
-  ptx::fence_proxy_async_global();
-  __syncwarp();
-}
-
 // HALF: half tiles (kernels/sm90/plan/planner.h kHalfBlockN, whole tiles only; consumer_unit_half). ANY: C rows at any
 // alignment stored in aligned 16-byte chunks (kernels/sm90/epilogue.cuh), for launches with such rows. RED:
 // reduced tiles (kernels/sm90/plan/planner.h): every CTA stores its one unit's partial sums for the reduce kernel
@@ -627,9 +518,8 @@ __device__ __forceinline__ void fused_await(uint64_t* flags, int kc, int n, int 
 // or kBuildMid (the mid build, kMidN); the last two whole and split tiles only. MASKED: the masked form
 // (MaskedParams::masked_m; whole and split tiles, C rows aligned and stored by the threads). The body of both kernels
 // below.
-template <int MAXG, bool HALF, bool ANY, bool RED, int BUILD, bool MASKED, bool FUSE = false>
+template <int MAXG, bool HALF, bool ANY, bool RED, int BUILD, bool MASKED>
 __device__ __forceinline__ void group_gemm(const Params<MAXG>& p) {
-  static_assert(!FUSE || MAXG <= kFuseMaxGroups, "fused: launches of few groups (B maps in the parameters)");
   static_assert(!HALF || kStages % 2 == 0, "half tiles: each stage serves one consumer warpgroup");
   static_assert(!RED || (!HALF && !ANY), "reduced tiles: whole-tile units, C stored by the reduce kernel");
   static_assert(BUILD == kBuildMain || (!HALF && !RED), "the narrow and mid builds: whole and split tiles");
@@ -653,23 +543,13 @@ __device__ __forceinline__ void group_gemm(const Params<MAXG>& p) {
     }
     ptx::fence_mbar_init();
   }
-  // A fused kernel converts A itself: it waits for the grid before (which may still read the workspace, and may
-  // have written A or B) before anything else, and finds each group's first chunk (the ready flags' index).
-  if constexpr (FUSE) {
-    ptx::griddep_wait();
-    for (int g = threadIdx.x; g < p.num_groups; g += kThreads) {
-      int32_t first = 0;
-      for (int h = 0; h < g; ++h) first += p.groups[h].chunks;
-      chunk_first_smem()[g] = first;
-    }
-  }
   // The masked form hands out only the tiles that hold rows this call (kernels/sm90/plan/row_schedule.h): every
   // thread waits for the grid that wrote masked_m (or offs), group g's tiles (its planned width and B blocks, the
   // rows it has) go to shared memory, warp 0 sums them up into each group's tile end, and its lane 0 makes this
   // CTA's part of the schedule of their count.
   if constexpr (MASKED) {
     int32_t* ends = row_tile_ends();
-    if constexpr (MAXG <= kGroupsSmall && !FUSE)
+    if constexpr (MAXG <= kGroupsSmall)
       if (threadIdx.x < 32 && static_cast<const MaskedParams<MAXG>&>(p).b_prefetch) prefetch_planned_b(p);
     ptx::griddep_wait();
     uint32_t* tiled = row_tiled_rows();
@@ -722,7 +602,7 @@ __device__ __forceinline__ void group_gemm(const Params<MAXG>& p) {
   ptx::griddep_launch_dependents();
 
   if (wg == 0) {
-    ptx::setmaxnreg_dec<FUSE ? kFusedProducerRegs : kProducerRegs>();
+    ptx::setmaxnreg_dec<kProducerRegs>();
     Share<MASKED, BUILD == kBuildMain && !HALF && !RED> share(p, blockIdx.x);
     if (warp == 0) {
       // ---------------------------------------------------------- B producer
@@ -782,8 +662,6 @@ __device__ __forceinline__ void group_gemm(const Params<MAXG>& p) {
       };
       RingPos<kStages> ra;
       bool first = true;
-      uint64_t* ready = nullptr;  // FUSE: the unit's chunk's ready flags, its tiles along N and its slices
-      int ready_tn = 0, ready_slices = 0;
       // A stays in L2 for the CTAs that read it later; in a wave plan they read it at about the same time,
       // and L2 keeps the group's B blocks for the next wave instead
       const uint64_t a_hint = share.stride ? ptx::kEvictNormal : ptx::kEvictLast;
@@ -806,17 +684,7 @@ __device__ __forceinline__ void group_gemm(const Params<MAXG>& p) {
           if constexpr (MASKED) a_row += first_row(static_cast<const MaskedParams<MAXG>&>(p), w.tile.g);
           box(gr, map, bytes);
         }
-        if constexpr (FUSE) {
-          const Group& gr = p.groups[w.tile.g];
-          ready_tn = ceil_div(gr.n, kBN);
-          ready_slices = ceil_div(fused_rows<MASKED>(p, w.tile.g, w.tile.m0, gr.width), kSliceRows);
-          ready = ready_flags(p) +
-                  (int64_t)(chunk_first_smem()[w.tile.g] + w.tile.m0 / gr.width) * w.tile.kstages * kMaxSlices;
-        }
         for (int kc = w.k0; kc < w.k1; ++kc, ra.next()) {
-          if constexpr (FUSE)
-            if ((kc - w.k0) % 32 == 0)
-              fused_await(ready, kc, min(32, w.k1 - kc), ready_slices, flag_epoch(p.flags), ready_tn, lane);
           ptx::mbar_wait(sm.empty(ra.s), ra.ph ^ 1);
           if (lane == 0) {
             ptx::mbar_arrive_expect_tx(sm.full(ra.s), bytes);
@@ -827,16 +695,10 @@ __device__ __forceinline__ void group_gemm(const Params<MAXG>& p) {
           __syncwarp();
         }
       }
-    } else if constexpr (FUSE) {
-      // ---------------------------------------------------------- A converters (warps 2, 3)
-      // (lane and warp read again: kept live from the kernel's top into this branch, ptxas spilled them for the
-      // consumers' K loops too)
-      fused_convert<MASKED, Share<MASKED, BUILD == kBuildMain && !HALF && !RED>, kBN>(p, (int)threadIdx.x / 32 - 2,
-                                                                                     (int)threadIdx.x % 32);
     }
   } else {
     // ------------------------------------------------------------------ consumers
-    ptx::setmaxnreg_inc<FUSE ? kFusedConsumerRegs : kConsumerRegs>();
+    ptx::setmaxnreg_inc<kConsumerRegs>();
     // C may still be in use by the grids before this one (they are done by now).
     ptx::griddep_wait();
     const int cw = wg - 1;          // 0 or 1: B rows [64 cw, 64 cw + 64) of the tile
@@ -875,19 +737,6 @@ __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_con
 template <int MAXG, int BUILD = kBuildMain>
 __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm_masked(const __grid_constant__ MaskedParams<MAXG> p) {
   group_gemm<MAXG, false, false, false, BUILD, true>(p);
-}
-
-// Both in one launch, converting A themselves (launches of up to kFuseMaxGroups groups; see fused_convert): no
-// conversion kernel runs before them. The task form's: whole and split tiles of aligned C rows, each build.
-template <int BUILD = kBuildMain>
-__global__ void __launch_bounds__(kThreads, 1)
-    nvfp4_group_gemm_masked_fused(const __grid_constant__ MaskedParams<kFuseMaxGroups> p) {
-  group_gemm<kFuseMaxGroups, false, false, false, BUILD, true, true>(p);
-}
-template <int BUILD = kBuildMain>
-__global__ void __launch_bounds__(kThreads, 1)
-    nvfp4_group_gemm_fused(const __grid_constant__ Params<kFuseMaxGroups> p) {
-  group_gemm<kFuseMaxGroups, false, false, false, BUILD, false, true>(p);
 }
 
 }  // namespace fl::sm90

@@ -79,14 +79,6 @@ int prepare_masked(CUfunction (&fn)[4], Error& err) {
   return FL_OK;
 }
 
-// ... and in one launch (Sm90State::masked_fused_fn[build]; MASKED false: the task form's, fused_fn[build]).
-template <int BUILD, bool MASKED>
-int prepare_fused(CUfunction* fn, Error& err) {
-  const void* sym = MASKED ? reinterpret_cast<const void*>(&sm90::nvfp4_group_gemm_masked_fused<BUILD>)
-                           : reinterpret_cast<const void*>(&sm90::nvfp4_group_gemm_fused<BUILD>);
-  return kernel_handle(sym, sm90::kFusedSmemBytes, fn, err);
-}
-
 template <int MAXG>
 int prepare_convert(CUfunction* fn, Error& err) {
   return kernel_handle(reinterpret_cast<const void*>(&sm90::convert_a<MAXG>), 0, fn, err);
@@ -208,20 +200,13 @@ void launch_extent(const int64_t* buf, int G, int g0, int gc, int64_t* rows, int
   }
 }
 
-// Workspace bytes of one launch: its fp16 A, then one B tensor map per group, the flags, the fused kernels' ready
-// flags where the launch may take one, and, if the plan splits tiles, each CTA's partial sums (reduced tiles: every
-// CTA's, counted as splits).
+// Workspace bytes of one launch: its fp16 A, then one B tensor map per group, the flags, and, if the plan splits
+// tiles, each CTA's partial sums (reduced tiles: every CTA's, counted as splits).
 int max_ctas(int sm_count) { return sm_count < sm90::kMaxCtas ? sm_count : sm90::kMaxCtas; }
 int64_t maps_bytes(int groups) { return round_up((int64_t)groups * sm90::kMapBytes, sm90::kWorkspaceAlign); }
-// (the partial-sum flags of kMaxCtas CTAs, whatever the grid: the fused kernels find their ready flags after them)
+// (the partial-sum flags of kMaxCtas CTAs, whatever the grid)
 constexpr int64_t kFlagsBytes = sm90::kFlagWords * 8;
-static_assert(kFlagsBytes % sm90::kWorkspaceAlign == 0, "the ready flags and the partial sums stay aligned");
-// The fused kernels' ready flags (sm90::ready_flags): kMaxSlices per planned chunk and K step.
-int64_t ready_bytes(const sm90::LaunchPlan& plan, int groups, int64_t kmax) {
-  int64_t chunks = 0;
-  for (int i = 0; i < groups; ++i) chunks += plan.group[i].chunks;
-  return round_up(chunks * (kmax / sm90::kBlockK) * sm90::kMaxSlices * 8, sm90::kWorkspaceAlign);
-}
+static_assert(kFlagsBytes % sm90::kWorkspaceAlign == 0, "the partial sums stay aligned");
 // The GEMM's grid: the plan's, or for the masked form (masked) room for its split schedule over every SM
 // (kernels/sm90/plan/row_schedule.h).
 int gemm_grid(const sm90::LaunchPlan& plan, bool masked, int sm_count) {
@@ -230,11 +215,9 @@ int gemm_grid(const sm90::LaunchPlan& plan, bool masked, int sm_count) {
 
 // (rows: of A in the workspace; the contiguous layout's launch holds its T rows once. The masked form's schedule may
 // split tiles on any of its CTAs: their partial sums always have room.)
-int64_t chunk_bytes(int64_t rows, int64_t kmax, int groups, int sm_count, const sm90::LaunchPlan& plan, bool masked,
-                    bool fused) {
+int64_t chunk_bytes(int64_t rows, int64_t kmax, int groups, int sm_count, const sm90::LaunchPlan& plan, bool masked) {
   const int64_t parts = masked ? gemm_grid(plan, true, sm_count) : plan.splits ? plan.ctas : 0;
-  return sm90::a16_launch_bytes(rows, kmax) + maps_bytes(groups) + kFlagsBytes +
-         (fused ? ready_bytes(plan, groups, kmax) : 0) + parts * sm90::kPartialBytes;
+  return sm90::a16_launch_bytes(rows, kmax) + maps_bytes(groups) + kFlagsBytes + parts * sm90::kPartialBytes;
 }
 
 // The masked form's device-side inputs of a call: each group's rows (masked_m), its scale (alpha, or null) and C's
@@ -251,14 +234,6 @@ struct MaskedCall {
   bool a_bf16;
   const int32_t* offs;
 };
-
-// Whether a launch of `groups` groups under `plan` runs in one launch (nvfp4_group_gemm_masked_fused,
-// nvfp4_group_gemm_fused), with FASTLAUNCH_SM90_FUSE=1: up to kGroupsSmall groups, on the masked kernels or on the
-// task form's whole and split tiles (no half or reduced tiles) where every C row is aligned (`any`: one is not).
-bool fused_launch(const Sm90State& st, const MaskedCall* masked, int groups, const sm90::LaunchPlan& plan, bool any) {
-  return st.fuse == 1 && st.only == 0 && groups <= sm90::kFuseMaxGroups &&
-         (masked || (!plan.half && !plan.reduce && !any));
-}
 
 // The device-side inputs both masked kernels' parameters share (MaskedParams, MaskedSkinnyParams), for the groups
 // from g0 on; the task form's (masked null): none.
@@ -330,13 +305,8 @@ int launch_chunk(const DeviceState& dev, const int64_t* buf, int G, int g0, int 
   uint8_t* const tail = a16 + sm90::a16_launch_bytes(rows, kmax);
   p.b_maps = tail;
   p.flags = reinterpret_cast<uint64_t*>(tail + maps_bytes(gc));
-  // chunk_bytes's order: the flags, the fused kernels' ready flags (sm90::ready_flags; room for them wherever the plan
-  // may take a fused kernel, unless C's rows rule it out), the partial sums
-  const bool fused = fused_launch(st, masked, gc, plan, any);
-  const bool ready_room = fused_launch(st, masked, gc, plan, false);
-  p.partials = reinterpret_cast<float*>(reinterpret_cast<uint8_t*>(p.flags) + kFlagsBytes +
-                                        (ready_room ? ready_bytes(plan, gc, kmax) : 0));
-  a16 += chunk_bytes(rows, kmax, gc, dev.sm_count, plan, masked != nullptr, ready_room);
+  p.partials = reinterpret_cast<float*>(reinterpret_cast<uint8_t*>(p.flags) + kFlagsBytes);
+  a16 += chunk_bytes(rows, kmax, gc, dev.sm_count, plan, masked != nullptr);
   p.num_groups = gc;
   p.num_ctas = gemm_grid(plan, masked != nullptr, dev.sm_count);
   p.num_units = (int32_t)units;
@@ -361,32 +331,30 @@ int launch_chunk(const DeviceState& dev, const int64_t* buf, int G, int g0, int 
   // the maps and flags are still written.
   if (st.only == 2) p.num_units = 0;
   CUlaunchConfig cfg = st.convert_config;  // attrs point into dev, which outlives the call
-  if (!fused) {
-    const int64_t blocks = sm90::convert_ctas(p.num_units, dev.sm_count);
-    const int64_t map_blocks = ceil_div(gc, sm90::kConvertThreads / 32);
-    cfg.gridDimX = (unsigned)(blocks > map_blocks ? blocks : map_blocks);
-    cfg.hStream = reinterpret_cast<CUstream>(stream);
-    if constexpr (MAXG == sm90::kGroupsSmall) {
-      // B maps in the GEMM's parameters: the conversion runs on its own small block (ConvertParams)
-      sm90::ConvertParams cp{};  // (groups past gc: zeros, never read)
-      cp.num_units = p.num_units;
-      cp.a16_pitch = p.a16_pitch;
-      cp.a_bf16 = p.a_bf16;
-      cp.masked_m = mp.masked_m;
-      for (int i = 0; i < gc; ++i) {
-        const sm90::Group& gr = p.groups[i];
-        cp.groups[i] = {gr.a, gr.sfa, gr.a16, gr.k, gr.unit_end, gr.width};
-      }
-      void* cargs[1] = {&cp};
-      FL_LAUNCH_TRY(err, dev.drv, dev.drv.launch_kernel_ex(&cfg, st.convert_fn[which], cargs, nullptr));
-    } else {
-      FL_LAUNCH_TRY(err, dev.drv, dev.drv.launch_kernel_ex(&cfg, st.convert_fn[which], args, nullptr));
+  const int64_t blocks = sm90::convert_ctas(p.num_units, dev.sm_count);
+  const int64_t map_blocks = ceil_div(gc, sm90::kConvertThreads / 32);
+  cfg.gridDimX = (unsigned)(blocks > map_blocks ? blocks : map_blocks);
+  cfg.hStream = reinterpret_cast<CUstream>(stream);
+  if constexpr (MAXG == sm90::kGroupsSmall) {
+    // B maps in the GEMM's parameters: the conversion runs on its own small block (ConvertParams)
+    sm90::ConvertParams cp{};  // (groups past gc: zeros, never read)
+    cp.num_units = p.num_units;
+    cp.a16_pitch = p.a16_pitch;
+    cp.a_bf16 = p.a_bf16;
+    cp.masked_m = mp.masked_m;
+    for (int i = 0; i < gc; ++i) {
+      const sm90::Group& gr = p.groups[i];
+      cp.groups[i] = {gr.a, gr.sfa, gr.a16, gr.k, gr.unit_end, gr.width};
     }
+    void* cargs[1] = {&cp};
+    FL_LAUNCH_TRY(err, dev.drv, dev.drv.launch_kernel_ex(&cfg, st.convert_fn[which], cargs, nullptr));
+  } else {
+    FL_LAUNCH_TRY(err, dev.drv, dev.drv.launch_kernel_ex(&cfg, st.convert_fn[which], args, nullptr));
   }
 
   cfg = st.config;
   cfg.gridDimX = (unsigned)p.num_ctas;
-  cfg.sharedMemBytes = fused ? sm90::kFusedSmemBytes : sm90::kSmemBytes;
+  cfg.sharedMemBytes = sm90::kSmemBytes;
   cfg.hStream = reinterpret_cast<CUstream>(stream);
   CUfunction fn = st.fn[plan.build][any][which];
   if (masked) {
@@ -397,14 +365,12 @@ int launch_chunk(const DeviceState& dev, const int64_t* buf, int G, int g0, int 
     if (any || plan.half || plan.reduce || plan.build == sm90::kBuildMid || !ordered)
       return err.set(FL_ERR_VALUE, "masked form: no kernel for this plan (half %d, reduced %d, build %d, aligned C %d, "
                      "groups in order %d)", (int)plan.half, plan.reduce, plan.build, (int)!any, (int)ordered);
-    const int narrow = plan.build == sm90::kBuildNarrow;
-    fn = fused ? st.masked_fused_fn[narrow] : st.masked_fn[narrow][which];
+    fn = st.masked_fn[plan.build == sm90::kBuildNarrow][which];
   }
   if constexpr (MAXG == sm90::kGroupsSmall) {
     // the planner takes half and reduced tiles for up to kGroupsSmall groups only
     if (plan.half) fn = st.half_fn[any];
     if (plan.reduce) fn = st.red_fn;
-    if (fused && !masked) fn = st.fused_fn[plan.build];
   }
   if (st.only != 1) FL_LAUNCH_TRY(err, dev.drv, dev.drv.launch_kernel_ex(&cfg, fn, args, nullptr));
   if constexpr (MAXG == sm90::kGroupsSmall) {
@@ -515,11 +481,6 @@ int sm90_init(DeviceState& dev, Error& err) {
   if (int rc = prepare_build<sm90::kBuildMid>(st.fn[sm90::kBuildMid], err)) return rc;
   if (int rc = prepare_masked<sm90::kBuildMain>(st.masked_fn[0], err)) return rc;
   if (int rc = prepare_masked<sm90::kBuildNarrow>(st.masked_fn[1], err)) return rc;
-  if (int rc = prepare_fused<sm90::kBuildMain, true>(&st.masked_fused_fn[0], err)) return rc;
-  if (int rc = prepare_fused<sm90::kBuildNarrow, true>(&st.masked_fused_fn[1], err)) return rc;
-  if (int rc = prepare_fused<sm90::kBuildMain, false>(&st.fused_fn[sm90::kBuildMain], err)) return rc;
-  if (int rc = prepare_fused<sm90::kBuildNarrow, false>(&st.fused_fn[sm90::kBuildNarrow], err)) return rc;
-  if (int rc = prepare_fused<sm90::kBuildMid, false>(&st.fused_fn[sm90::kBuildMid], err)) return rc;
   if (int rc = prepare<sm90::kGroupsSmall, true>(&st.half_fn[0], err)) return rc;
   if (int rc = prepare<sm90::kGroupsSmall, true, true>(&st.half_fn[1], err)) return rc;
   if (int rc = prepare<sm90::kGroupsSmall, false, false, true>(&st.red_fn, err)) return rc;
@@ -589,7 +550,6 @@ int sm90_init(DeviceState& dev, Error& err) {
   if (int rc = env_word("FASTLAUNCH_SM90_PREFETCH", {{"1", 1}, {"0", 0}}, "0 or 1", &st.b_prefetch, err)) return rc;
   if (int rc = env_word("FASTLAUNCH_SM90_ROWS", {{"1", 1}, {"0", 2}, {"first", 0}}, "0, 1 or first", &st.rows, err))
     return rc;
-  if (int rc = env_word("FASTLAUNCH_SM90_FUSE", {{"1", 1}, {"0", 0}}, "0 or 1", &st.fuse, err)) return rc;
   if (int rc = env_word("FASTLAUNCH_SM90_ONLY", {{"convert", 1}, {"gemm", 2}}, "convert or gemm", &st.only, err))
     return rc;
   // A device address (decimal) of at least sm_count x 16 x 2 uint64 for the GEMM's trace points
@@ -637,8 +597,7 @@ int launch_groups(const DeviceState& dev, const int64_t* buf, int G, const int* 
       const sm90::LaunchPlan& plan =
           single ? *single
                  : launch_plan(buf + 5 * G + g0, buf + 6 * G + g0, buf + 7 * G + g0, g + 1 - g0, dev.sm_count, force);
-      workspace += chunk_bytes(rows, kmax, g + 1 - g0, dev.sm_count, plan, masked != nullptr,
-                               fused_launch(dev.sm90, masked, g + 1 - g0, plan, false));  // (room, if C allows it)
+      workspace += chunk_bytes(rows, kmax, g + 1 - g0, dev.sm_count, plan, masked != nullptr);
       if (G <= sm90::kGroupsPerLaunch) single = &plan;
       if (workspace > kMaxWorkspaceBytes)
         return err.set(FL_ERR_VALUE, "group %d: the fp16 copy of A would exceed %lld bytes", caller_g,

@@ -55,7 +55,7 @@ struct Params {
   int32_t a_bf16;       // the groups' A is the caller's bf16 (weight-only forms: sfa null), converted to fp16
   uint8_t* b_maps;      // workspace: one B map (kMapBytes) per group, in `groups` order, written by the conversion
   // workspace: per CTA and consumer warp, whether its partial sums are written (kernels/sm90/stream_k.cuh
-  // flag_epoch), kMaxCtas x 8 flags; then the fused kernels' ready flags (stream_k.cuh ready_flags)
+  // flag_epoch), kMaxCtas x 8 flags
   uint64_t* flags;
   float* partials;      // workspace: kPartialBytes per CTA, the sums of the tile it ends inside
   uint64_t* trace;     // experiments only (FASTLAUNCH_SM90_TRACE): per-CTA trace points, else null

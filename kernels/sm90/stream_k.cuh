@@ -139,10 +139,9 @@ __device__ __forceinline__ void write_partial(const float (&acc)[W / 2], float* 
 }
 
 // The flags' raised value: a 64-bit mix of the flags' address, never 0, which no other data left in a reused workspace
-// holds but by a 2^-64 chance. Every flag raised is put back to 0 by the launch that raised it (its one waiter, or
-// for the fused kernels' ready flags their last reader), so a later launch on the same workspace (a graph replayed,
-// the caching allocator handing the same block back) starts from flags that do not read as raised; no launch
-// zeroes them first.
+// holds but by a 2^-64 chance. Every flag raised is put back to 0 by the launch that raised it (its one waiter), so
+// a later launch on the same workspace (a graph replayed, the caching allocator handing the same block back) starts
+// from flags that do not read as raised; no launch zeroes them first.
 __device__ __forceinline__ uint64_t flag_epoch(const uint64_t* flags) {
   uint64_t x = reinterpret_cast<uintptr_t>(flags) * 0x9E3779B97F4A7C15ull;
   x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
@@ -151,10 +150,8 @@ __device__ __forceinline__ uint64_t flag_epoch(const uint64_t* flags) {
   return x ? x : 1;
 }
 
-// The partial-sum flags: one per CTA (up to kMaxCtas) and consumer warp; the fused kernels' ready flags follow them.
+// The partial-sum flags: one per CTA (up to kMaxCtas) and consumer warp.
 constexpr int64_t kFlagWords = int64_t{kMaxCtas} * kConsumerWarps;
-template <int MAXG>
-__device__ __forceinline__ uint64_t* ready_flags(const Params<MAXG>& p) { return p.flags + kFlagWords; }
 
 // Raises a consumer warp's flag once its partial sums are written (a release: lane 0's store waits
 // for the warp's stores before it, ordered by the __syncwarp), to flag_epoch; the one CTA that waits for it puts it

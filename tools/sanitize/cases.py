@@ -28,10 +28,6 @@ FAMILIES = {
     "masked": ({}, []),  # the masked form: grouped_mm_masked below
     "masked-wave": ({"FASTLAUNCH_SM90_SHARE": "wave"}, []),  # ... in wave plans (tiles counted on the device)
     "serving": ({}, []),  # the weight-only masked form (bf16, fp16 a) and the contiguous layout (bf16, NVFP4 a)
-    # one launch, A converted by the GEMM's own warps: the task form's plans (whole tiles, a split), then the masked
-    # and serving forms' calls below
-    "fused": ({"FASTLAUNCH_SM90_FUSE": "1"}, [(2, [96, 128], [128, 256], [256, 512]), (2, [128, 72], [256, 384],
-                                                                                      [1024, 512])]),
 }
 
 
@@ -57,7 +53,7 @@ def main(argv):
         ok, msg = R.run_checked(_C.fast_launch, R.generate_input(ms, ns, ks, g, 100 + i, device="cuda"))
         wrong += not ok
         print(f"{argv[1]} {i}: G={g} M={ms[:4]} N={ns[:4]} K={ks[:4]}: {'ok' if ok else 'WRONG ' + msg}")
-    if argv[1].startswith("masked") or argv[1] == "fused":
+    if argv[1].startswith("masked"):
         # the last: two experts' 8 tiles of 64 K steps split over 64 CTAs by the device's schedule (8 steps each)
         for i, (g, max_m, n, k, counts) in enumerate([(3, 40, 256, 512, [0, 40, 7]), (2, 200, 128, 256, [200, 65]),
                                                       (4, 24, 512, 4096, [0, 9, 0, 3])]):
@@ -69,7 +65,7 @@ def main(argv):
             ok, msg = R.check_masked(out, ref, mm, before)
             wrong += not ok
             print(f"masked {i}: G={g} max_m={max_m} N={n} K={k} masked_m={counts}: {'ok' if ok else 'WRONG ' + msg}")
-    if argv[1] in ("serving", "fused"):
+    if argv[1] == "serving":
         wrong += serving_forms(torch, R, _C)
     return 1 if wrong else 0
 
