@@ -96,7 +96,7 @@ def test_the_launchers_memo_plans_a_decode_step_once():
 
 def test_the_launchers_skinny_memo_estimates_a_masked_step_once():
     # a masked decode step asks the launcher the same skinny question every call (every expert at max_m rows):
-    # estimated once, then found (the memo keys on exact rows: the skinny estimate reads every row)
+    # estimated once, then found
     for G in (8, 64):
         step = [[(8, 2048, 7168)] * G]
         ns, misses = C.skinny_memo_ns(step, SMS, 50)
@@ -106,3 +106,27 @@ def test_the_launchers_skinny_memo_estimates_a_masked_step_once():
         assert C.skinny_memo_ns(shapes[:8], SMS, 3)[1] == 8
     with pytest.raises(ValueError, match="skinny_memo_ns: need a non-empty list"):
         C.skinny_memo_ns([], SMS, 1)
+
+
+SKINNY_BUILDS = (1, 2, 3, 4, 5, 6, 7, 8, 12, 16)  # kernels/sm90/plan/skinny.h kSkinnyBuilds
+
+
+def test_the_skinny_memo_keys_a_run_by_its_build_so_rows_drawn_anew_hit():
+    # a decode step's rows drawn anew (1-8 per group) are estimated once per build their largest takes, not per call
+    seed = fresh_seed()
+    rng = random.Random(seed)
+    for G, top in ((8, 8), (64, 16)):
+        steps = [[(rng.randint(1, top), 2048, 7168) for _ in range(G)] for _ in range(60)]
+        builds = {tuple(min(b for b in SKINNY_BUILDS if b >= max(m for m, _n, _k in s[r:r + 16]))
+                        for r in range(0, G, 16)) for s in steps}
+        assert C.skinny_memo_ns(steps, SMS, 3)[1] == len(builds) <= 8, (G, seed)
+    # the premise: a run's plan reads its rows only through its largest's build, so every group at that build's
+    # rows plans the same (rows, items, CTAs, shared memory, estimate, ...); past 16 rows neither may take it
+    for _ in range(200):
+        g = rng.randint(1, 16)
+        sizes = [(rng.randint(1, 16), rng.choice([128, 2048, 4100]), rng.choice([64, 1024, 7168]))
+                 for _ in range(g)]
+        top = max(m for m, _n, _k in sizes)
+        rows = min(b for b in SKINNY_BUILDS if b >= top)
+        assert C.skinny(sizes, SMS) == C.skinny([(rows, n, k) for _m, n, k in sizes], SMS), (sizes, seed)
+    assert C.skinny([(17, 2048, 7168), (3, 2048, 7168)], SMS) is None

@@ -4,9 +4,10 @@
 // step but plan alike; planning itself costs 10-80 us (tools/tuning/plan_time.py) and a hit one comparison per
 // entry. A plan's tiles and shares are the launch's own; its GroupTiles::m is the class's representative, which
 // the launcher never reads (a group's M comes from its buffer). Skinny plans (kernels/sm90/plan/skinny.h): the
-// last few launches' skinny runs, keyed by each group's exact M (the skinny estimate reads every row), N and K,
-// the SM count and the skinny settings; a masked step asks the same every call, and estimating its runs costs
-// ~0.2 us per group (a build machine's CPU). Plain C++ (fastlaunch._C.plan_memo_ns and skinny_memo_ns time them on the CPU).
+// last few launches' skinny runs, keyed by each run's build (skinny_run_m: a run's plan reads its rows only through
+// its largest M's build), each group's N and K, the SM count and the skinny settings; a masked step asks the same
+// every call, a decode step's rows drawn anew mostly take one or two builds, and estimating runs costs ~0.2 us per
+// group (a build machine's CPU). Plain C++ (fastlaunch._C.plan_memo_ns and skinny_memo_ns time them on the CPU).
 #pragma once
 #include <cstdint>
 #include <cstring>
@@ -94,13 +95,15 @@ class SkinnyMemo {
  public:
   const SkinnyRuns& get(const int64_t* m, const int64_t* n, const int64_t* k, int groups, int sm_count, int split,
                         int lanes) {
+    int64_t cm[kGroupsPerLaunch];  // (groups: 1 .. kGroupsPerLaunch, as the launcher asks)
+    skinny_run_m(m, groups, cm);
     const Entry* hit = cache_.find(
-        [&](const Entry& e) { return e.split == split && e.lanes == lanes && e.sizes.matches(m, n, k, groups, sm_count); });
+        [&](const Entry& e) { return e.split == split && e.lanes == lanes && e.sizes.matches(cm, n, k, groups, sm_count); });
     if (hit) return hit->result;
     ++misses_;
     Entry& e = cache_.oldest();
     e.result.count = skinny_runs(m, n, k, groups, sm_count, e.result.runs, &e.result.est_ns, split, lanes);
-    e.sizes.set(m, n, k, groups, sm_count);
+    e.sizes.set(cm, n, k, groups, sm_count);
     e.split = split, e.lanes = lanes;
     return e.result;
   }

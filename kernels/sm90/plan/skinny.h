@@ -272,6 +272,20 @@ inline int skinny_runs(const int64_t* m, const int64_t* n, const int64_t* k, int
   return count;
 }
 
+// Each group's M as far as skinny_runs reads it, into cm: a run's plan reads its rows only through its largest M's
+// build, so every group of a run takes the rows of that build (kSkinnyBuilds), or its largest M itself past
+// kSkinnyMaxM (no build: the run may not take the kernel). skinny_runs(cm) plans exactly as skinny_runs(m).
+inline void skinny_run_m(const int64_t* m, int groups, int64_t* cm) {
+  for (int g0 = 0; g0 < groups; g0 += kGroupsSmall) {
+    const int g1 = g0 + kGroupsSmall < groups ? g0 + kGroupsSmall : groups;
+    int64_t max_m = 0;
+    for (int g = g0; g < g1; ++g)
+      if (m[g] > max_m) max_m = m[g];
+    const int build = skinny_build(max_m);
+    for (int g = g0; g < g1; ++g) cm[g] = build < 0 ? max_m : kSkinnyBuilds[build];
+  }
+}
+
 // The launcher's choice (auto): the skinny kernel where its estimate (`skinny_est_ns`, all its runs) beats
 // the wgmma plan's (`wgmma_est_ns`, kernels/sm90/plan/planner.h: its busiest CTA) with the two launches and the A conversion that
 // path adds (kWgmmaFixedNs: event time of the decode launches beyond their plan's estimate).
