@@ -21,11 +21,14 @@
 #include <cstdint>
 
 #include "common/map_pool.cuh"
+#include "common/nvfp4.cuh"
+#include "ptx/cvt.cuh"
 #include "ptx/griddep.cuh"
-#include "sm90/a_unit.cuh"
 #include "sm90/gemm.cuh"
 
 namespace fl::sm90 {
+
+constexpr int kChunksPerUnit = 8;
 
 // Both conversion kernels begin so. The workspace may still be read by the previous grid in the stream
 // (the last GEMM): wait for it. Keep the order: the GEMM may launch only once the grids before this one
@@ -33,6 +36,54 @@ namespace fl::sm90 {
 __device__ __forceinline__ void begin_conversion() {
   ptx::griddep_wait();
   ptx::griddep_launch_dependents();
+}
+
+// One unit of NVFP4 A (32 packed bytes and the row's four scales of the step) to its eight fp16 chunks, chunk q at
+// slot q ^ (lane % 8) of `out`: chunk q = 2 s4 + b, word c holds K 16c + 8b + s4 (and + 4), scale folded in.
+template <class G>
+__device__ __forceinline__ void convert_nvfp4_unit(const G& gr, int row, int kc, int steps, uint4 (&out)[kChunksPerUnit],
+                                                   int lane) {
+  // 16-byte aligned: A's pointer is (the launcher checks it) and a row holds K / 2 bytes, K a multiple of 64
+  const uint4* src = reinterpret_cast<const uint4*>(gr.a + (int64_t)row * (gr.k / 2) + kc * (kBlockK / 2));
+  const uint4 lo = src[0], hi = src[1];
+  const uint32_t sf = *reinterpret_cast<const uint32_t*>(
+      gr.sfa + ((int64_t)(row / 128) * steps + kc) * kSfBlockBytes + sf_row_offset(row));
+  const uint32_t w[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+  uint32_t sc[4];
+#pragma unroll
+  for (int c = 0; c < 4; ++c) sc[c] = ptx::e4m3_to_f16x2_bcast(sf >> (8 * c));
+#pragma unroll
+  for (int q = 0; q < kChunksPerUnit; ++q) {
+    const int s4 = q / 2, b = q % 2;
+    uint32_t v[4];
+#pragma unroll
+    for (int c = 0; c < 4; ++c) v[c] = ptx::mul_f16x2(e2m1_pair(w[2 * c + b], s4), sc[c]);
+    out[q ^ (lane % 8)] = make_uint4(v[0], v[1], v[2], v[3]);
+  }
+}
+
+// One unit of fp16 or bf16 A (the weight-only forms: sfa null; 64 values of a row in natural K order, rows 2K bytes
+// apart) to the same chunk order (k_order_word), not scaled: the epilogue unscales such a launch by 2^14, not 2^28.
+// bf16 is rounded to fp16 first (ptx::bf16x2_to_f16x2: exact in fp16's normal range).
+template <class G>
+__device__ __forceinline__ void permute_fp16_unit(const G& gr, int row, int kc, bool bf16, uint4 (&out)[kChunksPerUnit],
+                                                  int lane) {
+  // 16-byte aligned: A's pointer is (the extension checks it) and a row holds 2K bytes, K a multiple of 64
+  const uint4* src = reinterpret_cast<const uint4*>(gr.a + (int64_t)row * (gr.k * 2) + kc * (kBlockK * 2));
+  uint32_t w[32];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const uint4 t = src[i];
+    w[4 * i] = t.x, w[4 * i + 1] = t.y, w[4 * i + 2] = t.z, w[4 * i + 3] = t.w;
+  }
+  if (bf16) {
+#pragma unroll
+    for (int i = 0; i < 32; ++i) w[i] = ptx::bf16x2_to_f16x2(w[i]);
+  }
+#pragma unroll
+  for (int q = 0; q < kChunksPerUnit; ++q)
+    out[q ^ (lane % 8)] =
+        make_uint4(k_order_word(w, q, 0), k_order_word(w, q, 1), k_order_word(w, q, 2), k_order_word(w, q, 3));
 }
 
 // The rows of group g the GEMM reads (every row of tiles that hold rows; kernels/sm90/plan/row_schedule.h): where
@@ -75,10 +126,13 @@ __device__ __forceinline__ void convert_units(const P& p) {
       }
     }
     __syncwarp();
-    store_units(chunks[warp], lane, [&](int from, int q, const uint4& v) {
+    const int q = lane % 8;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {  // store j: the warp's units 4j .. 4j + 3, lane l chunk l % 8
+      const int from = 4 * j + lane / 8;
       const uint64_t d = __shfl_sync(0xFFFFFFFFu, reinterpret_cast<uint64_t>(dst), from);
-      if (d) reinterpret_cast<uint4*>(d)[q] = v;
-    });
+      if (d) reinterpret_cast<uint4*>(d)[q] = chunks[warp][from][q ^ (from % 8)];
+    }
     __syncwarp();  // the slots are rewritten next trip
   }
 }

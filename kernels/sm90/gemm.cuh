@@ -45,7 +45,6 @@
 #include <cstdint>
 
 #include "common/nvfp4.cuh"
-#include "sm90/a_unit.cuh"
 #include "sm90/plan/planner.h"
 #include "sm90/epilogue.cuh"
 #include "sm90/params.cuh"
@@ -67,6 +66,7 @@ namespace fl::sm90 {
 // on (each with the bytes it loads) and one "empty" barrier the consumer warps arrive on, so a
 // consumer waits and arrives once per K step (two rings of their own cost one more wait, arrival and
 // ring position per step). The header holds the stage barriers (from byte kOffBars).
+constexpr uint32_t kSfBlockBytes = 512;  // 128 rows x 4 scale blocks
 constexpr uint32_t kA16RowBytes = kBlockK * 2;
 constexpr uint32_t kHeaderBytes = 1024;
 constexpr uint32_t kOffBars = 256;
@@ -140,6 +140,8 @@ __device__ __forceinline__ uint32_t lds8(uint32_t addr) {
   asm volatile("ld.shared.u8 %0, [%1];" : "=r"(v) : "r"(addr));
   return v;
 }
+// Byte offset of row r's four scales (K blocks 0..3 of the stage) inside a 512-byte scale block.
+__host__ __device__ __forceinline__ uint32_t sf_row_offset(int r) { return (r % 32) * 16 + ((r % 128) / 32) * 4; }
 
 // The four fragments of k16 step S from the four words' bytes (rows r0, r1 of word 0; rows r0, r1
 // of word 1), times their rows' scales.

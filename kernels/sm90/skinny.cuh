@@ -41,7 +41,7 @@
 #include "ptx/griddep.cuh"
 #include "ptx/memorder.cuh"
 #include "sm90/plan/skinny.h"
-#include "sm90/gemm.cuh"
+#include "sm90/gemm.cuh"  // kSfBlockBytes, sf_row_offset
 
 // Trace points for tools/skinny_latency.cu, which defines this before including the file; empty in the
 // library's builds (the same SASS).
