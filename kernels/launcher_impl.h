@@ -224,6 +224,10 @@ struct Sm90State {
   // the masked form's GEMM (nvfp4_group_gemm_masked): [0 main build, 1 narrow build][parameter-block size, as fn's]
   CUfunction masked_fn[2][4] = {};
   CUfunction half_fn[2] = {};     // the GEMM on half tiles (kernels/sm90/plan/planner.h kHalfBlockN), up to kGroupsSmall groups
+  // launches of narrow tiles only with no conversion kernel (kernels/sm90/gemm.cuh direct_a_producer): the task form's
+  // by aligned C or not (as fn's [.][any]) and the masked form's
+  CUfunction direct_fn[2] = {};
+  CUfunction masked_direct_fn = {};
   CUfunction red_fn = {};         // reduced tiles (kernels/sm90/plan/planner.h share_reduce), up to kGroupsSmall groups: the GEMM
   CUfunction reduce_fn = {};      // ... and the kernel that sums their parts into C
   // launches of few A rows per group (kernels/sm90/plan/skinny.h), by build and lanes per row
@@ -239,6 +243,7 @@ struct Sm90State {
   int skinny_lanes = 0;
   int only = 0;        // FASTLAUNCH_SM90_ONLY (experiments, wrong results): 1 conversion, 2 GEMM
   int b_prefetch = 1;  // FASTLAUNCH_SM90_PREFETCH (0 turns it off): MaskedParams::b_prefetch
+  int direct = 0;      // FASTLAUNCH_SM90_DIRECT=1: the direct-A kernels where a launch may take them (0: never)
   // FASTLAUNCH_SM90_ROWS (experiments, tests): the task form's launches on the device schedule
   // (kernels/sm90/plan/row_plan.h) 1 wherever they fit, 2 never, 0 (=first) where the memo holds no plan, but at
   // the second call of a launch's sizes

@@ -53,13 +53,7 @@ __device__ __forceinline__ void convert_nvfp4_unit(const G& gr, int row, int kc,
 #pragma unroll
   for (int c = 0; c < 4; ++c) sc[c] = ptx::e4m3_to_f16x2_bcast(sf >> (8 * c));
 #pragma unroll
-  for (int q = 0; q < kChunksPerUnit; ++q) {
-    const int s4 = q / 2, b = q % 2;
-    uint32_t v[4];
-#pragma unroll
-    for (int c = 0; c < 4; ++c) v[c] = ptx::mul_f16x2(e2m1_pair(w[2 * c + b], s4), sc[c]);
-    out[q ^ (lane % 8)] = make_uint4(v[0], v[1], v[2], v[3]);
-  }
+  for (int q = 0; q < kChunksPerUnit; ++q) out[q ^ (lane % 8)] = nvfp4_chunk(w, sc, q);
 }
 
 // One unit of fp16 or bf16 A (the weight-only forms: sfa null; 64 values of a row in natural K order, rows 2K bytes

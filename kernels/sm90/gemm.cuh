@@ -50,6 +50,7 @@
 #include "sm90/params.cuh"
 #include "sm90/stream_k.cuh"
 #include "sm90/trace.cuh"
+#include "ptx/cp_async.cuh"
 #include "ptx/cvt.cuh"
 #include "ptx/griddep.cuh"
 #include "ptx/mbarrier.cuh"
@@ -142,6 +143,18 @@ __device__ __forceinline__ uint32_t lds8(uint32_t addr) {
 }
 // Byte offset of row r's four scales (K blocks 0..3 of the stage) inside a 512-byte scale block.
 __host__ __device__ __forceinline__ uint32_t sf_row_offset(int r) { return (r % 32) * 16 + ((r % 128) / 32) * 4; }
+
+// fp16 chunk q (= 2 s4 + b, 0..7) of one row's 64-wide K step of NVFP4 A in the K permutation above: word c holds K
+// 16c + 8b + s4 (and + 4), its block's scale folded in. w: the step's 32 packed bytes as words; sc: the four blocks'
+// scales as f16x2 pairs (ptx::e4m3_to_f16x2_bcast). The A conversion (kernels/sm90/convert_a.cuh) and the direct-A
+// producer below build A rows of chunks so.
+__device__ __forceinline__ uint4 nvfp4_chunk(const uint32_t (&w)[8], const uint32_t (&sc)[4], int q) {
+  const int s4 = q / 2, b = q % 2;
+  uint32_t v[4];
+#pragma unroll
+  for (int c = 0; c < 4; ++c) v[c] = ptx::mul_f16x2(e2m1_pair(w[2 * c + b], s4), sc[c]);
+  return make_uint4(v[0], v[1], v[2], v[3]);
+}
 
 // The four fragments of k16 step S from the four words' bytes (rows r0, r1 of word 0; rows r0, r1
 // of word 1), times their rows' scales.
@@ -513,15 +526,82 @@ __device__ __noinline__ void prefetch_planned_b(const Params<MAXG>& p) {
   }
 }
 
+// The direct-A kernels (nvfp4_group_gemm_direct, nvfp4_group_gemm_masked_direct): launches of up to kGroupsSmall
+// groups whose every tile is a narrow tile of the narrow build (at most kNarrowN A rows) run with no conversion kernel
+// before them, so a call is one launch. Warp 1 makes each K step's fp16 A rows itself from the caller's NVFP4 A and
+// scales: lane r owns the tile's row r; it copies the row's 32 packed bytes and scale word of the step into the stage
+// past its fp16 rows (cp.async; zeros for rows past the group's, which read nothing), kDirectAhead steps ahead of
+// the step it converts; to convert one it waits for its oldest copies, writes the row's eight chunks
+// (nvfp4_chunk) where the TMA of the fp16 tile would have put them (128-byte swizzle), orders them before the
+// wgmma's reads (the async proxy), and lane 0 arrives on the stage's full barrier in place of the TMA's bytes.
+constexpr uint32_t kDirectRaw = kNarrowN * kA16RowBytes;               // lane r's 32 packed bytes at + 32 r
+constexpr uint32_t kDirectSf = kDirectRaw + kNarrowN * (kBlockK / 2);  // ... and its scale word at + 4 r
+constexpr int kDirectAhead = 3;
+static_assert(kNarrowN == 32, "a lane a row");
+static_assert(kDirectSf + kNarrowN * 4 <= kAStageBytes, "the copies fit the stage past its fp16 rows");
+// The stage the copies of step i wait for (its empty barrier) is released by the consumers' step i - kStages + 1,
+// which the producer has converted before it waits (it converts step i - 1 - kDirectAhead before copying step i).
+static_assert(kDirectAhead + 2 <= kStages, "no wait for a step not yet converted");
+
+// The oldest step copied (at `rc`) converted into its stage and handed to the consumers; rc advanced.
+__device__ __forceinline__ void direct_a_step(const Smem& sm, RingPos<kStages>& rc, int lane) {
+  const uint32_t st = sm.a_stage(rc.s);
+  const uint4 lo = ptx::lds128(st + kDirectRaw + 32 * lane), hi = ptx::lds128(st + kDirectRaw + 32 * lane + 16);
+  const uint32_t sf = ptx::lds32(st + kDirectSf + 4 * lane);
+  const uint32_t w[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+  uint32_t sc[4];
+#pragma unroll
+  for (int c = 0; c < 4; ++c) sc[c] = ptx::e4m3_to_f16x2_bcast(sf >> (8 * c));
+#pragma unroll
+  for (int q = 0; q < 8; ++q) ptx::sts128(st + 128 * lane + 16 * (q ^ (lane % 8)), nvfp4_chunk(w, sc, q));
+  ptx::fence_proxy_async_smem();  // the chunks, before the wgmma (async proxy) reads them
+  __syncwarp();
+  if (lane == 0) ptx::mbar_arrive(sm.full(rc.s));
+  rc.next();
+}
+
+// Warp 1 of the direct-A kernels: every K step of the CTA's units, in the consumers' order.
+template <bool MASKED, class S, int MAXG>
+__device__ __forceinline__ void direct_a_producer(const Params<MAXG>& p, const Smem& sm, S& share, int lane) {
+  if constexpr (!MASKED) ptx::griddep_wait();  // A is an input (the masked form waited in its prologue)
+  RingPos<kStages> rl, rc;  // the next step copied, the next converted
+  int ahead = 0;            // steps copied, not yet converted
+  for (int u = 0; u < share.units(); ++u) {
+    const Unit w = share.template unit<kBlockN>(p, u);
+    const Group& gr = p.groups[w.tile.g];
+    const int row = w.tile.m0 + lane, steps = gr.k / kBlockK;
+    const uint32_t fill = row < call_rows<MASKED>(p, w.tile.g) ? 16u : 0u;
+    const int r = fill ? row : 0;  // (a row past the group's reads nothing: row 0's address stands in)
+    const uint8_t* a = gr.a + (int64_t)r * (gr.k / 2);
+    const uint8_t* sf = gr.sfa + (int64_t)(r / 128) * steps * kSfBlockBytes + sf_row_offset(r);
+    for (int kc = w.k0; kc < w.k1; ++kc, rl.next()) {
+      ptx::mbar_wait(sm.empty(rl.s), rl.ph ^ 1);
+      const uint32_t st = sm.a_stage(rl.s);
+      ptx::cp_async_16_fill(st + kDirectRaw + 32 * lane, a + kc * (kBlockK / 2), fill);
+      ptx::cp_async_16_fill(st + kDirectRaw + 32 * lane + 16, a + kc * (kBlockK / 2) + 16, fill);
+      ptx::cp_async_4_fill(st + kDirectSf + 4 * lane, sf + (int64_t)kc * kSfBlockBytes, fill / 4);
+      ptx::cp_async_commit();
+      if (++ahead > kDirectAhead) {
+        ptx::cp_async_wait<kDirectAhead>();
+        direct_a_step(sm, rc, lane);
+        --ahead;
+      }
+    }
+  }
+  ptx::cp_async_wait_all();
+  for (; ahead > 0; --ahead) direct_a_step(sm, rc, lane);
+}
+
 // HALF: half tiles (kernels/sm90/plan/planner.h kHalfBlockN, whole tiles only; consumer_unit_half). ANY: C rows at any
 // alignment stored in aligned 16-byte chunks (kernels/sm90/epilogue.cuh), for launches with such rows. RED:
 // reduced tiles (kernels/sm90/plan/planner.h): every CTA stores its one unit's partial sums for the reduce kernel
 // (kernels/sm90/reduce.cuh), which stores C. BUILD: kernels/sm90/plan/planner.h kBuildMain, kBuildNarrow (the narrow build, kNarrowN)
 // or kBuildMid (the mid build, kMidN); the last two whole and split tiles only. MASKED: the masked form
-// (MaskedParams::masked_m; whole and split tiles, C rows aligned and stored by the threads). The body of both kernels
-// below.
-template <int MAXG, bool HALF, bool ANY, bool RED, int BUILD, bool MASKED>
+// (MaskedParams::masked_m; whole and split tiles, C rows aligned and stored by the threads). DIRECT: the direct-A
+// kernels (narrow tiles only, A made by warp 1). The body of the kernels below.
+template <int MAXG, bool HALF, bool ANY, bool RED, int BUILD, bool MASKED, bool DIRECT = false>
 __device__ __forceinline__ void group_gemm(const Params<MAXG>& p) {
+  static_assert(!DIRECT || (MAXG <= kGroupsSmall && BUILD == kBuildNarrow), "direct A: narrow tiles, B maps in Params");
   static_assert(!HALF || kStages % 2 == 0, "half tiles: each stage serves one consumer warpgroup");
   static_assert(!RED || (!HALF && !ANY), "reduced tiles: whole-tile units, C stored by the reduce kernel");
   static_assert(BUILD == kBuildMain || (!HALF && !RED), "the narrow and mid builds: whole and split tiles");
@@ -613,7 +693,8 @@ __device__ __forceinline__ void group_gemm(const Params<MAXG>& p) {
       // griddepcontrol.wait (it lets this grid launch only after that).
       constexpr bool kParamMaps = MAXG <= kGroupsSmall;  // map_b holds the B maps (else b_maps does)
       // (the masked form waited in its prologue, before reading masked_m or offs)
-      if (!kParamMaps && !MASKED) ptx::griddep_wait();
+      // (with no conversion kernel before it (DIRECT) B is read after this grid's own wait)
+      if ((!kParamMaps || DIRECT) && !MASKED) ptx::griddep_wait();
       if (p.trace) {  // trace: the share's bounds are in registers
         asm volatile("" ::"r"(share.first_t), "r"(share.count), "r"(share.end_k));
         if (lane == 0) trace(p.trace, kTrBShare);
@@ -651,6 +732,8 @@ __device__ __forceinline__ void group_gemm(const Params<MAXG>& p) {
           __syncwarp();
         }
       }
+    } else if (DIRECT && warp == 1) {
+      direct_a_producer<MASKED>(p, sm, share, lane);
     } else if (warp == 1) {
       // ---------------------------------------------------------- A producer
       // fp16 A comes from the conversion kernel: wait for it. Its tensor map is a kernel parameter. The
@@ -714,7 +797,10 @@ __device__ __forceinline__ void group_gemm(const Params<MAXG>& p) {
     for (int u = 0; u < share.units(); ++u) {
       const Unit w = share.unit<kBN>(p, u);
       float acc[kMaxWidth / 2];  // per unit: nothing carries over, so no register lives across widths
-      consumer_dispatch<HALF, ANY, RED, BUILD, MASKED>(p, sm, acc, w, pos, r0, c, cw, wq, lane, pending, tr);
+      if constexpr (DIRECT)
+        consumer_unit<kWidths[0], ANY, false, kNarrowN, true, MASKED>(p, sm, acc, w, pos, r0, c, cw, wq, lane, pending,
+                                                                     tr);
+      else consumer_dispatch<HALF, ANY, RED, BUILD, MASKED>(p, sm, acc, w, pos, r0, c, cw, wq, lane, pending, tr);
       tr = nullptr;  // trace the first unit only
     }
     raise_flag(pending, flag_epoch(p.flags), lane);
@@ -739,6 +825,19 @@ __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm(const __grid_con
 template <int MAXG, int BUILD = kBuildMain>
 __global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm_masked(const __grid_constant__ MaskedParams<MAXG> p) {
   group_gemm<MAXG, false, false, false, BUILD, true>(p);
+}
+
+// The direct-A kernels (direct_a_producer): launches of up to kGroupsSmall groups of narrow tiles only, with no
+// conversion kernel; the task form (ANY: C at any alignment) and the masked form (not the contiguous layout: offs
+// null).
+template <int MAXG, bool ANY>
+__global__ void __launch_bounds__(kThreads, 1) nvfp4_group_gemm_direct(const __grid_constant__ Params<MAXG> p) {
+  group_gemm<MAXG, false, ANY, false, kBuildNarrow, false, true>(p);
+}
+template <int MAXG>
+__global__ void __launch_bounds__(kThreads, 1)
+    nvfp4_group_gemm_masked_direct(const __grid_constant__ MaskedParams<MAXG> p) {
+  group_gemm<MAXG, false, false, false, kBuildNarrow, true, true>(p);
 }
 
 }  // namespace fl::sm90

@@ -235,6 +235,19 @@ struct MaskedCall {
   const int32_t* offs;
 };
 
+// Whether a launch of gc groups with `plan` runs on the direct-A kernels (kernels/sm90/gemm.cuh direct_a_producer): one
+// launch, no fp16 A in the workspace. Where every tile is a narrow tile of the narrow build (at most kNarrowN A
+// rows) of up to kGroupsSmall groups, A NVFP4 and not the contiguous layout, under FASTLAUNCH_SM90_DIRECT=1 (not with
+// the experiments' FASTLAUNCH_SM90_ONLY).
+bool direct_a(const Sm90State& st, const sm90::LaunchPlan& plan, int gc, const MaskedCall* masked) {
+  if (!st.direct || st.only != 0 || gc > sm90::kGroupsSmall || plan.build != sm90::kBuildNarrow || plan.half ||
+      plan.reduce || (masked && (masked->a_fp16 || masked->offs)))
+    return false;
+  for (int i = 0; i < gc; ++i)
+    if (plan.group[i].mma_n > sm90::kNarrowN) return false;
+  return true;
+}
+
 // The device-side inputs both masked kernels' parameters share (MaskedParams, MaskedSkinnyParams), for the groups
 // from g0 on; the task form's (masked null): none.
 template <class P>
@@ -267,7 +280,10 @@ int launch_chunk(const DeviceState& dev, const int64_t* buf, int G, int g0, int 
   const bool a_fp16 = masked && masked->a_fp16;
   const bool contiguous = masked && masked->offs;  // every group's A is the same T rows, converted once
   if (contiguous) rows = buf[5 * G + g0];
-  if (int rc = a16_maps(dev.drv, p.map_a16, a16, kmax * 2, sm90::a16_map_rows(rows), err)) return rc;
+  // the direct-A kernels: no conversion, no fp16 A (nor its maps: the GEMM reads none)
+  const bool direct = MAXG == sm90::kGroupsSmall && direct_a(st, plan, gc, masked);
+  if (direct) rows = 0;
+  else if (int rc = a16_maps(dev.drv, p.map_a16, a16, kmax * 2, sm90::a16_map_rows(rows), err)) return rc;
   std::memcpy(&p.tmpl_b, &st.tmpl_b, sizeof(CUtensorMap));
   int64_t tiles = 0, units = 0, row = 0, red_ctas = 0;
   bool any = false;  // a group whose C rows are not all 16-byte aligned
@@ -330,26 +346,29 @@ int launch_chunk(const DeviceState& dev, const int64_t* buf, int G, int g0, int 
   // GEMM alone (experiments): the same kernel with no units (only the conversion reads num_units), so
   // the maps and flags are still written.
   if (st.only == 2) p.num_units = 0;
-  CUlaunchConfig cfg = st.convert_config;  // attrs point into dev, which outlives the call
+  CUlaunchConfig cfg = st.convert_config;
+  // attrs point into dev, which outlives the call
   const int64_t blocks = sm90::convert_ctas(p.num_units, dev.sm_count);
   const int64_t map_blocks = ceil_div(gc, sm90::kConvertThreads / 32);
   cfg.gridDimX = (unsigned)(blocks > map_blocks ? blocks : map_blocks);
   cfg.hStream = reinterpret_cast<CUstream>(stream);
-  if constexpr (MAXG == sm90::kGroupsSmall) {
-    // B maps in the GEMM's parameters: the conversion runs on its own small block (ConvertParams)
-    sm90::ConvertParams cp{};  // (groups past gc: zeros, never read)
-    cp.num_units = p.num_units;
-    cp.a16_pitch = p.a16_pitch;
-    cp.a_bf16 = p.a_bf16;
-    cp.masked_m = mp.masked_m;
-    for (int i = 0; i < gc; ++i) {
-      const sm90::Group& gr = p.groups[i];
-      cp.groups[i] = {gr.a, gr.sfa, gr.a16, gr.k, gr.unit_end, gr.width};
+  if (!direct) {  // (the direct-A kernels convert A themselves)
+    if constexpr (MAXG == sm90::kGroupsSmall) {
+      // B maps in the GEMM's parameters: the conversion runs on its own small block (ConvertParams)
+      sm90::ConvertParams cp{};  // (groups past gc: zeros, never read)
+      cp.num_units = p.num_units;
+      cp.a16_pitch = p.a16_pitch;
+      cp.a_bf16 = p.a_bf16;
+      cp.masked_m = mp.masked_m;
+      for (int i = 0; i < gc; ++i) {
+        const sm90::Group& gr = p.groups[i];
+        cp.groups[i] = {gr.a, gr.sfa, gr.a16, gr.k, gr.unit_end, gr.width};
+      }
+      void* cargs[1] = {&cp};
+      FL_LAUNCH_TRY(err, dev.drv, dev.drv.launch_kernel_ex(&cfg, st.convert_fn[which], cargs, nullptr));
+    } else {
+      FL_LAUNCH_TRY(err, dev.drv, dev.drv.launch_kernel_ex(&cfg, st.convert_fn[which], args, nullptr));
     }
-    void* cargs[1] = {&cp};
-    FL_LAUNCH_TRY(err, dev.drv, dev.drv.launch_kernel_ex(&cfg, st.convert_fn[which], cargs, nullptr));
-  } else {
-    FL_LAUNCH_TRY(err, dev.drv, dev.drv.launch_kernel_ex(&cfg, st.convert_fn[which], args, nullptr));
   }
 
   cfg = st.config;
@@ -367,6 +386,7 @@ int launch_chunk(const DeviceState& dev, const int64_t* buf, int G, int g0, int 
                      "groups in order %d)", (int)plan.half, plan.reduce, plan.build, (int)!any, (int)ordered);
     fn = st.masked_fn[plan.build == sm90::kBuildNarrow][which];
   }
+  if (direct) fn = masked ? st.masked_direct_fn : st.direct_fn[any];
   if constexpr (MAXG == sm90::kGroupsSmall) {
     // the planner takes half and reduced tiles for up to kGroupsSmall groups only
     if (plan.half) fn = st.half_fn[any];
@@ -481,6 +501,12 @@ int sm90_init(DeviceState& dev, Error& err) {
   if (int rc = prepare_build<sm90::kBuildMid>(st.fn[sm90::kBuildMid], err)) return rc;
   if (int rc = prepare_masked<sm90::kBuildMain>(st.masked_fn[0], err)) return rc;
   if (int rc = prepare_masked<sm90::kBuildNarrow>(st.masked_fn[1], err)) return rc;
+  const void* direct[3] = {reinterpret_cast<const void*>(&sm90::nvfp4_group_gemm_direct<sm90::kGroupsSmall, false>),
+                           reinterpret_cast<const void*>(&sm90::nvfp4_group_gemm_direct<sm90::kGroupsSmall, true>),
+                           reinterpret_cast<const void*>(&sm90::nvfp4_group_gemm_masked_direct<sm90::kGroupsSmall>)};
+  CUfunction* direct_fn[3] = {&st.direct_fn[0], &st.direct_fn[1], &st.masked_direct_fn};
+  for (int i = 0; i < 3; ++i)
+    if (int rc = kernel_handle(direct[i], sm90::kSmemBytes, direct_fn[i], err)) return rc;
   if (int rc = prepare<sm90::kGroupsSmall, true>(&st.half_fn[0], err)) return rc;
   if (int rc = prepare<sm90::kGroupsSmall, true, true>(&st.half_fn[1], err)) return rc;
   if (int rc = prepare<sm90::kGroupsSmall, false, false, true>(&st.red_fn, err)) return rc;
@@ -548,6 +574,7 @@ int sm90_init(DeviceState& dev, Error& err) {
     st.skinny_lanes = lanes;
   }
   if (int rc = env_word("FASTLAUNCH_SM90_PREFETCH", {{"1", 1}, {"0", 0}}, "0 or 1", &st.b_prefetch, err)) return rc;
+  if (int rc = env_word("FASTLAUNCH_SM90_DIRECT", {{"1", 1}, {"0", 0}}, "0 or 1", &st.direct, err)) return rc;
   if (int rc = env_word("FASTLAUNCH_SM90_ROWS", {{"1", 1}, {"0", 2}, {"first", 0}}, "0, 1 or first", &st.rows, err))
     return rc;
   if (int rc = env_word("FASTLAUNCH_SM90_ONLY", {{"convert", 1}, {"gemm", 2}}, "convert or gemm", &st.only, err))
@@ -597,7 +624,8 @@ int launch_groups(const DeviceState& dev, const int64_t* buf, int G, const int* 
       const sm90::LaunchPlan& plan =
           single ? *single
                  : launch_plan(buf + 5 * G + g0, buf + 6 * G + g0, buf + 7 * G + g0, g + 1 - g0, dev.sm_count, force);
-      workspace += chunk_bytes(rows, kmax, g + 1 - g0, dev.sm_count, plan, masked != nullptr);
+      const bool direct = g + 1 - g0 <= sm90::kGroupsSmall && direct_a(dev.sm90, plan, g + 1 - g0, masked);
+      workspace += chunk_bytes(direct ? 0 : rows, kmax, g + 1 - g0, dev.sm_count, plan, masked != nullptr);
       if (G <= sm90::kGroupsPerLaunch) single = &plan;
       if (workspace > kMaxWorkspaceBytes)
         return err.set(FL_ERR_VALUE, "group %d: the fp16 copy of A would exceed %lld bytes", caller_g,

@@ -123,6 +123,28 @@ def test_sm90_hand_overs_keep_a_halfs_loads_in_flight(sass):
     assert checked == 16  # main and mid builds: 16, 64, 128 and 256 groups, each also for C at any alignment
 
 
+# the direct-A kernels (kernels/sm90/gemm.cuh direct_a_producer): the task form's, aligned C and C at any alignment, and
+# the masked form's, for up to 16 groups
+DIRECT = {"nvfp4_group_gemm_directILi16ELb0EE": "direct A", "nvfp4_group_gemm_directILi16ELb1EE": "direct A, C any",
+          "nvfp4_group_gemm_masked_directILi16EE": "masked, direct A"}
+
+
+def test_direct_a_kernels_copy_a_by_cp_async_and_run_one_narrow_loop(sass):
+    # one wgmma K loop at the narrow N (every tile narrow), descriptors in uniform registers, no local memory; A's row
+    # copied by three cp.async (LDGSTS: its two 16-byte halves and its scale word), the only TMA load B's
+    funcs = sass_loops.functions(sass["sm_90a"])
+    got = {tag: body for name, body in funcs.items() for tag in DIRECT if tag in name}
+    assert set(got) == set(DIRECT), sorted(n for n in funcs if "direct" in n)
+    for tag, body in got.items():
+        inner = sass_loops.inner_loops(body)
+        assert set(inner) == {_C.narrow_n}, (DIRECT[tag], sorted(inner))
+        for _width, (hgmma, _n, r2ur, _text) in inner.items():
+            assert hgmma == 8 and r2ur == 0, (DIRECT[tag], hgmma, r2ur)
+        assert not re.search(r"\b(LDL|STL)\b", body), f"{DIRECT[tag]}: local memory"
+        assert len(re.findall(r"\bLDGSTS\b", body)) == 3, DIRECT[tag]
+        assert len(re.findall(r"\bUTMALDG\b", body)) == 1, DIRECT[tag]
+
+
 def test_sm90_conversions_are_built_without_local_memory(sass):
     # the A conversion: on Params for launches of 17-256 groups (it writes their B maps), on its own small
     # parameter block (ConvertParams) for up to 16 (the call's first launch carries its parameter bytes on

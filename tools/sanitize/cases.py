@@ -18,6 +18,10 @@ FAMILIES = {
     "reduce": ({"FASTLAUNCH_SM90_SHARE": "reduce"}, [(1, [40], [256], [2048])]),
     "half": ({"FASTLAUNCH_SM90_HALF": "1"}, [(2, [64, 200], [128, 256], [512, 256])]),
     "narrow": ({"FASTLAUNCH_SM90_NARROW": "1", "FASTLAUNCH_SM90_HALF": "0"}, [(4, [8, 30, 1, 17], [256, 256, 128, 384], [512, 256, 512, 256])]),
+    # the direct-A kernels: every tile narrow, then one tile split over CTAs (and the masked form's below)
+    "direct": ({"FASTLAUNCH_SM90_NARROW": "1", "FASTLAUNCH_SM90_HALF": "0", "FASTLAUNCH_SM90_SKINNY": "0",
+                "FASTLAUNCH_SM90_DIRECT": "1"},
+               [(4, [8, 30, 1, 17], [256, 256, 128, 384], [512, 256, 512, 256]), (1, [4], [256], [4096])]),
     "mid": ({"FASTLAUNCH_SM90_MID": "1", "FASTLAUNCH_SM90_WCAP": "192", "FASTLAUNCH_SM90_HALF": "0"}, [(2, [160, 176], [256, 128], [512, 256])]),
     "skinny": ({"FASTLAUNCH_SM90_SKINNY": "1"}, [(3, [1, 4, 16], [512, 256, 256], [1024, 512, 512])]),
     "skinny-split": ({"FASTLAUNCH_SM90_SKINNY": "1", "FASTLAUNCH_SM90_SKINNY_SPLIT": "2"},
@@ -27,6 +31,8 @@ FAMILIES = {
     "wave": ({"FASTLAUNCH_SM90_SHARE": "wave"}, [(2, [1000, 500], [2048, 2048], [128, 128])]),  # 144 tiles: 2 turns
     "masked": ({}, []),  # the masked form: grouped_mm_masked below
     "masked-wave": ({"FASTLAUNCH_SM90_SHARE": "wave"}, []),  # ... in wave plans (tiles counted on the device)
+    "masked-direct": ({"FASTLAUNCH_SM90_NARROW": "1", "FASTLAUNCH_SM90_SKINNY": "0", "FASTLAUNCH_SM90_DIRECT": "1"},
+                      []),  # ... where every tile is narrow (max_m 24: its third call), on the direct-A kernel
     "serving": ({}, []),  # the weight-only masked form (bf16, fp16 a) and the contiguous layout (bf16, NVFP4 a)
 }
 
