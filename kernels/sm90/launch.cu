@@ -214,10 +214,14 @@ int gemm_grid(const sm90::LaunchPlan& plan, bool masked, int sm_count) {
 }
 
 // (rows: of A in the workspace; the contiguous layout's launch holds its T rows once. The masked form's schedule may
-// split tiles on any of its CTAs: their partial sums always have room.)
-int64_t chunk_bytes(int64_t rows, int64_t kmax, int groups, int sm_count, const sm90::LaunchPlan& plan, bool masked) {
+// split tiles on any of its CTAs: their partial sums always have room. A task-form launch on the direct-A kernels
+// (direct) that splits no tile reads nothing there: none.)
+int64_t chunk_bytes(int64_t rows, int64_t kmax, int groups, int sm_count, const sm90::LaunchPlan& plan, bool masked,
+                    bool direct = false) {
+  if (direct && !masked && !plan.splits) return 0;
   const int64_t parts = masked ? gemm_grid(plan, true, sm_count) : plan.splits ? plan.ctas : 0;
-  return sm90::a16_launch_bytes(rows, kmax) + maps_bytes(groups) + kFlagsBytes + parts * sm90::kPartialBytes;
+  return (direct ? 0 : sm90::a16_launch_bytes(rows, kmax)) + maps_bytes(groups) + kFlagsBytes +
+         parts * sm90::kPartialBytes;
 }
 
 // The masked form's device-side inputs of a call: each group's rows (masked_m), its scale (alpha, or null) and C's
@@ -282,8 +286,8 @@ int launch_chunk(const DeviceState& dev, const int64_t* buf, int G, int g0, int 
   if (contiguous) rows = buf[5 * G + g0];
   // the direct-A kernels: no conversion, no fp16 A (nor its maps: the GEMM reads none)
   const bool direct = MAXG == sm90::kGroupsSmall && direct_a(st, plan, gc, masked);
-  if (direct) rows = 0;
-  else if (int rc = a16_maps(dev.drv, p.map_a16, a16, kmax * 2, sm90::a16_map_rows(rows), err)) return rc;
+  if (!direct)
+    if (int rc = a16_maps(dev.drv, p.map_a16, a16, kmax * 2, sm90::a16_map_rows(rows), err)) return rc;
   std::memcpy(&p.tmpl_b, &st.tmpl_b, sizeof(CUtensorMap));
   int64_t tiles = 0, units = 0, row = 0, red_ctas = 0;
   bool any = false;  // a group whose C rows are not all 16-byte aligned
@@ -318,11 +322,11 @@ int launch_chunk(const DeviceState& dev, const int64_t* buf, int G, int g0, int 
     if (!any && !plan.reduce && !masked)  // the kernels of aligned C (sm90::kTmaC) store it through these
       if (int rc = c_maps(dev.drv, p.map_c, buf, G, g0, plan.order, gc, err)) return rc;
   }
-  uint8_t* const tail = a16 + sm90::a16_launch_bytes(rows, kmax);
+  uint8_t* const tail = direct ? a16 : a16 + sm90::a16_launch_bytes(rows, kmax);
   p.b_maps = tail;
   p.flags = reinterpret_cast<uint64_t*>(tail + maps_bytes(gc));
   p.partials = reinterpret_cast<float*>(reinterpret_cast<uint8_t*>(p.flags) + kFlagsBytes);
-  a16 += chunk_bytes(rows, kmax, gc, dev.sm_count, plan, masked != nullptr);
+  a16 += chunk_bytes(rows, kmax, gc, dev.sm_count, plan, masked != nullptr, direct);
   p.num_groups = gc;
   p.num_ctas = gemm_grid(plan, masked != nullptr, dev.sm_count);
   p.num_units = (int32_t)units;
@@ -625,7 +629,7 @@ int launch_groups(const DeviceState& dev, const int64_t* buf, int G, const int* 
           single ? *single
                  : launch_plan(buf + 5 * G + g0, buf + 6 * G + g0, buf + 7 * G + g0, g + 1 - g0, dev.sm_count, force);
       const bool direct = g + 1 - g0 <= sm90::kGroupsSmall && direct_a(dev.sm90, plan, g + 1 - g0, masked);
-      workspace += chunk_bytes(direct ? 0 : rows, kmax, g + 1 - g0, dev.sm_count, plan, masked != nullptr);
+      workspace += chunk_bytes(rows, kmax, g + 1 - g0, dev.sm_count, plan, masked != nullptr, direct);
       if (G <= sm90::kGroupsPerLaunch) single = &plan;
       if (workspace > kMaxWorkspaceBytes)
         return err.set(FL_ERR_VALUE, "group %d: the fp16 copy of A would exceed %lld bytes", caller_g,
