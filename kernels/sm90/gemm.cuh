@@ -528,42 +528,72 @@ __device__ __noinline__ void prefetch_planned_b(const Params<MAXG>& p) {
 
 // The direct-A kernels (nvfp4_group_gemm_direct, nvfp4_group_gemm_masked_direct): launches of up to kGroupsSmall
 // groups whose every tile is a narrow tile of the narrow build (at most kNarrowN A rows) run with no conversion kernel
-// before them, so a call is one launch. Warp 1 makes each K step's fp16 A rows itself from the caller's NVFP4 A and
-// scales: lane r owns the tile's row r; it copies the row's 32 packed bytes and scale word of the step into the stage
-// past its fp16 rows (cp.async; zeros for rows past the group's, which read nothing), kDirectAhead steps ahead of
-// the step it converts; to convert one it waits for its oldest copies, writes the row's eight chunks
-// (nvfp4_chunk) where the TMA of the fp16 tile would have put them (128-byte swizzle), orders them before the
-// wgmma's reads (the async proxy), and lane 0 arrives on the stage's full barrier in place of the TMA's bytes.
-constexpr uint32_t kDirectRaw = kNarrowN * kA16RowBytes;               // lane r's 32 packed bytes at + 32 r
+// before them, so a call is one launch. Warp 1 makes each K step's fp16 A rows itself from the caller's A: lane r owns
+// the tile's row r; it copies the row's bytes of the step into the stage past its fp16 rows (cp.async; zeros for
+// rows past the group's, which read nothing), kDirectAhead steps ahead of the step it converts; to convert one it
+// waits for its oldest copies, writes the row's eight fp16 chunks where the TMA of the fp16 tile would have put them
+// (128-byte swizzle), orders them before the wgmma's reads (the async proxy), and lane 0 arrives on the stage's full
+// barrier in place of the TMA's bytes. NVFP4 A: the row's 32 packed bytes and its scale word, decoded as the
+// conversion kernel does (nvfp4_chunk). fp16 or bf16 A (the masked form's weight-only calls: sfa null): the row's 128
+// bytes in eight 16-byte copies, copy j at slot j ^ (r % 8) (no bank conflicts when each lane reads its own row),
+// permuted into the K order (k_order_word) and, bf16, rounded to fp16, as the conversion kernel does.
+constexpr uint32_t kDirectRaw = kNarrowN * kA16RowBytes;               // lane r's copies at + 32 r (fp16: + 128 r)
 constexpr uint32_t kDirectSf = kDirectRaw + kNarrowN * (kBlockK / 2);  // ... and its scale word at + 4 r
 constexpr int kDirectAhead = 3;
 static_assert(kNarrowN == 32, "a lane a row");
-static_assert(kDirectSf + kNarrowN * 4 <= kAStageBytes, "the copies fit the stage past its fp16 rows");
+static_assert(kDirectSf + kNarrowN * 4 <= kAStageBytes && kDirectRaw + kNarrowN * kA16RowBytes <= kAStageBytes,
+              "the copies fit the stage past its fp16 rows");
 // The stage the copies of step i wait for (its empty barrier) is released by the consumers' step i - kStages + 1,
 // which the producer has converted before it waits (it converts step i - 1 - kDirectAhead before copying step i).
 static_assert(kDirectAhead + 2 <= kStages, "no wait for a step not yet converted");
 
-// The oldest step copied (at `rc`) converted into its stage and handed to the consumers; rc advanced.
-__device__ __forceinline__ void direct_a_step(const Smem& sm, RingPos<kStages>& rc, int lane) {
-  const uint32_t st = sm.a_stage(rc.s);
-  const uint4 lo = ptx::lds128(st + kDirectRaw + 32 * lane), hi = ptx::lds128(st + kDirectRaw + 32 * lane + 16);
-  const uint32_t sf = ptx::lds32(st + kDirectSf + 4 * lane);
-  const uint32_t w[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-  uint32_t sc[4];
+// The oldest step copied (at `rc`) converted into its stage and handed to the consumers; rc advanced. wide: the
+// copies are fp16 or bf16 (bf16) rows, else NVFP4.
+__device__ __forceinline__ void direct_a_step(const Smem& sm, RingPos<kStages>& rc, int lane, bool wide, bool bf16) {
+  const uint32_t st = sm.a_stage(rc.s), row = st + 128 * lane;
+  if (wide) {
+    const uint32_t raw = st + kDirectRaw + 128 * lane;
 #pragma unroll
-  for (int c = 0; c < 4; ++c) sc[c] = ptx::e4m3_to_f16x2_bcast(sf >> (8 * c));
+    for (int b = 0; b < 2; ++b) {
+      uint32_t w[4][4];  // [c]: the row's words 8c + 4b .. 8c + 4b + 3 (its 16-byte copy 2c + b)
 #pragma unroll
-  for (int q = 0; q < 8; ++q) ptx::sts128(st + 128 * lane + 16 * (q ^ (lane % 8)), nvfp4_chunk(w, sc, q));
+      for (int c = 0; c < 4; ++c) {
+        const uint4 t = ptx::lds128(raw + 16 * ((2 * c + b) ^ (lane % 8)));
+        w[c][0] = t.x, w[c][1] = t.y, w[c][2] = t.z, w[c][3] = t.w;
+#pragma unroll
+        for (int i = 0; i < 4; ++i) w[c][i] = bf16 ? ptx::bf16x2_to_f16x2(w[c][i]) : w[c][i];
+      }
+      // chunk q = 2 s4 + b, word c: K 16c + 8b + s4 and + 4, halves s4 % 2 of words 8c + 4b + s4 / 2 and + 2
+#pragma unroll
+      for (int s4 = 0; s4 < 4; ++s4) {
+        uint32_t v[4];
+#pragma unroll
+        for (int c = 0; c < 4; ++c) v[c] = byte_perm(w[c][s4 / 2], w[c][s4 / 2 + 2], s4 % 2 ? 0x7632u : 0x5410u);
+        ptx::sts128(row + 16 * ((2 * s4 + b) ^ (lane % 8)), make_uint4(v[0], v[1], v[2], v[3]));
+      }
+    }
+  } else {
+    const uint4 lo = ptx::lds128(st + kDirectRaw + 32 * lane), hi = ptx::lds128(st + kDirectRaw + 32 * lane + 16);
+    const uint32_t sf = ptx::lds32(st + kDirectSf + 4 * lane);
+    const uint32_t w[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+    uint32_t sc[4];
+#pragma unroll
+    for (int c = 0; c < 4; ++c) sc[c] = ptx::e4m3_to_f16x2_bcast(sf >> (8 * c));
+#pragma unroll
+    for (int q = 0; q < 8; ++q) ptx::sts128(row + 16 * (q ^ (lane % 8)), nvfp4_chunk(w, sc, q));
+  }
   ptx::fence_proxy_async_smem();  // the chunks, before the wgmma (async proxy) reads them
   __syncwarp();
   if (lane == 0) ptx::mbar_arrive(sm.full(rc.s));
   rc.next();
 }
 
-// Warp 1 of the direct-A kernels: every K step of the CTA's units, in the consumers' order.
+// Warp 1 of the direct-A kernels: every K step of the CTA's units, in the consumers' order. Every group of a launch
+// has A of one kind (the first group's sfa null: fp16 or bf16, Params::a_bf16).
 template <bool MASKED, class S, int MAXG>
 __device__ __forceinline__ void direct_a_producer(const Params<MAXG>& p, const Smem& sm, S& share, int lane) {
   if constexpr (!MASKED) ptx::griddep_wait();  // A is an input (the masked form waited in its prologue)
+  const bool wide = MASKED && p.groups[0].sfa == nullptr, bf16 = p.a_bf16 != 0;  // (the task form's A: NVFP4)
   RingPos<kStages> rl, rc;  // the next step copied, the next converted
   int ahead = 0;            // steps copied, not yet converted
   for (int u = 0; u < share.units(); ++u) {
@@ -572,24 +602,31 @@ __device__ __forceinline__ void direct_a_producer(const Params<MAXG>& p, const S
     const int row = w.tile.m0 + lane, steps = gr.k / kBlockK;
     const uint32_t fill = row < call_rows<MASKED>(p, w.tile.g) ? 16u : 0u;
     const int r = fill ? row : 0;  // (a row past the group's reads nothing: row 0's address stands in)
-    const uint8_t* a = gr.a + (int64_t)r * (gr.k / 2);
-    const uint8_t* sf = gr.sfa + (int64_t)(r / 128) * steps * kSfBlockBytes + sf_row_offset(r);
+    const uint8_t* a = gr.a + (int64_t)r * (wide ? gr.k * 2 : gr.k / 2);
+    const uint8_t* sf = wide ? nullptr : gr.sfa + (int64_t)(r / 128) * steps * kSfBlockBytes + sf_row_offset(r);
     for (int kc = w.k0; kc < w.k1; ++kc, rl.next()) {
       ptx::mbar_wait(sm.empty(rl.s), rl.ph ^ 1);
       const uint32_t st = sm.a_stage(rl.s);
-      ptx::cp_async_16_fill(st + kDirectRaw + 32 * lane, a + kc * (kBlockK / 2), fill);
-      ptx::cp_async_16_fill(st + kDirectRaw + 32 * lane + 16, a + kc * (kBlockK / 2) + 16, fill);
-      ptx::cp_async_4_fill(st + kDirectSf + 4 * lane, sf + (int64_t)kc * kSfBlockBytes, fill / 4);
+      if (wide) {
+        const uint8_t* src = a + kc * kA16RowBytes;
+#pragma unroll
+        for (int j = 0; j < 8; ++j)
+          ptx::cp_async_16_fill(st + kDirectRaw + 128 * lane + 16 * (j ^ (lane % 8)), src + 16 * j, fill);
+      } else {
+        ptx::cp_async_16_fill(st + kDirectRaw + 32 * lane, a + kc * (kBlockK / 2), fill);
+        ptx::cp_async_16_fill(st + kDirectRaw + 32 * lane + 16, a + kc * (kBlockK / 2) + 16, fill);
+        ptx::cp_async_4_fill(st + kDirectSf + 4 * lane, sf + (int64_t)kc * kSfBlockBytes, fill / 4);
+      }
       ptx::cp_async_commit();
       if (++ahead > kDirectAhead) {
         ptx::cp_async_wait<kDirectAhead>();
-        direct_a_step(sm, rc, lane);
+        direct_a_step(sm, rc, lane, wide, bf16);
         --ahead;
       }
     }
   }
   ptx::cp_async_wait_all();
-  for (; ahead > 0; --ahead) direct_a_step(sm, rc, lane);
+  for (; ahead > 0; --ahead) direct_a_step(sm, rc, lane, wide, bf16);
 }
 
 // HALF: half tiles (kernels/sm90/plan/planner.h kHalfBlockN, whole tiles only; consumer_unit_half). ANY: C rows at any

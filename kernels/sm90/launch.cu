@@ -241,11 +241,11 @@ struct MaskedCall {
 
 // Whether a launch of gc groups with `plan` runs on the direct-A kernels (kernels/sm90/gemm.cuh direct_a_producer): one
 // launch, no fp16 A in the workspace. Where every tile is a narrow tile of the narrow build (at most kNarrowN A
-// rows) of up to kGroupsSmall groups, A NVFP4 and not the contiguous layout, under FASTLAUNCH_SM90_DIRECT=1 (not with
-// the experiments' FASTLAUNCH_SM90_ONLY).
+// rows) of up to kGroupsSmall groups, not in the contiguous layout, under FASTLAUNCH_SM90_DIRECT=1 (not with the
+// experiments' FASTLAUNCH_SM90_ONLY).
 bool direct_a(const Sm90State& st, const sm90::LaunchPlan& plan, int gc, const MaskedCall* masked) {
   if (!st.direct || st.only != 0 || gc > sm90::kGroupsSmall || plan.build != sm90::kBuildNarrow || plan.half ||
-      plan.reduce || (masked && (masked->a_fp16 || masked->offs)))
+      plan.reduce || (masked && masked->offs))
     return false;
   for (int i = 0; i < gc; ++i)
     if (plan.group[i].mma_n > sm90::kNarrowN) return false;

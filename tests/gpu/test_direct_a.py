@@ -3,7 +3,8 @@ to 16 groups whose every tile is a narrow tile (at most 32 A rows) run as one ke
 (FASTLAUNCH_SM90_DIRECT=1). Each case is checked against the fp32 reference with its outputs poisoned, its outputs
 must be bit for bit those of the conversion kernel and the GEMM (FASTLAUNCH_SM90_DIRECT=0, the same plan), and the
 kernels one call runs are counted: one where every tile is narrow, two otherwise. The task form planned and on the
-device schedule, and the masked form with counts of 0 and max_m, replayed in a CUDA graph with new counts."""
+device schedule, and the masked form (NVFP4, bf16 and fp16 activations) with counts of 0 and max_m, replayed in a CUDA
+graph with new counts."""
 import json
 import os
 import random
@@ -49,9 +50,13 @@ for i, case in enumerate(cases):
         h = digest(outs)
         ran = kernels(lambda: fastlaunch.fast_launch(d))
     else:
-        _, g, max_m, n, k, counts = case
+        _, g, max_m, n, k, counts, a_dtype = case
         a, sfa, b, sfb, mm, out = R.generate_masked_input(g, max_m, n, k, counts, seed + i, device="cuda",
                                                           out_init="nan")
+        if a_dtype:  # weight-only: any values of that dtype, sfa None
+            gen = torch.Generator(device="cuda").manual_seed(seed + i)
+            a = (torch.randn(g, max_m, k, generator=gen, device="cuda") / 4).to(getattr(torch, a_dtype))
+            sfa = None
         before = out.clone()
         _C.grouped_mm_masked(a, sfa, b, sfb, mm, out)
         torch.cuda.synchronize()
@@ -129,15 +134,20 @@ def test_task_form_direct_a(rows):
 
 def test_masked_form_direct_a():
     # decode steps of up to 32 tokens per expert, experts with 0 and max_m tokens, a long K, 16 experts, then 40
-    # experts (more than one launch's 16: two kernels) and max_m 33
+    # experts (more than one launch's 16: two kernels) and max_m 33; NVFP4 activations and the weight-only forms
     seed = fresh_seed()
     rng = random.Random(seed)
-    cases = [("masked", 8, 8, 2048, 7168, [0] + [rng.randrange(1, 9) for _ in range(6)] + [8]),
-             ("masked", 4, 32, 1024, 2048, [32, 0, 31, 1]),
-             ("masked", 16, 16, 512, 4096, [rng.randrange(0, 17) for _ in range(16)]),
-             ("masked", 2, 24, 256, 14336, [24, 5]),
-             ("masked", 40, 8, 256, 512, [rng.randrange(0, 9) for _ in range(40)]),
-             ("masked", 3, 33, 512, 1024, [33, 0, 17])]
+    cases = [("masked", 8, 8, 2048, 7168, [0] + [rng.randrange(1, 9) for _ in range(6)] + [8], None),
+             ("masked", 4, 32, 1024, 2048, [32, 0, 31, 1], None),
+             ("masked", 16, 16, 512, 4096, [rng.randrange(0, 17) for _ in range(16)], None),
+             ("masked", 2, 24, 256, 14336, [24, 5], None),
+             ("masked", 40, 8, 256, 512, [rng.randrange(0, 9) for _ in range(40)], None),
+             ("masked", 3, 33, 512, 1024, [33, 0, 17], None)]
+    # weight-only (bf16 and fp16 activations, sfa None) alike
+    cases += [("masked", 8, 8, 2048, 7168, [0] + [rng.randrange(1, 9) for _ in range(6)] + [8], "bfloat16"),
+              ("masked", 4, 32, 1024, 2048, [32, 0, 31, 1], "float16"),
+              ("masked", 16, 16, 512, 4096, [rng.randrange(0, 17) for _ in range(16)], "bfloat16"),
+              ("masked", 3, 33, 512, 1024, [33, 0, 17], "float16")]
     env = {"FASTLAUNCH_SM90_SKINNY": "0", "FASTLAUNCH_SM90_NARROW": "1", "FASTLAUNCH_SM90_DIRECT": "1"}
     direct = run_cases(cases, seed, env)
     split = run_cases(cases, seed, {**env, "FASTLAUNCH_SM90_DIRECT": "0"})
