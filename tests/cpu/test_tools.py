@@ -102,6 +102,7 @@ def test_sweep_modes_set_their_variables(monkeypatch):
     assert sweep.mode_env("rows:1")["FASTLAUNCH_SM90_ROWS"] == "1"
     assert sweep.mode_env("rows:0")["FASTLAUNCH_SM90_ROWS"] == "0"
     assert sweep.describe("rows:1") == "device schedule where it fits"
+    assert sweep.mode_env("direct:1")["FASTLAUNCH_SM90_DIRECT"] == "1"
     env = sweep.mode_env("rows:1:128")
     assert env["FASTLAUNCH_SM90_ROWS"] == "1" and env["FASTLAUNCH_SM90_WCAP"] == "128"
     assert sweep.describe("rows:1:128") == "device schedule where it fits, widths <= 128"

@@ -10,7 +10,8 @@ groups of a few rows) never or always where allowed (FASTLAUNCH_SM90_SKINNY=0/1;
 P parts, FASTLAUNCH_SM90_SKINNY_SPLIT=P; skinny:1:P:L also L lanes per B row, FASTLAUNCH_SM90_SKINNY_LANES=L,
 with P = 0 the planner's split), on the device schedule wherever it fits or never (FASTLAUNCH_SM90_ROWS=1/0:
 kernels/sm90/plan/row_plan.h; the timed calls repeat, so by default they run the plan; rows:1:W with tiles of at
-most W rows, FASTLAUNCH_SM90_WCAP=W) and with the planner's choice, each mode in
+most W rows, FASTLAUNCH_SM90_WCAP=W), with the direct-A kernels (one launch where every tile is narrow) never or
+where allowed (FASTLAUNCH_SM90_DIRECT=0/1) and with the planner's choice, each mode in
 its own process, after a
 correctness check on a few test shapes and on each timed shape; then the planner's choice with only the A
 conversion or only the GEMM launched (FASTLAUNCH_SM90_ONLY; those results are wrong). Mode `cublas` times
@@ -31,7 +32,8 @@ python tools/tuning/sweep_sm90.py [--set bench|tests|hand|slow|longk|any|far|row
                            [--align8] [--json FILE] [mode ...]
   (modes: auto, cap:W, share:whole, share:split, share:split:S, share:reduce, share:reduce:S, half:0, half:1,
   narrow:0, narrow:1, mid:0, mid:1, skinny:0, skinny:1, skinny:1:P, skinny:1:P:L, rows:0, rows:1, rows:1:W,
-  only:convert, only:gemm, cublas; default: all but split:S, reduce:S, skinny, rows:1:W and cublas)
+  direct:0, direct:1, only:convert, only:gemm, cublas; default: all but split:S, reduce:S, skinny, rows:1:W, direct and
+  cublas)
 """
 import argparse
 import json
@@ -159,6 +161,7 @@ MODES = {"auto": "planner", **{f"cap:{w}": f"widths <= {w}" for w in WIDTHS},
          "mid:0": "no mid build", "mid:1": "mid build where it fits",
          "skinny:0": "no skinny kernel", "skinny:1": "skinny kernel where allowed",
          "rows:0": "no device schedule", "rows:1": "device schedule where it fits",
+         "direct:0": "no direct-A kernels", "direct:1": "direct-A kernels where allowed",
          "only:convert": "planner, A conversion only", "only:gemm": "planner, GEMM only"}
 
 
@@ -208,12 +211,12 @@ print(json.dumps({"ok": bool(ok), "us": times}))
 
 def mode_env(mode):
     """The environment of a child process run in `mode` (auto, cap:W, share:whole|split|split:S|reduce|reduce:S,
-    half:0|1, narrow:0|1, mid:0|1, skinny:0|1|1:P|1:P:L, rows:0|1|1:W, only:convert|gemm; others, such as cublas,
-    leave the settings unset)."""
+    half:0|1, narrow:0|1, mid:0|1, skinny:0|1|1:P|1:P:L, rows:0|1|1:W, direct:0|1, only:convert|gemm; others, such as
+    cublas, leave the settings unset)."""
     env = dict(os.environ)
     for k in ("FASTLAUNCH_SM90_WCAP", "FASTLAUNCH_SM90_ONLY", "FASTLAUNCH_SM90_SHARE", "FASTLAUNCH_SM90_HALF",
               "FASTLAUNCH_SM90_NARROW", "FASTLAUNCH_SM90_MID", "FASTLAUNCH_SM90_SKINNY", "FASTLAUNCH_SM90_SKINNY_SPLIT",
-              "FASTLAUNCH_SM90_SKINNY_LANES", "FASTLAUNCH_SM90_ROWS"):
+              "FASTLAUNCH_SM90_SKINNY_LANES", "FASTLAUNCH_SM90_ROWS", "FASTLAUNCH_SM90_DIRECT"):
         env.pop(k, None)
     kind, _, value = mode.partition(":")
     if kind == "skinny" and value.startswith("1:"):
@@ -228,7 +231,8 @@ def mode_env(mode):
         value = "1"
     var = {"share": "FASTLAUNCH_SM90_SHARE", "only": "FASTLAUNCH_SM90_ONLY", "cap": "FASTLAUNCH_SM90_WCAP",
            "half": "FASTLAUNCH_SM90_HALF", "narrow": "FASTLAUNCH_SM90_NARROW", "mid": "FASTLAUNCH_SM90_MID",
-           "skinny": "FASTLAUNCH_SM90_SKINNY", "rows": "FASTLAUNCH_SM90_ROWS"}.get(kind)
+           "skinny": "FASTLAUNCH_SM90_SKINNY", "rows": "FASTLAUNCH_SM90_ROWS",
+           "direct": "FASTLAUNCH_SM90_DIRECT"}.get(kind)
     if var:
         env[var] = value
     return env
@@ -248,7 +252,7 @@ def main(argv=None):
     else:
         shapes, names = resolve_set(args.set)
     rows = []
-    for m in args.modes or [m for m in MODES if not m.startswith("skinny")]:
+    for m in args.modes or [m for m in MODES if not m.startswith(("skinny", "direct"))]:
         out = subprocess.run([sys.executable, "-c", CHILD, m, json.dumps(shapes)], env=mode_env(m), capture_output=True,
                              text=True, timeout=600)
         if out.returncode:
