@@ -6,7 +6,8 @@
 // converted to fp16 once per launch by a separate kernel (kernels/sm90/convert_a.cuh) into a workspace, all
 // groups' rows stacked with one row pitch, so tensor maps encoded on the host (one per width, its box
 // one tile's A for one K step; cached while the workspace stays put) cover every group; the GEMM
-// loads its A tiles from there with TMA. B's tensor map is patched on the device per group.
+// loads its A tiles from there with TMA. B's tensor map is patched on the device per group. (The direct-A
+// kernels, for launches of narrow tiles only, make the fp16 A tile in the stage themselves: direct_a_producer.)
 //
 // Tiles are numbered in the plan's order (groups by tile cost, costliest first). The launch's K
 // steps (tile by tile, each tile's in K order) are shared out among the CTAs by the plan (kernels/sm90/plan/planner.h,
@@ -25,7 +26,8 @@
 //                   block of each 64-wide K step, at once with the B maps in the kernel parameters
 //                   (up to 16 groups), else after the conversion kernel wrote them;
 //   warp 1          A producer: waits for the conversion, then TMA for the fp16 A tile (128-byte
-//                   swizzle) of each step (warps 2, 3 only hand over registers);
+//                   swizzle) of each step (warps 2, 3 only hand over registers); in the direct-A
+//                   kernels it copies and converts the caller's A rows into the stage instead;
 //   warpgroups 1, 2 consumers: 64 B rows each, dequantise them into wgmma A fragments, issue the
 //                   wgmma; epilogue through shared memory (stmatrix transposes the C^T fragments
 //                   into C rows), then one TMA store per 64-row pass (kTmaC) or 16-byte row stores; or

@@ -350,8 +350,7 @@ int launch_chunk(const DeviceState& dev, const int64_t* buf, int G, int g0, int 
   // GEMM alone (experiments): the same kernel with no units (only the conversion reads num_units), so
   // the maps and flags are still written.
   if (st.only == 2) p.num_units = 0;
-  CUlaunchConfig cfg = st.convert_config;
-  // attrs point into dev, which outlives the call
+  CUlaunchConfig cfg = st.convert_config;  // attrs point into dev, which outlives the call
   const int64_t blocks = sm90::convert_ctas(p.num_units, dev.sm_count);
   const int64_t map_blocks = ceil_div(gc, sm90::kConvertThreads / 32);
   cfg.gridDimX = (unsigned)(blocks > map_blocks ? blocks : map_blocks);
