@@ -76,13 +76,19 @@ FL_NVFP4_FN uint32_t e2m1_pair(uint32_t w, int j) {
   }
 }
 
+// One word of the K order below: the halves s % 2 of words `lo` (K j) and `hi` (K j + 4, two words on), as fp16 values
+// of a row in natural order (K 2i in the low half of word i; j = 2i + s % 2).
+FL_NVFP4_FN uint32_t k_order_pair(uint32_t lo, uint32_t hi, int s) {
+  return byte_perm(lo, hi, s % 2 ? 0x7632u : 0x5410u);
+}
+
 // The GEMM's K order inside a 64-wide step, for a row of fp16 A given in natural order (the weight-only forms): in
 // 16-byte chunk q = 2s + b, word c holds K values 16c + 8b + s (low half) and 16c + 8b + s + 4 (high half), the
 // order in which e2m1_pair(w[2c + b], s) decodes a packed row's nibbles (nibble t of word i: K 8i + t). `w`: the
 // row's 64 fp16 values, two a word (K 2i in the low half of w[i]).
 FL_NVFP4_FN uint32_t k_order_word(const uint32_t* w, int q, int c) {
   const int s = q / 2, j = 16 * c + 8 * (q % 2) + s;  // K j and j + 4: half s % 2 of words j / 2 and j / 2 + 2
-  return byte_perm(w[j / 2], w[j / 2 + 2], s % 2 ? 0x7632u : 0x5410u);
+  return k_order_pair(w[j / 2], w[j / 2 + 2], s);
 }
 
 }  // namespace fl

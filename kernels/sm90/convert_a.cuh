@@ -45,15 +45,9 @@ __device__ __forceinline__ void convert_nvfp4_unit(const G& gr, int row, int kc,
                                                    int lane) {
   // 16-byte aligned: A's pointer is (the launcher checks it) and a row holds K / 2 bytes, K a multiple of 64
   const uint4* src = reinterpret_cast<const uint4*>(gr.a + (int64_t)row * (gr.k / 2) + kc * (kBlockK / 2));
-  const uint4 lo = src[0], hi = src[1];
   const uint32_t sf = *reinterpret_cast<const uint32_t*>(
       gr.sfa + ((int64_t)(row / 128) * steps + kc) * kSfBlockBytes + sf_row_offset(row));
-  const uint32_t w[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-  uint32_t sc[4];
-#pragma unroll
-  for (int c = 0; c < 4; ++c) sc[c] = ptx::e4m3_to_f16x2_bcast(sf >> (8 * c));
-#pragma unroll
-  for (int q = 0; q < kChunksPerUnit; ++q) out[q ^ (lane % 8)] = nvfp4_chunk(w, sc, q);
+  nvfp4_chunks(src[0], src[1], sf, [&](int q, uint4 v) { out[q ^ (lane % 8)] = v; });
 }
 
 // One unit of fp16 or bf16 A (the weight-only forms: sfa null; 64 values of a row in natural K order, rows 2K bytes

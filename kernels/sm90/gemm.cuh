@@ -146,16 +146,24 @@ __device__ __forceinline__ uint32_t lds8(uint32_t addr) {
 // Byte offset of row r's four scales (K blocks 0..3 of the stage) inside a 512-byte scale block.
 __host__ __device__ __forceinline__ uint32_t sf_row_offset(int r) { return (r % 32) * 16 + ((r % 128) / 32) * 4; }
 
-// fp16 chunk q (= 2 s4 + b, 0..7) of one row's 64-wide K step of NVFP4 A in the K permutation above: word c holds K
-// 16c + 8b + s4 (and + 4), its block's scale folded in. w: the step's 32 packed bytes as words; sc: the four blocks'
-// scales as f16x2 pairs (ptx::e4m3_to_f16x2_bcast). The A conversion (kernels/sm90/convert_a.cuh) and the direct-A
-// producer below build A rows of chunks so.
-__device__ __forceinline__ uint4 nvfp4_chunk(const uint32_t (&w)[8], const uint32_t (&sc)[4], int q) {
-  const int s4 = q / 2, b = q % 2;
-  uint32_t v[4];
+// The eight fp16 chunks of one row's 64-wide K step of NVFP4 A in the K permutation above, scales folded in: chunk
+// q = 2 s4 + b (0..7), word c holding K 16c + 8b + s4 (and + 4), handed to put(q, chunk). lo, hi: the step's 32
+// packed bytes; sf: the row's scale word of the step (its four blocks' E4M3 scales). The A conversion
+// (kernels/sm90/convert_a.cuh) and the direct-A producer below build A rows so.
+template <class Put>
+__device__ __forceinline__ void nvfp4_chunks(uint4 lo, uint4 hi, uint32_t sf, Put&& put) {
+  const uint32_t w[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+  uint32_t sc[4];
 #pragma unroll
-  for (int c = 0; c < 4; ++c) v[c] = ptx::mul_f16x2(e2m1_pair(w[2 * c + b], s4), sc[c]);
-  return make_uint4(v[0], v[1], v[2], v[3]);
+  for (int c = 0; c < 4; ++c) sc[c] = ptx::e4m3_to_f16x2_bcast(sf >> (8 * c));
+#pragma unroll
+  for (int q = 0; q < 8; ++q) {
+    const int s4 = q / 2, b = q % 2;
+    uint32_t v[4];
+#pragma unroll
+    for (int c = 0; c < 4; ++c) v[c] = ptx::mul_f16x2(e2m1_pair(w[2 * c + b], s4), sc[c]);
+    put(q, make_uint4(v[0], v[1], v[2], v[3]));
+  }
 }
 
 // The four fragments of k16 step S from the four words' bytes (rows r0, r1 of word 0; rows r0, r1
@@ -536,9 +544,9 @@ __device__ __noinline__ void prefetch_planned_b(const Params<MAXG>& p) {
 // waits for its oldest copies, writes the row's eight fp16 chunks where the TMA of the fp16 tile would have put them
 // (128-byte swizzle), orders them before the wgmma's reads (the async proxy), and lane 0 arrives on the stage's full
 // barrier in place of the TMA's bytes. NVFP4 A: the row's 32 packed bytes and its scale word, decoded as the
-// conversion kernel does (nvfp4_chunk). fp16 or bf16 A (the masked form's weight-only calls: sfa null): the row's 128
+// conversion kernel does (nvfp4_chunks). fp16 or bf16 A (the masked form's weight-only calls: sfa null): the row's 128
 // bytes in eight 16-byte copies, copy j at slot j ^ (r % 8) (no bank conflicts when each lane reads its own row),
-// permuted into the K order (k_order_word) and, bf16, rounded to fp16, as the conversion kernel does.
+// permuted into the K order (k_order_pair, as k_order_word) and, bf16, rounded to fp16, as the conversion kernel does.
 constexpr uint32_t kDirectRaw = kNarrowN * kA16RowBytes;               // lane r's copies at + 32 r (fp16: + 128 r)
 constexpr uint32_t kDirectSf = kDirectRaw + kNarrowN * (kBlockK / 2);  // ... and its scale word at + 4 r
 constexpr int kDirectAhead = 3;
@@ -570,19 +578,14 @@ __device__ __forceinline__ void direct_a_step(const Smem& sm, RingPos<kStages>& 
       for (int s4 = 0; s4 < 4; ++s4) {
         uint32_t v[4];
 #pragma unroll
-        for (int c = 0; c < 4; ++c) v[c] = byte_perm(w[c][s4 / 2], w[c][s4 / 2 + 2], s4 % 2 ? 0x7632u : 0x5410u);
+        for (int c = 0; c < 4; ++c) v[c] = k_order_pair(w[c][s4 / 2], w[c][s4 / 2 + 2], s4);
         ptx::sts128(row + 16 * ((2 * s4 + b) ^ (lane % 8)), make_uint4(v[0], v[1], v[2], v[3]));
       }
     }
   } else {
-    const uint4 lo = ptx::lds128(st + kDirectRaw + 32 * lane), hi = ptx::lds128(st + kDirectRaw + 32 * lane + 16);
-    const uint32_t sf = ptx::lds32(st + kDirectSf + 4 * lane);
-    const uint32_t w[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-    uint32_t sc[4];
-#pragma unroll
-    for (int c = 0; c < 4; ++c) sc[c] = ptx::e4m3_to_f16x2_bcast(sf >> (8 * c));
-#pragma unroll
-    for (int q = 0; q < 8; ++q) ptx::sts128(row + 16 * (q ^ (lane % 8)), nvfp4_chunk(w, sc, q));
+    nvfp4_chunks(ptx::lds128(st + kDirectRaw + 32 * lane), ptx::lds128(st + kDirectRaw + 32 * lane + 16),
+                 ptx::lds32(st + kDirectSf + 4 * lane),
+                 [&](int q, uint4 v) { ptx::sts128(row + 16 * (q ^ (lane % 8)), v); });
   }
   ptx::fence_proxy_async_smem();  // the chunks, before the wgmma (async proxy) reads them
   __syncwarp();

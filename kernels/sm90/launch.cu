@@ -351,11 +351,11 @@ int launch_chunk(const DeviceState& dev, const int64_t* buf, int G, int g0, int 
   // the maps and flags are still written.
   if (st.only == 2) p.num_units = 0;
   CUlaunchConfig cfg = st.convert_config;  // attrs point into dev, which outlives the call
-  const int64_t blocks = sm90::convert_ctas(p.num_units, dev.sm_count);
-  const int64_t map_blocks = ceil_div(gc, sm90::kConvertThreads / 32);
-  cfg.gridDimX = (unsigned)(blocks > map_blocks ? blocks : map_blocks);
-  cfg.hStream = reinterpret_cast<CUstream>(stream);
   if (!direct) {  // (the direct-A kernels convert A themselves)
+    const int64_t blocks = sm90::convert_ctas(p.num_units, dev.sm_count);
+    const int64_t map_blocks = ceil_div(gc, sm90::kConvertThreads / 32);
+    cfg.gridDimX = (unsigned)(blocks > map_blocks ? blocks : map_blocks);
+    cfg.hStream = reinterpret_cast<CUstream>(stream);
     if constexpr (MAXG == sm90::kGroupsSmall) {
       // B maps in the GEMM's parameters: the conversion runs on its own small block (ConvertParams)
       sm90::ConvertParams cp{};  // (groups past gc: zeros, never read)
@@ -627,8 +627,8 @@ int launch_groups(const DeviceState& dev, const int64_t* buf, int G, const int* 
       const sm90::LaunchPlan& plan =
           single ? *single
                  : launch_plan(buf + 5 * G + g0, buf + 6 * G + g0, buf + 7 * G + g0, g + 1 - g0, dev.sm_count, force);
-      const bool direct = g + 1 - g0 <= sm90::kGroupsSmall && direct_a(dev.sm90, plan, g + 1 - g0, masked);
-      workspace += chunk_bytes(rows, kmax, g + 1 - g0, dev.sm_count, plan, masked != nullptr, direct);
+      workspace += chunk_bytes(rows, kmax, g + 1 - g0, dev.sm_count, plan, masked != nullptr,
+                               direct_a(dev.sm90, plan, g + 1 - g0, masked));
       if (G <= sm90::kGroupsPerLaunch) single = &plan;
       if (workspace > kMaxWorkspaceBytes)
         return err.set(FL_ERR_VALUE, "group %d: the fp16 copy of A would exceed %lld bytes", caller_g,
