@@ -538,26 +538,32 @@ __device__ __noinline__ void prefetch_planned_b(const Params<MAXG>& p) {
 
 // The direct-A kernels (nvfp4_group_gemm_direct, nvfp4_group_gemm_masked_direct): launches of up to kGroupsSmall
 // groups whose every tile is a narrow tile of the narrow build (at most kNarrowN A rows) run with no conversion kernel
-// before them, so a call is one launch. Warp 1 makes each K step's fp16 A rows itself from the caller's A: lane r owns
-// the tile's row r; it copies the row's bytes of the step into the stage past its fp16 rows (cp.async; zeros for
-// rows past the group's, which read nothing), kDirectAhead steps ahead of the step it converts; to convert one it
-// waits for its oldest copies, writes the row's eight fp16 chunks where the TMA of the fp16 tile would have put them
-// (128-byte swizzle), orders them before the wgmma's reads (the async proxy), and lane 0 arrives on the stage's full
-// barrier in place of the TMA's bytes. NVFP4 A: the row's 32 packed bytes and its scale word, decoded as the
-// conversion kernel does (nvfp4_chunks). fp16 or bf16 A (the masked form's weight-only calls: sfa null): the row's 128
-// bytes in eight 16-byte copies, copy j at slot j ^ (r % 8) (no bank conflicts when each lane reads its own row),
-// permuted into the K order (k_order_pair, as k_order_word) and, bf16, rounded to fp16, as the conversion kernel does.
+// before them, so a call is one launch. Warps 1 to kDirectWarps make each K step's fp16 A rows themselves from the
+// caller's A, the steps dealt out in turn (the CTA's step i to warp 1 + i % kDirectWarps, so that converting, the
+// slow part, runs on that many warps at once): lane r owns the tile's row r; it copies the row's bytes of the step
+// into the stage past its fp16 rows (cp.async; zeros for rows past the group's, which read nothing), kDirectAhead of
+// its warp's steps ahead of the step it converts; to convert one it waits for its oldest copies, writes the row's
+// eight fp16 chunks where the TMA of the fp16 tile would have put them (128-byte swizzle), orders them before the
+// wgmma's reads (the async proxy), and lane 0 arrives on the stage's full barrier in place of the TMA's bytes. NVFP4
+// A: the row's 32 packed bytes and its scale word, decoded as the conversion kernel does (nvfp4_chunks). fp16 or bf16
+// A (the masked form's weight-only calls: sfa null): the row's 128 bytes in eight 16-byte copies, copy j at slot
+// j ^ (r % 8) (no bank conflicts when each lane reads its own row), permuted into the K order (k_order_pair, as
+// k_order_word) and, bf16, rounded to fp16, as the conversion kernel does.
 constexpr uint32_t kDirectRaw = kNarrowN * kA16RowBytes;               // lane r's copies at + 32 r (fp16: + 128 r)
 constexpr uint32_t kDirectSf = kDirectRaw + kNarrowN * (kBlockK / 2);  // ... and its scale word at + 4 r
-constexpr int kDirectAhead = 3;
+constexpr int kDirectWarps = 3;
+constexpr int kDirectAhead = 1;
 static_assert(kNarrowN == 32, "a lane a row");
 static_assert(kDirectSf + kNarrowN * 4 <= kAStageBytes && kDirectRaw + kNarrowN * kA16RowBytes <= kAStageBytes,
               "the copies fit the stage past its fp16 rows");
-// The stage the copies of step i wait for (its empty barrier) is released by the consumers' step i - kStages + 1,
-// which the producer has converted before it waits (it converts step i - 1 - kDirectAhead before copying step i).
-static_assert(kDirectAhead + 2 <= kStages, "no wait for a step not yet converted");
+static_assert(1 + kDirectWarps <= kThreads / 32 / 3, "the A warps are the producer warpgroup's after warp 0");
+// The stage a warp's copy of step i waits for (its empty barrier) is released once the consumers are done with step
+// i - kStages. The warp has converted its steps up to i - kDirectWarps * (kDirectAhead + 1) before it waits, so no
+// step it has yet to convert is among those the release waits for (each other warp's likewise, down the chain).
+static_assert(kDirectWarps * (kDirectAhead + 1) <= kStages, "no wait for a step not yet converted");
 
-// The oldest step copied (at `rc`) converted into its stage and handed to the consumers; rc advanced. wide: the
+// The warp's oldest step copied (at `rc`) converted into its stage and handed to the consumers; rc advanced to the
+// warp's next step. wide: the
 // copies are fp16 or bf16 (bf16) rows, else NVFP4.
 __device__ __forceinline__ void direct_a_step(const Smem& sm, RingPos<kStages>& rc, int lane, bool wide, bool bf16) {
   const uint32_t st = sm.a_stage(rc.s), row = st + 128 * lane;
@@ -590,17 +596,21 @@ __device__ __forceinline__ void direct_a_step(const Smem& sm, RingPos<kStages>& 
   ptx::fence_proxy_async_smem();  // the chunks, before the wgmma (async proxy) reads them
   __syncwarp();
   if (lane == 0) ptx::mbar_arrive(sm.full(rc.s));
-  rc.next();
+#pragma unroll
+  for (int i = 0; i < kDirectWarps; ++i) rc.next();  // this warp's next step
 }
 
-// Warp 1 of the direct-A kernels: every K step of the CTA's units, in the consumers' order. Every group of a launch
-// has A of one kind (the first group's sfa null: fp16 or bf16, Params::a_bf16).
+// Warp 1 + part (part < kDirectWarps) of the direct-A kernels: the CTA's K steps i with i % kDirectWarps == part, in
+// the consumers' order. Every group of a launch has A of one kind (the first group's sfa null: fp16 or bf16,
+// Params::a_bf16).
 template <bool MASKED, class S, int MAXG>
-__device__ __forceinline__ void direct_a_producer(const Params<MAXG>& p, const Smem& sm, S& share, int lane) {
+__device__ __forceinline__ void direct_a_producer(const Params<MAXG>& p, const Smem& sm, S& share, int part, int lane) {
   if constexpr (!MASKED) ptx::griddep_wait();  // A is an input (the masked form waited in its prologue)
   const bool wide = MASKED && p.groups[0].sfa == nullptr, bf16 = p.a_bf16 != 0;  // (the task form's A: NVFP4)
-  RingPos<kStages> rl, rc;  // the next step copied, the next converted
-  int ahead = 0;            // steps copied, not yet converted
+  RingPos<kStages> rl, rc;  // the next step (of all) copied or passed over; this warp's next step converted
+  for (int i = 0; i < part; ++i) rc.next();
+  int turn = 0;   // the next step's i % kDirectWarps
+  int ahead = 0;  // this warp's steps copied, not yet converted
   for (int u = 0; u < share.units(); ++u) {
     const Unit w = share.template unit<kBlockN>(p, u);
     const Group& gr = p.groups[w.tile.g];
@@ -610,6 +620,9 @@ __device__ __forceinline__ void direct_a_producer(const Params<MAXG>& p, const S
     const uint8_t* a = gr.a + (int64_t)r * (wide ? gr.k * 2 : gr.k / 2);
     const uint8_t* sf = wide ? nullptr : gr.sfa + (int64_t)(r / 128) * steps * kSfBlockBytes + sf_row_offset(r);
     for (int kc = w.k0; kc < w.k1; ++kc, rl.next()) {
+      const bool mine = turn == part;
+      turn = turn + 1 == kDirectWarps ? 0 : turn + 1;
+      if (!mine) continue;
       ptx::mbar_wait(sm.empty(rl.s), rl.ph ^ 1);
       const uint32_t st = sm.a_stage(rl.s);
       if (wide) {
@@ -774,8 +787,8 @@ __device__ __forceinline__ void group_gemm(const Params<MAXG>& p) {
           __syncwarp();
         }
       }
-    } else if (DIRECT && warp == 1) {
-      direct_a_producer<MASKED>(p, sm, share, lane);
+    } else if (DIRECT && warp <= kDirectWarps) {
+      direct_a_producer<MASKED>(p, sm, share, warp - 1, lane);
     } else if (warp == 1) {
       // ---------------------------------------------------------- A producer
       // fp16 A comes from the conversion kernel: wait for it. Its tensor map is a kernel parameter. The
