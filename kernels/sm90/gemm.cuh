@@ -7,7 +7,8 @@
 // groups' rows stacked with one row pitch, so tensor maps encoded on the host (one per width, its box
 // one tile's A for one K step; cached while the workspace stays put) cover every group; the GEMM
 // loads its A tiles from there with TMA. B's tensor map is patched on the device per group. (The direct-A
-// kernels, for launches of narrow tiles only, make the fp16 A tile in the stage themselves: direct_a_producer.)
+// kernels, for launches of narrow tiles only, make the fp16 A tile in the stage themselves on warps 1-3:
+// direct_a_producer.)
 //
 // Tiles are numbered in the plan's order (groups by tile cost, costliest first). The launch's K
 // steps (tile by tile, each tile's in K order) are shared out among the CTAs by the plan (kernels/sm90/plan/planner.h,
@@ -27,7 +28,7 @@
 //                   (up to 16 groups), else after the conversion kernel wrote them;
 //   warp 1          A producer: waits for the conversion, then TMA for the fp16 A tile (128-byte
 //                   swizzle) of each step (warps 2, 3 only hand over registers); in the direct-A
-//                   kernels it copies and converts the caller's A rows into the stage instead;
+//                   kernels warps 1-3 copy and convert the caller's A rows into the stage instead;
 //   warpgroups 1, 2 consumers: 64 B rows each, dequantise them into wgmma A fragments, issue the
 //                   wgmma; epilogue through shared memory (stmatrix transposes the C^T fragments
 //                   into C rows), then one TMA store per 64-row pass (kTmaC) or 16-byte row stores; or
@@ -563,8 +564,7 @@ static_assert(1 + kDirectWarps <= kThreads / 32 / 3, "the A warps are the produc
 static_assert(kDirectWarps * (kDirectAhead + 1) <= kStages, "no wait for a step not yet converted");
 
 // The warp's oldest step copied (at `rc`) converted into its stage and handed to the consumers; rc advanced to the
-// warp's next step. wide: the
-// copies are fp16 or bf16 (bf16) rows, else NVFP4.
+// warp's next step. wide: the copies are fp16 or bf16 (bf16) rows, else NVFP4.
 __device__ __forceinline__ void direct_a_step(const Smem& sm, RingPos<kStages>& rc, int lane, bool wide, bool bf16) {
   const uint32_t st = sm.a_stage(rc.s), row = st + 128 * lane;
   if (wide) {
@@ -653,7 +653,7 @@ __device__ __forceinline__ void direct_a_producer(const Params<MAXG>& p, const S
 // (kernels/sm90/reduce.cuh), which stores C. BUILD: kernels/sm90/plan/planner.h kBuildMain, kBuildNarrow (the narrow build, kNarrowN)
 // or kBuildMid (the mid build, kMidN); the last two whole and split tiles only. MASKED: the masked form
 // (MaskedParams::masked_m; whole and split tiles, C rows aligned and stored by the threads). DIRECT: the direct-A
-// kernels (narrow tiles only, A made by warp 1). The body of the kernels below.
+// kernels (narrow tiles only, A made by warps 1-3). The body of the kernels below.
 template <int MAXG, bool HALF, bool ANY, bool RED, int BUILD, bool MASKED, bool DIRECT = false>
 __device__ __forceinline__ void group_gemm(const Params<MAXG>& p) {
   static_assert(!DIRECT || (MAXG <= kGroupsSmall && BUILD == kBuildNarrow), "direct A: narrow tiles, B maps in Params");
